@@ -1,0 +1,260 @@
+#include "cli/command_line.h"
+
+#include <algorithm>
+#include <boost/program_options.hpp>
+#include <sstream>
+
+namespace traintl {
+namespace cli {
+namespace {
+
+namespace po = boost::program_options;
+
+struct VerbDef {
+  const char* name;
+  const char* args;  // argument synopsis
+  const char* summary;
+  const char* details;  // extra help paragraph; may be ""
+  size_t min_args;
+  size_t max_args;
+  void (*add_options)(po::options_description*, CommandLine*);
+  void (*assign)(const std::vector<std::string>&, CommandLine*);
+};
+
+void NoOptions(po::options_description*, CommandLine*) {}
+void NoArgs(const std::vector<std::string>&, CommandLine*) {}
+void AssignJob(const std::vector<std::string>& a, CommandLine* cl) {
+  if (!a.empty()) cl->job = a[0];
+}
+
+const std::vector<VerbDef>& Verbs() {
+  static const std::vector<VerbDef> kVerbs = {
+      {"submit", "JOB_JSON [--wait]", "upload the training library and submit a job",
+       "Reads JOB_JSON, uploads the file named by entrypoint.library (content-addressed by\n"
+       "SHA-256, skipped when the cluster already has it) and submits the job. A relative\n"
+       "library path is resolved against the current directory, not the spec's directory.\n"
+       "Prints the job id. With --wait, shows the job's progress until it ends and exits\n"
+       "with its outcome: 0 SUCCEEDED, 1 FAILED, 6 STOPPED.\n",
+       1, 1,
+       [](po::options_description* d, CommandLine* cl) {
+         d->add_options()("wait", po::bool_switch(&cl->submit.wait),
+                          "follow the job until it ends; the exit code is its outcome");
+       },
+       [](const std::vector<std::string>& a, CommandLine* cl) { cl->submit.spec_path = a[0]; }},
+      {"status", "[JOB]", "show one job in detail, or all jobs as a table",
+       "With JOB: state, attempts (with failed rank, exit code or signal), metrics, the\n"
+       "latest checkpoint and, for a failed job, the tail of the failing rank's log.\n"
+       "Without JOB: the same table as `traintl list`.\n",
+       0, 1, NoOptions, AssignJob},
+      {"list", "", "list jobs, newest first", "", 0, 0, NoOptions, NoArgs},
+      {"logs", "JOB [--rank N] [--attempt N] [-f] [--tail N]", "print the log of one rank",
+       "Prints rank N's (default 0) log of one attempt (default: the latest). With -f, keeps\n"
+       "printing new lines until the attempt ends. The output is the log text, also with\n"
+       "--json.\n",
+       1, 1,
+       [](po::options_description* d, CommandLine* cl) {
+         d->add_options()("rank", po::value<int>(&cl->logs.rank)->value_name("N"),
+                          "the rank whose log to print (default 0)")(
+             "attempt", po::value<int>(&cl->logs.attempt)->value_name("N"),
+             "the attempt (1, 2, ...; default: the latest)")(
+             "follow,f", po::bool_switch(&cl->logs.follow),
+             "keep printing new lines until the attempt ends")(
+             "tail", po::value<int>(&cl->logs.tail)->value_name("N"), "only the last N lines");
+       },
+       [](const std::vector<std::string>& a, CommandLine* cl) { cl->logs.job = a[0]; }},
+      {"stop", "JOB", "stop a job (its workers get SIGTERM, then SIGKILL)", "", 1, 1, NoOptions,
+       AssignJob},
+      {"nodes", "", "list the cluster's nodes and their resources", "", 0, 0, NoOptions, NoArgs},
+      {"checkpoints", "JOB", "list a job's retained checkpoints, oldest first",
+       "The latest committed checkpoint (the one a restart resumes from) is marked *.\n", 1, 1,
+       NoOptions, AssignJob},
+      {"metrics", "JOB", "show the metrics a job reported (rank 0), and the latest", "", 1, 1,
+       NoOptions, AssignJob},
+  };
+  return kVerbs;
+}
+
+const VerbDef* FindVerb(const std::string& name) {
+  for (const auto& v : Verbs()) {
+    if (name == v.name) return &v;
+  }
+  return nullptr;
+}
+
+po::options_description GlobalDescription(GlobalOptions* g) {
+  po::options_description d("Global options (before or after the command)", 100, 50);
+  d.add_options()("address", po::value<std::string>(&g->address)->value_name("HOST:PORT"),
+                  "the traintld to talk to (default: $TRAINTL_ADDRESS, else "
+                  "<data-dir>/api_address, else 127.0.0.1:7450)")(
+      "token-file", po::value<std::string>(&g->token_file)->value_name("PATH"),
+      "file holding the API token (default: $TRAINTL_TOKEN, else <data-dir>/token)")(
+      "data-dir", po::value<std::string>(&g->data_dir)->value_name("DIR"),
+      "the daemon's data directory (default: $TRAINTL_DATA_DIR, else /var/lib/traintl when "
+      "its token is readable, else $XDG_STATE_HOME/traintl or ~/.local/state/traintl)")(
+      "json", po::bool_switch(&g->json), "print the daemon's JSON answer (for scripts)")(
+      "help,h", po::bool_switch(&g->help), "show help")("version", po::bool_switch(&g->version),
+                                                        "show the version");
+  return d;
+}
+
+// Options that take a value as the next argument, so that scanning for the verb can skip it.
+bool TakesValue(const std::string& arg) {
+  static const char* kWithValue[] = {"--address", "--token-file", "--data-dir",
+                                     "--rank",    "--attempt",    "--tail"};
+  return std::find(std::begin(kWithValue), std::end(kWithValue), arg) != std::end(kWithValue);
+}
+
+std::string UsageLine(const VerbDef& v) {
+  std::string line = std::string("traintl ") + v.name;
+  if (*v.args) line += std::string(" ") + v.args;
+  return line;
+}
+
+}  // namespace
+
+const std::vector<std::string>& VerbNames() {
+  static const std::vector<std::string> kNames = [] {
+    std::vector<std::string> names;
+    for (const auto& v : Verbs()) names.push_back(v.name);
+    return names;
+  }();
+  return kNames;
+}
+
+Result<CommandLine> ParseCommandLine(const std::vector<std::string>& args) {
+  CommandLine cl;
+  std::vector<std::string> rest;
+  bool help_verb = false;
+  size_t i = 0;
+  for (; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--") break;
+    if (a.size() > 1 && a[0] == '-') {
+      rest.push_back(a);
+      if (TakesValue(a) && i + 1 < args.size()) rest.push_back(args[++i]);
+      continue;
+    }
+    if (a == "help" && !help_verb && cl.verb.empty()) {
+      help_verb = true;
+      continue;
+    }
+    cl.verb = a;
+    ++i;
+    break;
+  }
+  rest.insert(rest.end(), args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+
+  const VerbDef* verb = nullptr;
+  if (!cl.verb.empty()) {
+    verb = FindVerb(cl.verb);
+    if (verb == nullptr) {
+      return Status::InvalidArgument("unknown command '" + cl.verb +
+                                     "' (run 'traintl --help' for the list)");
+    }
+  }
+
+  po::options_description all = GlobalDescription(&cl.global);
+  if (verb != nullptr) {
+    po::options_description verb_options;
+    verb->add_options(&verb_options, &cl);
+    all.add(verb_options);
+  }
+  std::vector<std::string> positionals;
+  all.add_options()("positional", po::value<std::vector<std::string>>(&positionals));
+  po::positional_options_description pos;
+  pos.add("positional", -1);
+
+  std::string context = verb ? std::string(" (see 'traintl ") + verb->name + " --help')"
+                             : std::string(" (see 'traintl --help')");
+  try {
+    po::variables_map vm;
+    po::store(
+        po::command_line_parser(rest)
+            .options(all)
+            .positional(pos)
+            .style(po::command_line_style::default_style & ~po::command_line_style::allow_guessing)
+            .run(),
+        vm);
+    po::notify(vm);
+    if (verb != nullptr) {
+      if (vm.count("rank") && cl.logs.rank < 0) {
+        return Status::InvalidArgument("--rank must be 0 or more");
+      }
+      if (vm.count("attempt") && cl.logs.attempt < 1) {
+        return Status::InvalidArgument("--attempt must be 1 or more");
+      }
+      if (vm.count("tail") && cl.logs.tail < 0) {
+        return Status::InvalidArgument("--tail must be 0 or more");
+      }
+    }
+  } catch (const po::error& e) {
+    return Status::InvalidArgument(e.what() + context);
+  }
+  if (help_verb) cl.global.help = true;
+
+  if (verb == nullptr) {
+    if (!positionals.empty()) {
+      return Status::InvalidArgument("unexpected argument '" + positionals[0] + "'" + context);
+    }
+    if (!cl.global.help && !cl.global.version) {
+      return Status::InvalidArgument("no command given" + context);
+    }
+    return cl;
+  }
+  if (cl.global.help) return cl;
+  if (positionals.size() > verb->max_args) {
+    return Status::InvalidArgument("unexpected argument '" + positionals[verb->max_args] +
+                                   "'; usage: " + UsageLine(*verb));
+  }
+  if (positionals.size() < verb->min_args) {
+    return Status::InvalidArgument(std::string("missing argument; usage: ") + UsageLine(*verb));
+  }
+  for (const auto& p : positionals) {
+    if (p.empty()) return Status::InvalidArgument("empty argument; usage: " + UsageLine(*verb));
+  }
+  verb->assign(positionals, &cl);
+  return cl;
+}
+
+std::string HelpText(const std::string& verb_name) {
+  GlobalOptions g;
+  std::ostringstream out;
+  const VerbDef* verb = FindVerb(verb_name);
+  if (verb != nullptr) {
+    CommandLine cl;
+    out << "Usage: " << UsageLine(*verb) << " [GLOBAL OPTIONS]\n\n";
+    out << "Purpose: " << verb->summary << ".\n";
+    if (*verb->details) out << "\n" << verb->details;
+    po::options_description verb_options("Options", 100, 50);
+    verb->add_options(&verb_options, &cl);
+    if (!verb_options.options().empty()) out << "\n" << verb_options;
+    out << "\n" << GlobalDescription(&g);
+    return out.str();
+  }
+  out << "Usage: traintl [GLOBAL OPTIONS] COMMAND [ARGS] [OPTIONS]\n\n"
+         "Submit, watch and stop training jobs on a traintl cluster.\n\nCommands:\n";
+  for (const auto& v : Verbs()) {
+    std::string left = std::string(v.name) + (*v.args ? std::string(" ") + v.args : "");
+    if (left.size() > 26) {
+      out << "  " << left << "\n" << std::string(30, ' ') << v.summary << "\n";
+    } else {
+      out << "  " << left << std::string(28 - left.size(), ' ') << v.summary << "\n";
+    }
+  }
+  out << "\nJOB is a job id or a unique prefix of one.\n\n"
+      << GlobalDescription(&g)
+      << "\nExit codes:\n"
+         "  0  success (submit --wait: the job SUCCEEDED)\n"
+         "  1  submit --wait: the job FAILED\n"
+         "  2  usage error, unreadable or invalid job spec\n"
+         "  3  the daemon is unreachable or not ready\n"
+         "  4  the daemon rejected the token, or the token file is unreadable\n"
+         "  5  unknown job, or a job prefix matching several jobs\n"
+         "  6  submit --wait: the job was STOPPED\n"
+         "  7  any other error from the daemon\n"
+         "\nRun 'traintl COMMAND --help' for a command's options.\n";
+  return out.str();
+}
+
+}  // namespace cli
+}  // namespace traintl

@@ -1,0 +1,63 @@
+// Command-line parsing for `traintl`: the verbs, their options, and help texts.
+//
+//   traintl [GLOBAL OPTIONS] VERB [ARGS] [OPTIONS]
+//
+// Global options may appear before or after the verb. `--help` works alone, with a verb
+// (`traintl submit --help`), and as `traintl help [VERB]`.
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+
+namespace traintl {
+namespace cli {
+
+struct GlobalOptions {
+  std::string address;     // --address host:port; "" = discover
+  std::string token_file;  // --token-file PATH; "" = discover
+  std::string data_dir;    // --data-dir DIR; "" = discover
+  bool json = false;       // --json
+  bool help = false;       // -h/--help (or the `help` verb)
+  bool version = false;    // --version
+};
+
+struct SubmitOptions {
+  std::string spec_path;  // the job.json argument
+  bool wait = false;      // --wait: follow the job to its end; exit code = outcome
+};
+
+struct LogsOptions {
+  std::string job;
+  int rank = 0;         // --rank N
+  int attempt = 0;      // --attempt N; 0 = the latest attempt
+  bool follow = false;  // -f/--follow
+  int tail = -1;        // --tail N; -1 = the whole log
+};
+
+struct CommandLine {
+  std::string verb;  // "" when only global options were given (e.g. `traintl --help`)
+  GlobalOptions global;
+  SubmitOptions submit;
+  LogsOptions logs;
+  // The JOB argument of status, stop, checkpoints and metrics ("" for `status` alone).
+  std::string job;
+};
+
+// Parses the arguments after argv[0]. Errors (InvalidArgument) carry a message fit to
+// print after "traintl: "; the caller exits with kExitUsage. With --help, missing
+// arguments are not errors.
+Result<CommandLine> ParseCommandLine(const std::vector<std::string>& args);
+
+// The help text: general usage (verbs, global options, exit codes) when `verb` is empty,
+// else that verb's usage and options. Unknown verbs get the general text.
+std::string HelpText(const std::string& verb);
+
+// The verbs, in help order.
+const std::vector<std::string>& VerbNames();
+
+}  // namespace cli
+}  // namespace traintl

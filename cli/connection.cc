@@ -1,0 +1,169 @@
+#include "cli/connection.h"
+
+#include <unistd.h>
+
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+
+#include "common/file_util.h"
+
+namespace traintl {
+namespace cli {
+namespace {
+
+std::string Trim(const std::string& s) {
+  size_t b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return "";
+  size_t e = s.find_last_not_of(" \t\r\n");
+  return s.substr(b, e - b + 1);
+}
+
+std::optional<std::string> Env(const DiscoveryInputs& in, const std::string& name) {
+  if (!in.getenv) return std::nullopt;
+  auto v = in.getenv(name);
+  if (!v || v->empty()) return std::nullopt;
+  return v;
+}
+
+// Reads a small config or secret file. The error names the path and errno's reason,
+// lower-cased so that it reads well inside a sentence.
+Result<std::string> ReadSmallFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    int err = errno;
+    std::string why = err != 0 ? std::strerror(err) : "cannot open";
+    if (!why.empty()) why[0] = static_cast<char>(std::tolower(why[0]));
+    if (err == ENOENT) return Status::NotFound(path + ": " + why);
+    return Status::PermissionDenied(path + ": " + why);
+  }
+  std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return data;
+}
+
+std::string DefaultDataDir(const DiscoveryInputs& in) {
+  if (access(JoinPath(in.system_data_dir, "token").c_str(), R_OK) == 0) {
+    return in.system_data_dir;
+  }
+  if (auto xdg = Env(in, "XDG_STATE_HOME"); xdg && (*xdg)[0] == '/') {
+    return JoinPath(*xdg, "traintl");
+  }
+  std::string home = Env(in, "HOME").value_or("");
+  if (home.empty()) return in.system_data_dir;
+  return JoinPath(home, ".local/state/traintl");
+}
+
+}  // namespace
+
+std::optional<std::string> ProcessGetenv(const std::string& name) {
+  const char* v = std::getenv(name.c_str());
+  if (v == nullptr) return std::nullopt;
+  return std::string(v);
+}
+
+Status ParseAddress(const std::string& text, std::string* host, uint16_t* port) {
+  std::string s = Trim(text);
+  if (s.rfind("http://", 0) == 0) s = s.substr(7);
+  while (!s.empty() && s.back() == '/') s.pop_back();
+  if (s.empty()) return Status::InvalidArgument("empty address");
+  std::string port_text;
+  if (s[0] == '[') {
+    size_t close = s.find(']');
+    if (close == std::string::npos) return Status::InvalidArgument("bad address '" + text + "'");
+    *host = s.substr(1, close - 1);
+    if (close + 1 < s.size()) {
+      if (s[close + 1] != ':') return Status::InvalidArgument("bad address '" + text + "'");
+      port_text = s.substr(close + 2);
+    }
+  } else {
+    size_t colon = s.rfind(':');
+    if (colon != std::string::npos && s.find(':') != colon) {
+      // A bare IPv6 address without brackets has no port.
+      *host = s;
+    } else if (colon != std::string::npos) {
+      *host = s.substr(0, colon);
+      port_text = s.substr(colon + 1);
+    } else {
+      *host = s;
+    }
+  }
+  if (host->empty()) return Status::InvalidArgument("bad address '" + text + "': no host");
+  *port = kDefaultPort;
+  if (!port_text.empty() || s.back() == ':') {
+    char* end = nullptr;
+    errno = 0;
+    long p = std::strtol(port_text.c_str(), &end, 10);
+    if (port_text.empty() || *end != '\0' || errno != 0 || p < 1 || p > 65535) {
+      return Status::InvalidArgument("bad port in address '" + text + "'");
+    }
+    *port = static_cast<uint16_t>(p);
+  }
+  return Status::Ok();
+}
+
+Result<Connection> DiscoverConnection(const DiscoveryInputs& in) {
+  Connection c;
+  if (!in.data_dir_flag.empty()) {
+    c.data_dir = in.data_dir_flag;
+  } else if (auto env = Env(in, "TRAINTL_DATA_DIR")) {
+    c.data_dir = *env;
+  } else {
+    c.data_dir = DefaultDataDir(in);
+  }
+
+  std::string address;
+  if (!in.address_flag.empty()) {
+    address = in.address_flag;
+    c.address_source = "--address";
+  } else if (auto env = Env(in, "TRAINTL_ADDRESS")) {
+    address = *env;
+    c.address_source = "TRAINTL_ADDRESS";
+  } else {
+    std::string file = JoinPath(c.data_dir, "api_address");
+    auto content = ReadSmallFile(file);
+    std::string line;
+    if (content.ok()) line = Trim(content->substr(0, content->find('\n')));
+    if (!line.empty()) {
+      address = line;
+      c.address_source = file;
+    } else {
+      address = kDefaultAddress;
+      c.address_source = "default";
+    }
+  }
+  Status st = ParseAddress(address, &c.host, &c.port);
+  if (!st.ok()) {
+    return Status::InvalidArgument(st.message() + " (from " + c.address_source + ")");
+  }
+  c.address = (c.host.find(':') != std::string::npos ? "[" + c.host + "]" : c.host) + ":" +
+              std::to_string(c.port);
+
+  c.token_path = in.token_file_flag.empty() ? JoinPath(c.data_dir, "token") : in.token_file_flag;
+  if (auto env = Env(in, "TRAINTL_TOKEN")) {
+    c.token = Trim(*env);
+    c.token_source = "TRAINTL_TOKEN";
+  } else if (!in.token_file_flag.empty()) {
+    c.token_source = in.token_file_flag;
+    auto content = ReadSmallFile(in.token_file_flag);
+    if (!content.ok()) {
+      return Status::PermissionDenied("cannot read the token file " + content.status().message());
+    }
+    c.token = Trim(*content);
+    if (c.token.empty()) c.token_problem = in.token_file_flag + " is empty";
+  } else {
+    c.token_source = JoinPath(c.data_dir, "token");
+    auto content = ReadSmallFile(c.token_source);
+    if (content.ok()) {
+      c.token = Trim(*content);
+      if (c.token.empty()) c.token_problem = c.token_source + " is empty";
+    } else {
+      c.token_problem = content.status().message();
+    }
+  }
+  return c;
+}
+
+}  // namespace cli
+}  // namespace traintl

@@ -1,0 +1,66 @@
+// Connection discovery: which daemon address, data directory and token the CLI uses.
+//
+//   data_dir = --data-dir, else $TRAINTL_DATA_DIR, else /var/lib/traintl when its token is
+//              readable, else $XDG_STATE_HOME/traintl, else ~/.local/state/traintl (the
+//              daemon's default when it does not run as root).
+//   address  = --address, else $TRAINTL_ADDRESS, else the first line of
+//              <data_dir>/api_address (written by the daemon), else 127.0.0.1:7450.
+//   token    = $TRAINTL_TOKEN, else the file named by --token-file, else <data_dir>/token.
+//
+// Thread-safety: free functions over their arguments; no shared state.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "common/result.h"
+
+namespace traintl {
+namespace cli {
+
+constexpr char kDefaultAddress[] = "127.0.0.1:7450";
+constexpr uint16_t kDefaultPort = 7450;
+
+// What discovery looks at; tests substitute the environment and the system directory.
+struct DiscoveryInputs {
+  // Command-line flags; empty when not given.
+  std::string address_flag;
+  std::string token_file_flag;
+  std::string data_dir_flag;
+  // Reads an environment variable; nullopt when unset. Default: none set.
+  std::function<std::optional<std::string>(const std::string&)> getenv;
+  // The system-wide data directory of a daemon running as root.
+  std::string system_data_dir = "/var/lib/traintl";
+};
+
+// DiscoveryInputs::getenv over the process environment.
+std::optional<std::string> ProcessGetenv(const std::string& name);
+
+struct Connection {
+  std::string address;  // "host:port", as shown in messages
+  std::string host;
+  uint16_t port = kDefaultPort;
+  std::string address_source;  // "--address", "TRAINTL_ADDRESS", "<dir>/api_address", "default"
+  std::string data_dir;
+  std::string token;  // empty when none was found
+  // Where the token came from: "TRAINTL_TOKEN" or a file path; when none was found, the
+  // file where it was looked for.
+  std::string token_source;
+  // The token file that applies without TRAINTL_TOKEN: --token-file, else <data_dir>/token.
+  std::string token_path;
+  // Why no token was found (e.g. "/var/lib/traintl/token: permission denied"); empty
+  // when there is a token.
+  std::string token_problem;
+};
+
+// Resolves the connection. Errors: InvalidArgument for a malformed address;
+// PermissionDenied when an explicit --token-file cannot be read.
+Result<Connection> DiscoverConnection(const DiscoveryInputs& inputs);
+
+// Splits "host:port", "[v6]:port", "host" (port 7450), optionally prefixed by "http://".
+Status ParseAddress(const std::string& text, std::string* host, uint16_t* port);
+
+}  // namespace cli
+}  // namespace traintl

@@ -1,0 +1,410 @@
+// `traintl submit JOB_JSON [--wait]`: uploads the training library content-addressed,
+// submits the job, and optionally follows it to its end.
+
+#include <set>
+#include <sstream>
+
+#include "cli/exit_codes.h"
+#include "cli/format.h"
+#include "cli/verbs.h"
+#include "common/crypto.h"
+#include "common/file_util.h"
+
+namespace traintl {
+namespace cli {
+namespace {
+
+constexpr int kPostAttempts = 3;
+constexpr int64_t kPostRetryDelayMs = 1000;
+constexpr int64_t kUploadTimeoutMs = 600000;
+// Without a terminal, metrics lines are rate-limited so that CI logs stay readable.
+constexpr int64_t kPlainMetricsIntervalMs = 5000;
+
+// "syntax error while parsing value - ..." out of nlohmann's "[json.exception...] parse
+// error at line 3, column 5: syntax error ...".
+std::string ParseErrorReason(const std::string& what) {
+  size_t column = what.find("column ");
+  if (column != std::string::npos) {
+    size_t colon = what.find(": ", column);
+    if (colon != std::string::npos) return what.substr(colon + 2);
+  }
+  size_t bracket = what.find("] ");
+  return bracket == std::string::npos ? what : what.substr(bracket + 2);
+}
+
+// Reads and parses the spec; on failure prints why and sets *exit_code.
+bool ReadSpec(const std::string& path, CliContext& ctx, nlohmann::json* spec, int* exit_code) {
+  *exit_code = kExitUsage;
+  if (IsDirectory(path)) {
+    *ctx.err << "traintl: " << path << " is a directory, not a job spec\n";
+    return false;
+  }
+  auto text = ReadFile(path);
+  if (!text.ok()) {
+    *ctx.err << "traintl: cannot read the job spec " << path << ": " << text.status().message()
+             << "\n";
+    return false;
+  }
+  try {
+    *spec = nlohmann::json::parse(*text);
+  } catch (const nlohmann::json::parse_error& e) {
+    size_t offset = e.byte > 0 ? std::min<size_t>(e.byte - 1, text->size()) : 0;
+    size_t line = 1, line_start = 0;
+    for (size_t i = 0; i < offset; ++i) {
+      if ((*text)[i] == '\n') {
+        ++line;
+        line_start = i + 1;
+      }
+    }
+    *ctx.err << "traintl: " << path << ":" << line << ":" << (offset - line_start + 1)
+             << ": invalid JSON: " << ParseErrorReason(e.what()) << "\n";
+    return false;
+  }
+  if (!spec->is_object()) {
+    *ctx.err << "traintl: " << path << ": the job spec must be a JSON object\n";
+    return false;
+  }
+  return true;
+}
+
+// Reads the library named by the spec; on failure prints why and sets *exit_code.
+bool ReadLibrary(const nlohmann::json& spec, const std::string& spec_path, CliContext& ctx,
+                 std::string* library, std::string* bytes, int* exit_code) {
+  *exit_code = kExitUsage;
+  const auto& entrypoint = JsonField(spec, "entrypoint");
+  const auto& lib = JsonField(entrypoint, "library");
+  if (!lib.is_string() || lib.get<std::string>().empty()) {
+    *ctx.err << "traintl: invalid job spec: entrypoint.library: required: the path of the "
+                "training library (.so)\n";
+    return false;
+  }
+  *library = lib.get<std::string>();
+  std::string absolute = AbsolutePath(*library);
+  std::string problem;
+  if (IsDirectory(*library)) {
+    problem = "is a directory";
+  } else {
+    auto data = ReadFile(*library);
+    if (data.ok()) {
+      *bytes = std::move(*data);
+      return true;
+    }
+    problem =
+        data.status().code() == Status::Code::kNotFound ? "no such file" : data.status().message();
+  }
+  *ctx.err << "traintl: cannot read the training library " << *library
+           << " (entrypoint.library, resolved as " << absolute << "): " << problem << "\n";
+  if ((*library)[0] != '/') {
+    *ctx.err << "  A relative library path is resolved against the current directory.";
+    std::string beside_spec = JoinPath(DirName(spec_path), *library);
+    if (DirName(spec_path) != "." && PathExists(beside_spec)) {
+      *ctx.err << " Did you mean " << beside_spec << "?";
+    }
+    *ctx.err << "\n";
+  }
+  return false;
+}
+
+// Makes sure the daemon has the blob `sha256`; returns an exit code.
+int UploadLibrary(const std::string& library, const std::string& bytes, const std::string& sha256,
+                  CliContext& ctx) {
+  HttpRequest head;
+  head.method = "HEAD";
+  head.target = "/v1/blobs/" + sha256;
+  auto exists = ctx.client->Send(head);
+  if (!exists.ok()) return ReportTransportError(ctx, exists.status());
+  if (exists->status == 200) return kExitOk;
+  if (exists->status != 404) return ReportHttpError(ctx, *exists);
+
+  HttpRequest put;
+  put.method = "PUT";
+  put.target = "/v1/blobs/" + sha256;
+  put.content_type = "application/octet-stream";
+  put.body = bytes;
+  put.timeout_ms = kUploadTimeoutMs;
+  auto uploaded = ctx.client->Send(put);
+  if (!uploaded.ok()) return ReportTransportError(ctx, uploaded.status());
+  if (uploaded->status / 100 != 2) return ReportHttpError(ctx, *uploaded);
+  if (!ctx.json) {
+    *ctx.err << "uploaded " << library << " (" << FormatBytes(static_cast<double>(bytes.size()))
+             << ", sha256 " << sha256.substr(0, 12) << ")\n";
+  }
+  return kExitOk;
+}
+
+bool IsTerminal(const std::string& state) {
+  return state == "SUCCEEDED" || state == "FAILED" || state == "STOPPED";
+}
+
+// Follows one job's detail answers and prints what changed. Owns the redrawable status
+// line on a terminal.
+class ProgressPrinter {
+ public:
+  explicit ProgressPrinter(CliContext& ctx) : ctx_(ctx) {}
+
+  void Update(const nlohmann::json& job) {
+    std::string state = JsonString(job, "state");
+    int64_t attempt = JsonInt(job, "attempt").value_or(0);
+    const auto& attempts = JsonField(job, "attempts");
+
+    if (attempt > last_attempt_ && last_attempt_ > 0) {
+      // Attempts between polls, and the one we watched, ended before this one began.
+      for (int64_t a = last_attempt_; a < attempt; ++a) ReportAttemptEnd(job, a);
+    }
+    last_attempt_ = std::max(last_attempt_, attempt);
+
+    std::string headline;
+    if (state == "PENDING") {
+      headline = "PENDING";
+      std::string reason = JsonString(job, "pending_reason");
+      if (!reason.empty()) headline += ": " + reason;
+    } else if (state == "STARTING" || state == "RUNNING") {
+      headline = "attempt " + std::to_string(attempt) + " " + state;
+      if (state == "STARTING") {
+        if (auto workers = JsonInt(job, "num_workers")) {
+          headline += " (" + std::to_string(*workers) + " workers)";
+        }
+      }
+      const auto& current = FindAttempt(attempts, attempt);
+      std::string restored = JsonString(current, "restored_from");
+      if (!restored.empty()) headline += ", restored from " + restored;
+    }
+    if (!headline.empty() && headline != last_headline_) {
+      Line(headline);
+      last_headline_ = headline;
+    }
+
+    const auto& ckpt = JsonField(job, "latest_checkpoint");
+    if (auto id = JsonInt(ckpt, "id"); id && reported_checkpoints_.insert(*id).second) {
+      std::string line = "checkpoint #" + std::to_string(*id) + " committed (attempt " +
+                         std::to_string(JsonInt(ckpt, "attempt").value_or(0)) + ", seq " +
+                         std::to_string(JsonInt(ckpt, "seq").value_or(0)) +
+                         "): " + JsonString(ckpt, "path");
+      Line(line);
+    }
+
+    std::string metrics = FormatMetrics(JsonField(job, "metrics"));
+    if (!metrics.empty() && metrics != last_metrics_) {
+      if (ctx_.out_is_tty) {
+        // The outcome, printed next, repeats the final metrics.
+        if (IsTerminal(state)) return;
+        last_metrics_ = metrics;
+        DrawStatus(state, attempt);
+      } else if (last_metrics_line_ms_ < 0 ||
+                 ctx_.now_ms() - last_metrics_line_ms_ >= kPlainMetricsIntervalMs) {
+        last_metrics_ = metrics;
+        last_metrics_line_ms_ = ctx_.now_ms();
+        Line("metrics: " + metrics);
+      }
+    }
+  }
+
+  // A plain line, above the status line on a terminal.
+  void Line(const std::string& text) {
+    ClearStatus();
+    *ctx_.out << "[" << FormatClock(ctx_.now_ms()) << "] " << text << "\n";
+    ctx_.out->flush();
+  }
+
+  void ClearStatus() {
+    if (status_shown_) {
+      *ctx_.out << "\r\033[K";
+      status_shown_ = false;
+    }
+  }
+
+  static const nlohmann::json& FindAttempt(const nlohmann::json& attempts, int64_t number) {
+    static const nlohmann::json kNull;
+    if (!attempts.is_array()) return kNull;
+    for (const auto& a : attempts) {
+      if (JsonInt(a, "attempt") == number) return a;
+    }
+    return kNull;
+  }
+
+  // "rank 1, SIGSEGV: reason" for an attempt that failed.
+  static std::string FailureSummary(const nlohmann::json& attempt) {
+    std::string out;
+    if (auto rank = JsonInt(attempt, "failed_rank")) out = "rank " + std::to_string(*rank);
+    std::string exit = FormatExit(attempt);
+    if (!exit.empty()) out += (out.empty() ? "" : ", ") + exit;
+    std::string reason = JsonString(attempt, "reason");
+    if (!reason.empty()) out += (out.empty() ? "" : ": ") + reason;
+    return out;
+  }
+
+ private:
+  void ReportAttemptEnd(const nlohmann::json& job, int64_t number) {
+    const auto& a = FindAttempt(JsonField(job, "attempts"), number);
+    if (a.is_null()) return;
+    std::string state = JsonString(a, "state", "ENDED");
+    std::string summary = FailureSummary(a);
+    std::string line = "attempt " + std::to_string(number) + " " + state;
+    if (!summary.empty()) line += ": " + summary;
+    if (state == "FAILED") {
+      int64_t max_failures = JsonInt(job, "max_failures").value_or(0);
+      line += "; restarting (failures " + std::to_string(JsonInt(job, "failures").value_or(0)) +
+              (max_failures < 0 ? ", unlimited" : " of " + std::to_string(max_failures)) + ")";
+    }
+    Line(line);
+  }
+
+  void DrawStatus(const std::string& state, int64_t attempt) {
+    std::string text = "[" + FormatClock(ctx_.now_ms()) + "] " + state + " attempt " +
+                       std::to_string(attempt) + "  " + last_metrics_;
+    size_t width = ctx_.terminal_width > 1 ? static_cast<size_t>(ctx_.terminal_width - 1) : 99;
+    *ctx_.out << "\r\033[K" << Truncate(text, width);
+    ctx_.out->flush();
+    status_shown_ = true;
+  }
+
+  CliContext& ctx_;
+  int64_t last_attempt_ = 0;
+  std::string last_headline_;
+  std::string last_metrics_;
+  int64_t last_metrics_line_ms_ = -1;
+  std::set<int64_t> reported_checkpoints_;
+  bool status_shown_ = false;
+};
+
+int Outcome(const nlohmann::json& job, ProgressPrinter* progress, CliContext& ctx) {
+  std::string state = JsonString(job, "state");
+  int code = state == "SUCCEEDED" ? kExitOk : state == "STOPPED" ? kExitJobStopped : kExitJobFailed;
+  if (ctx.json) {
+    PrintJson(ctx, job);
+    return code;
+  }
+  std::string span = FormatSpan(JsonInt(job, "started_at"), JsonInt(job, "ended_at"), ctx.now_ms());
+  int64_t attempt = JsonInt(job, "attempt").value_or(0);
+  std::string line = JsonString(job, "job_id") + " " + state;
+  if (span != "-") line += " after " + span;
+  if (attempt > 0) line += " (attempt " + std::to_string(attempt) + ")";
+  std::string message = JsonString(job, "message");
+  if (!message.empty()) line += ": " + message;
+  progress->Line(line);
+
+  std::string metrics = FormatMetrics(JsonField(job, "metrics"));
+  if (!metrics.empty()) *ctx.out << "  final metrics: " << metrics << "\n";
+  const auto& ckpt = JsonField(job, "latest_checkpoint");
+  if (ckpt.is_object()) *ctx.out << "  latest checkpoint: " << JsonString(ckpt, "path") << "\n";
+  const auto& attempts = JsonField(job, "attempts");
+  if (state == "FAILED" && attempts.is_array() && !attempts.empty()) {
+    const auto& last = attempts.back();
+    std::string summary = ProgressPrinter::FailureSummary(last);
+    if (!summary.empty()) *ctx.out << "  failed: " << summary << "\n";
+    std::string tail = JsonString(last, "log_tail");
+    if (!tail.empty()) {
+      auto rank = JsonInt(last, "failed_rank");
+      *ctx.out << "  log tail" << (rank ? " of rank " + std::to_string(*rank) : std::string())
+               << ":\n"
+               << Indent(tail, "    ");
+    }
+  }
+  ctx.out->flush();
+  return code;
+}
+
+}  // namespace
+
+int WaitForJob(const std::string& job_id, CliContext& ctx) {
+  ProgressPrinter progress(ctx);
+  int64_t unreachable_since = -1;
+  for (;;) {
+    HttpRequest request;
+    request.target = JobPath(job_id);
+    auto response = ctx.client->Send(request);
+    bool transient = !response.ok() || response->status == 503;
+    if (transient) {
+      int64_t now = ctx.now_ms();
+      if (unreachable_since < 0) {
+        unreachable_since = now;
+        if (!ctx.json) {
+          progress.ClearStatus();
+          std::string why = response.ok() ? ErrorText(*response) : response.status().message();
+          *ctx.err << "traintl: lost contact with the traintld at " << ctx.connection.address
+                   << " (" << why << "); retrying\n";
+        }
+      } else if (now - unreachable_since >= ctx.reconnect_grace_ms) {
+        progress.ClearStatus();
+        return response.ok() ? ReportHttpError(ctx, *response)
+                             : ReportTransportError(ctx, response.status());
+      }
+      ctx.sleep_ms(ctx.poll_interval_ms);
+      continue;
+    }
+    if (unreachable_since >= 0 && !ctx.json) *ctx.err << "traintl: reconnected\n";
+    unreachable_since = -1;
+    if (response->status / 100 != 2) {
+      progress.ClearStatus();
+      return ReportHttpError(ctx, *response);
+    }
+    auto job = nlohmann::json::parse(response->body, nullptr, false);
+    if (!job.is_object()) {
+      progress.ClearStatus();
+      *ctx.err << "traintl: the daemon's answer to GET " << request.target
+               << " is not a JSON object\n";
+      return kExitServerError;
+    }
+    if (IsTerminal(JsonString(job, "state"))) {
+      if (!ctx.json) progress.Update(job);
+      return Outcome(job, &progress, ctx);
+    }
+    if (!ctx.json) progress.Update(job);
+    ctx.sleep_ms(ctx.poll_interval_ms);
+  }
+}
+
+int RunSubmit(const SubmitOptions& options, CliContext& ctx) {
+  int code = kExitOk;
+  nlohmann::json spec;
+  if (!ReadSpec(options.spec_path, ctx, &spec, &code)) return code;
+  std::string library, bytes;
+  if (!ReadLibrary(spec, options.spec_path, ctx, &library, &bytes, &code)) return code;
+  std::string sha256 = Sha256Hex(bytes);
+  code = UploadLibrary(library, bytes, sha256, ctx);
+  if (code != kExitOk) return code;
+
+  HttpRequest post;
+  post.method = "POST";
+  post.target = "/v1/jobs";
+  post.content_type = "application/json";
+  // The idempotency key makes a retry after a lost answer return the first job instead of
+  // submitting a second one.
+  post.body =
+      nlohmann::json{{"spec", spec}, {"library_sha256", sha256}, {"submission_id", RandomHex(16)}}
+          .dump();
+  Result<HttpResponse> response = Status::Internal("unset");
+  for (int i = 0; i < kPostAttempts; ++i) {
+    if (i > 0) ctx.sleep_ms(kPostRetryDelayMs);
+    response = ctx.client->Send(post);
+    if (response.ok() && response->status != 503) break;
+  }
+  if (!response.ok()) return ReportTransportError(ctx, response.status());
+  if (response->status / 100 != 2) return ReportHttpError(ctx, *response);
+  auto answer = nlohmann::json::parse(response->body, nullptr, false);
+  std::string job_id = JsonString(answer, "job_id");
+  if (job_id.empty()) {
+    *ctx.err << "traintl: the daemon accepted the job but its answer has no job_id\n";
+    return kExitServerError;
+  }
+  if (!options.wait) {
+    if (ctx.json) {
+      PrintJson(ctx, answer);
+    } else {
+      *ctx.out << job_id << "\n";
+    }
+    return kExitOk;
+  }
+  if (!ctx.json) {
+    std::string name = JsonString(spec, "name");
+    *ctx.out << "[" << FormatClock(ctx.now_ms()) << "] submitted " << job_id
+             << (name.empty() ? "" : " (" + name + ")") << "\n";
+    if (ctx.out_is_tty) {
+      *ctx.out << "  Ctrl-C stops watching, not the job (traintl stop " << job_id << ")\n";
+    }
+  }
+  return WaitForJob(job_id, ctx);
+}
+
+}  // namespace cli
+}  // namespace traintl

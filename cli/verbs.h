@@ -1,0 +1,60 @@
+// The verbs of `traintl`, one source file each. Every verb takes its parsed options and a
+// CliContext, prints its result (or, with ctx.json, the daemon's JSON) and returns the
+// process exit code (cli/exit_codes.h).
+//
+// Thread-safety: each call uses only its context; run one verb at a time per context.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/command_line.h"
+#include "cli/context.h"
+
+namespace traintl {
+namespace cli {
+
+// submit.cc
+int RunSubmit(const SubmitOptions& options, CliContext& ctx);
+// Polls GET /v1/jobs/{job_id} until the job ends, printing progress; returns kExitOk,
+// kExitJobFailed or kExitJobStopped for the outcome (or an error exit code).
+int WaitForJob(const std::string& job_id, CliContext& ctx);
+
+// status.cc; an empty `job` lists all jobs, like `list`.
+int RunStatus(const std::string& job, CliContext& ctx);
+// The human-readable block for one JobDetail.
+std::string FormatJobDetail(const nlohmann::json& job, int64_t now_ms);
+// "exit 1", "SIGSEGV", or "" for an Attempt's exit_code/signal.
+std::string FormatExit(const nlohmann::json& attempt);
+
+// list.cc
+int RunList(CliContext& ctx);
+// The job table for a {"jobs":[...]} answer.
+std::string FormatJobTable(const nlohmann::json& jobs, int64_t now_ms);
+
+// logs.cc
+int RunLogs(const LogsOptions& options, CliContext& ctx);
+// The request target for `options` ("/v1/jobs/<job>/logs?rank=0...").
+std::string LogsTarget(const LogsOptions& options);
+
+// stop.cc
+int RunStop(const std::string& job, CliContext& ctx);
+
+// nodes.cc
+int RunNodes(CliContext& ctx);
+std::string FormatNodeTable(const nlohmann::json& nodes, int64_t now_ms);
+
+// checkpoints.cc
+int RunCheckpoints(const std::string& job, CliContext& ctx);
+std::string FormatCheckpointTable(const nlohmann::json& checkpoints);
+
+// metrics.cc
+int RunMetrics(const std::string& job, CliContext& ctx);
+std::string FormatMetricsReport(const nlohmann::json& metrics);
+
+// Dispatches a parsed command line (not --help/--version) to its verb.
+int RunVerb(const CommandLine& command_line, CliContext& ctx);
+
+}  // namespace cli
+}  // namespace traintl

@@ -1,0 +1,272 @@
+#include "common/file_util.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <functional>
+#include <random>
+
+namespace traintl {
+namespace {
+
+std::string Errno(const std::string& what, const std::string& path) {
+  return what + " " + path + ": " + std::strerror(errno);
+}
+
+Status WriteAll(int fd, const char* p, size_t n, const std::string& path) {
+  while (n > 0) {
+    ssize_t w = ::write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return Status::Internal(Errno("write", path));
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return Status::Ok();
+}
+
+std::string TempSuffix() {
+  static thread_local std::mt19937_64 rng(std::random_device{}());
+  char buf[32];
+  std::snprintf(buf, sizeof buf, ".tmp-%d-%08llx", static_cast<int>(getpid()),
+                static_cast<unsigned long long>(rng() & 0xffffffffULL));
+  return buf;
+}
+
+}  // namespace
+
+Result<std::string> ReadFile(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return Status::NotFound(Errno("open", path));
+    return Status::Internal(Errno("open", path));
+  }
+  std::string out;
+  char buf[65536];
+  for (;;) {
+    ssize_t r = ::read(fd, buf, sizeof buf);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      Status st = Status::Internal(Errno("read", path));
+      ::close(fd);
+      return st;
+    }
+    if (r == 0) break;
+    out.append(buf, static_cast<size_t>(r));
+  }
+  ::close(fd);
+  return out;
+}
+
+Status WriteFileAtomic(const std::string& path, const std::string& data, mode_t mode) {
+  const std::string tmp = path + TempSuffix();
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+  if (fd < 0) return Status::Internal(Errno("create", tmp));
+  Status st = WriteAll(fd, data.data(), data.size(), tmp);
+  if (st.ok() && ::fchmod(fd, mode) != 0) st = Status::Internal(Errno("chmod", tmp));
+  if (st.ok() && ::fsync(fd) != 0) st = Status::Internal(Errno("fsync", tmp));
+  ::close(fd);
+  if (st.ok() && ::rename(tmp.c_str(), path.c_str()) != 0)
+    st = Status::Internal(Errno("rename", tmp));
+  if (!st.ok()) {
+    ::unlink(tmp.c_str());
+    return st;
+  }
+  return FsyncDir(DirName(path));
+}
+
+Status MakeDirs(const std::string& path, mode_t mode) {
+  if (path.empty()) return Status::InvalidArgument("empty path");
+  std::string cur;
+  size_t pos = 0;
+  while (pos != std::string::npos) {
+    size_t next = path.find('/', pos + 1);
+    cur = path.substr(0, next);
+    pos = next;
+    if (cur.empty() || cur == "/") continue;
+    if (::mkdir(cur.c_str(), mode) != 0 && errno != EEXIST)
+      return Status::Internal(Errno("mkdir", cur));
+  }
+  if (!IsDirectory(path)) return Status::FailedPrecondition(path + " is not a directory");
+  return Status::Ok();
+}
+
+Status FsyncDir(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return Status::Internal(Errno("open dir", path));
+  int rc = ::fsync(fd);
+  ::close(fd);
+  if (rc != 0) return Status::Internal(Errno("fsync dir", path));
+  return Status::Ok();
+}
+
+Status FsyncFile(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::Internal(Errno("open", path));
+  int rc = ::fsync(fd);
+  ::close(fd);
+  if (rc != 0) return Status::Internal(Errno("fsync", path));
+  return Status::Ok();
+}
+
+Status RemoveAll(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return Status::Ok();
+    return Status::Internal(Errno("stat", path));
+  }
+  if (S_ISDIR(st.st_mode)) {
+    DIR* d = ::opendir(path.c_str());
+    if (d == nullptr) return Status::Internal(Errno("opendir", path));
+    std::vector<std::string> names;
+    while (struct dirent* e = ::readdir(d)) {
+      std::string n = e->d_name;
+      if (n != "." && n != "..") names.push_back(n);
+    }
+    ::closedir(d);
+    for (const auto& n : names) TRAINTL_RETURN_IF_ERROR(RemoveAll(path + "/" + n));
+    if (::rmdir(path.c_str()) != 0 && errno != ENOENT)
+      return Status::Internal(Errno("rmdir", path));
+    return Status::Ok();
+  }
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT)
+    return Status::Internal(Errno("unlink", path));
+  return Status::Ok();
+}
+
+bool PathExists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+bool IsDirectory(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static Status CopyFileDurably(const std::string& src, const std::string& dst) {
+  int in = ::open(src.c_str(), O_RDONLY | O_CLOEXEC);
+  if (in < 0) return Status::Internal(Errno("open", src));
+  int out = ::open(dst.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (out < 0) {
+    Status st = Status::Internal(Errno("create", dst));
+    ::close(in);
+    return st;
+  }
+  Status st;
+  char buf[1 << 16];
+  for (;;) {
+    ssize_t r = ::read(in, buf, sizeof buf);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      st = Status::Internal(Errno("read", src));
+      break;
+    }
+    if (r == 0) break;
+    st = WriteAll(out, buf, static_cast<size_t>(r), dst);
+    if (!st.ok()) break;
+  }
+  if (st.ok() && ::fsync(out) != 0) st = Status::Internal(Errno("fsync", dst));
+  ::close(in);
+  ::close(out);
+  return st;
+}
+
+Result<std::vector<std::string>> ListFilesRecursive(const std::string& dir) {
+  std::vector<std::string> out;
+  std::function<Status(const std::string&)> walk = [&](const std::string& rel) -> Status {
+    const std::string full = rel.empty() ? dir : dir + "/" + rel;
+    DIR* d = ::opendir(full.c_str());
+    if (d == nullptr) return Status::NotFound(Errno("opendir", full));
+    std::vector<std::string> names;
+    while (struct dirent* e = ::readdir(d)) {
+      std::string n = e->d_name;
+      if (n != "." && n != "..") names.push_back(n);
+    }
+    ::closedir(d);
+    for (const auto& n : names) {
+      const std::string r = rel.empty() ? n : rel + "/" + n;
+      struct stat st;
+      if (::stat((dir + "/" + r).c_str(), &st) != 0) continue;
+      if (S_ISDIR(st.st_mode)) {
+        TRAINTL_RETURN_IF_ERROR(walk(r));
+      } else if (S_ISREG(st.st_mode)) {
+        out.push_back(r);
+      }
+    }
+    return Status::Ok();
+  };
+  TRAINTL_RETURN_IF_ERROR(walk(""));
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+Status CopyTreeDurably(const std::string& src, const std::string& dst) {
+  if (!IsDirectory(src)) return Status::NotFound(src + " is not a directory");
+  TRAINTL_ASSIGN_OR_RETURN(std::vector<std::string> files, ListFilesRecursive(src));
+  TRAINTL_RETURN_IF_ERROR(MakeDirs(dst));
+  std::vector<std::string> dirs{dst};
+  for (const auto& rel : files) {
+    const std::string target = dst + "/" + rel;
+    const std::string parent = DirName(target);
+    if (parent != dst) {
+      TRAINTL_RETURN_IF_ERROR(MakeDirs(parent));
+      dirs.push_back(parent);
+    }
+    TRAINTL_RETURN_IF_ERROR(CopyFileDurably(src + "/" + rel, target));
+  }
+  std::sort(dirs.begin(), dirs.end());
+  dirs.erase(std::unique(dirs.begin(), dirs.end()), dirs.end());
+  for (const auto& d : dirs) TRAINTL_RETURN_IF_ERROR(FsyncDir(d));
+  return FsyncDir(DirName(dst));
+}
+
+std::string DirName(const std::string& path) {
+  size_t p = path.find_last_of('/');
+  if (p == std::string::npos) return ".";
+  if (p == 0) return "/";
+  return path.substr(0, p);
+}
+
+std::string JoinPath(const std::string& a, const std::string& b) {
+  if (a.empty() || (!b.empty() && b[0] == '/')) return b;
+  if (a.back() == '/') return a + b;
+  return a + "/" + b;
+}
+
+std::string AbsolutePath(const std::string& path) {
+  if (!path.empty() && path[0] == '/') return path;
+  char buf[4096];
+  if (::getcwd(buf, sizeof buf) == nullptr) return path;
+  return JoinPath(buf, path);
+}
+
+std::string TailFile(const std::string& path, size_t max_bytes) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    ::close(fd);
+    return "";
+  }
+  off_t size = st.st_size;
+  off_t start = size > static_cast<off_t>(max_bytes) ? size - static_cast<off_t>(max_bytes) : 0;
+  std::string out(static_cast<size_t>(size - start), '\0');
+  ssize_t r = ::pread(fd, out.data(), out.size(), start);
+  ::close(fd);
+  if (r < 0) return "";
+  out.resize(static_cast<size_t>(r));
+  if (start > 0) {
+    size_t nl = out.find('\n');
+    if (nl != std::string::npos && nl + 1 < out.size()) out = out.substr(nl + 1);
+  }
+  return out;
+}
+
+}  // namespace traintl

@@ -1,0 +1,45 @@
+// File-system helpers with the durability rules traintl relies on: a file written with
+// WriteFileAtomic is either absent or complete after a crash (temp + fsync + rename +
+// fsync of the directory).
+//
+// Thread-safety: free functions with no shared state.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "common/status.h"
+
+namespace traintl {
+
+Result<std::string> ReadFile(const std::string& path);
+// Writes `data` to `path` atomically and durably, with permission bits `mode`.
+Status WriteFileAtomic(const std::string& path, const std::string& data, mode_t mode = 0644);
+// mkdir -p with `mode` for the directories it creates.
+Status MakeDirs(const std::string& path, mode_t mode = 0755);
+// fsync(2) of a directory, so that renames and creations inside it are durable.
+Status FsyncDir(const std::string& path);
+// fsync(2) of a regular file.
+Status FsyncFile(const std::string& path);
+// rm -rf; OK when the path does not exist.
+Status RemoveAll(const std::string& path);
+bool PathExists(const std::string& path);
+bool IsDirectory(const std::string& path);
+// Copies every regular file below `src` into `dst` (created), keeping relative paths; each
+// file is fsynced, and every directory created. Symlinks are followed; other special files
+// are skipped.
+Status CopyTreeDurably(const std::string& src, const std::string& dst);
+// Relative paths of the regular files below `dir`, sorted.
+Result<std::vector<std::string>> ListFilesRecursive(const std::string& dir);
+// The directory part of a path ("a/b/c" -> "a/b"; "c" -> ".").
+std::string DirName(const std::string& path);
+std::string JoinPath(const std::string& a, const std::string& b);
+// Absolute form of `path` (relative to the cwd); does not resolve symlinks.
+std::string AbsolutePath(const std::string& path);
+// Last `max_bytes` of a file, starting at a line boundary where possible.
+std::string TailFile(const std::string& path, size_t max_bytes);
+
+}  // namespace traintl

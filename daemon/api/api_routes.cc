@@ -1,0 +1,345 @@
+#include "daemon/api/api_routes.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <boost/asio/steady_timer.hpp>
+#include <deque>
+
+#include "common/crypto.h"
+#include "common/file_util.h"
+#include "common/logging.h"
+#include "daemon/api/views.h"
+#include "daemon/http/responder.h"
+#include "daemon/state/commands.h"
+
+namespace traintl {
+
+namespace asio = boost::asio;
+using http::Request;
+using http::Responder;
+using nlohmann::json;
+using ResponderPtr = std::shared_ptr<Responder>;
+
+namespace {
+
+// Resolves {job} (id or prefix) or answers 404 / 409 and returns nullopt.
+std::optional<JobRecord> ResolveJob(const ApiContext& ctx, const Request& req,
+                                    const ResponderPtr& res) {
+  std::vector<std::string> candidates;
+  auto id = ctx.store->ResolveJobId(req.params.at("job"), &candidates);
+  if (!id.ok()) {
+    if (!candidates.empty()) {
+      res->SendError(409, id.status().message(), {{"candidates", candidates}});
+    } else {
+      res->SendError(404, id.status().message());
+    }
+    return std::nullopt;
+  }
+  auto job = ctx.store->GetJob(*id);
+  if (!job) res->SendError(404, "no job " + *id);
+  return job;
+}
+
+// Parses a non-negative integer query parameter; answers 400 and returns false on error.
+bool QueryInt(const Request& req, const ResponderPtr& res, const char* name, int* out) {
+  auto it = req.query.find(name);
+  if (it == req.query.end() || it->second.empty()) return true;
+  const std::string& v = it->second;
+  if (v.size() > 9 || v.find_first_not_of("0123456789") != std::string::npos) {
+    res->SendError(400, std::string("query parameter ") + name + " must be a non-negative integer");
+    return false;
+  }
+  *out = std::stoi(v);
+  return true;
+}
+
+int HttpStatusFor(const Status& st) {
+  switch (st.code()) {
+    case Status::Code::kInvalidArgument: return 400;
+    case Status::Code::kNotFound: return 404;
+    case Status::Code::kFailedPrecondition: return 409;
+    case Status::Code::kUnavailable: return 503;
+    default: return 500;
+  }
+}
+
+// Streams a log file: the existing content (or its last N lines), then, with follow, new
+// bytes as they are written until the attempt has ended and the file is drained.
+class LogStream : public std::enable_shared_from_this<LogStream> {
+ public:
+  LogStream(const ApiContext& ctx, ResponderPtr res, std::string path, std::string job_id,
+            int attempt, bool follow)
+      : ctx_(ctx),
+        res_(std::move(res)),
+        path_(std::move(path)),
+        job_id_(std::move(job_id)),
+        attempt_(attempt),
+        follow_(follow),
+        timer_(*ctx.io) {}
+
+  void Start(int tail_lines) {
+    struct stat st;
+    off_t size = ::stat(path_.c_str(), &st) == 0 ? st.st_size : 0;
+    if (tail_lines > 0) {
+      // Read backwards until we have tail_lines newlines (bounded to the last 16 MiB).
+      const off_t window = std::min<off_t>(size, 16 << 20);
+      std::string buf = ReadRange(size - window, static_cast<size_t>(window));
+      int lines = 0;
+      size_t pos = buf.size();
+      if (pos > 0 && buf[pos - 1] == '\n') --pos;
+      while (pos > 0) {
+        if (buf[pos - 1] == '\n' && ++lines == tail_lines) break;
+        --pos;
+      }
+      offset_ = size - window + static_cast<off_t>(pos);
+    }
+    res_->BeginChunked(200, "text/plain; charset=utf-8");
+    Pump();
+  }
+
+ private:
+  std::string ReadRange(off_t from, size_t n) {
+    std::string out(n, '\0');
+    int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return "";
+    ssize_t r = ::pread(fd, out.data(), n, from);
+    ::close(fd);
+    out.resize(r > 0 ? static_cast<size_t>(r) : 0);
+    return out;
+  }
+
+  bool AttemptEnded() const {
+    auto job = ctx_.store->GetJob(job_id_);
+    if (!job) return true;
+    if (job->attempt != attempt_) return true;
+    return IsTerminalJobState(job->state) || job->state == kJobPending;
+  }
+
+  void Pump() {
+    if (res_->closed()) return;
+    // Decide before reading: an ended attempt's file no longer grows.
+    const bool ended = !follow_ || AttemptEnded();
+    std::string chunk = ReadRange(offset_, 256 * 1024);
+    if (!chunk.empty()) {
+      offset_ += static_cast<off_t>(chunk.size());
+      auto self = shared_from_this();
+      res_->WriteChunk(std::move(chunk), [self](bool ok) {
+        if (ok) self->Pump();
+      });
+      return;
+    }
+    if (ended) {
+      res_->EndChunked();
+      return;
+    }
+    timer_.expires_after(std::chrono::milliseconds(200));
+    auto self = shared_from_this();
+    timer_.async_wait([self](const boost::system::error_code& ec) {
+      if (!ec) self->Pump();
+    });
+  }
+
+  const ApiContext ctx_;
+  ResponderPtr res_;
+  const std::string path_;
+  const std::string job_id_;
+  const int attempt_;
+  const bool follow_;
+  off_t offset_ = 0;
+  asio::steady_timer timer_;
+};
+
+void HandleSubmit(const ApiContext& ctx, const Request& req, const ResponderPtr& res) {
+  json body = json::parse(req.body, nullptr, false);
+  if (!body.is_object()) {
+    res->SendError(400, "request body must be a JSON object {\"spec\": {...}}");
+    return;
+  }
+  for (auto it = body.begin(); it != body.end(); ++it) {
+    if (it.key() != "spec" && it.key() != "library_sha256" && it.key() != "submission_id") {
+      res->SendError(400, "unknown field " + it.key(), {{"field", it.key()}});
+      return;
+    }
+  }
+  if (!body.contains("spec")) {
+    res->SendError(400, "spec: required", {{"field", "spec"}});
+    return;
+  }
+  SpecError err;
+  auto spec = ParseJobSpec(body["spec"], &err);
+  if (!spec.ok()) {
+    res->SendError(400, err.ToString(), {{"field", err.field}});
+    return;
+  }
+  JobManager::Submission sub;
+  if (body.contains("library_sha256")) {
+    if (!body["library_sha256"].is_string()) {
+      res->SendError(400, "library_sha256: must be a string", {{"field", "library_sha256"}});
+      return;
+    }
+    sub.library_sha256 = body["library_sha256"].get<std::string>();
+    auto path = ctx.blobs->PathOf(sub.library_sha256);
+    if (!path.ok()) {
+      res->SendError(400, "library_sha256: " + path.status().message() +
+                              " (upload it with PUT /v1/blobs/<sha256> first)",
+                     {{"field", "library_sha256"}});
+      return;
+    }
+    sub.library_path = *path;
+  } else {
+    if (spec->library.empty() || spec->library[0] != '/') {
+      res->SendError(400,
+                     "entrypoint.library: must be an absolute path on the node when no "
+                     "library_sha256 is given",
+                     {{"field", "entrypoint.library"}});
+      return;
+    }
+    sub.library_path = spec->library;
+  }
+  if (body.contains("submission_id")) {
+    if (!body["submission_id"].is_string() || body["submission_id"].get<std::string>().size() > 128) {
+      res->SendError(400, "submission_id: must be a string of at most 128 chars",
+                     {{"field", "submission_id"}});
+      return;
+    }
+    sub.submission_id = body["submission_id"].get<std::string>();
+  }
+  Status feasible = ctx.jobs->CheckFeasible(*spec);
+  if (!feasible.ok()) {
+    res->SendError(400, feasible.message(), {{"field", "scaling_config"}});
+    return;
+  }
+  sub.spec = std::move(*spec);
+  ctx.jobs->Submit(std::move(sub), [res](Result<std::string> id) {
+    if (!id.ok()) {
+      res->SendError(HttpStatusFor(id.status()), id.status().message());
+      return;
+    }
+    res->SendJson(201, {{"job_id", *id}, {"state", kJobPending}});
+  });
+}
+
+void HandleLogs(const ApiContext& ctx, const Request& req, const ResponderPtr& res) {
+  auto job = ResolveJob(ctx, req, res);
+  if (!job) return;
+  int rank = 0, attempt = job->attempt, tail = 0;
+  if (!QueryInt(req, res, "rank", &rank) || !QueryInt(req, res, "attempt", &attempt) ||
+      !QueryInt(req, res, "tail", &tail))
+    return;
+  bool follow = false;
+  if (auto it = req.query.find("follow"); it != req.query.end())
+    follow = it->second == "1" || it->second == "true";
+  if (attempt < 1 || attempt > job->attempt) {
+    res->SendError(404, job->attempt == 0 ? "job " + job->id + " has not started yet"
+                                          : "job " + job->id + " has attempts 1.." +
+                                                std::to_string(job->attempt));
+    return;
+  }
+  const std::string path = ctx.agent->LogPath(job->id, attempt, rank);
+  if (!PathExists(path)) {
+    res->SendError(404, "no log for rank " + std::to_string(rank) + " of attempt " +
+                            std::to_string(attempt));
+    return;
+  }
+  auto stream = std::make_shared<LogStream>(ctx, res, path, job->id, attempt, follow);
+  stream->Start(tail);
+}
+
+}  // namespace
+
+void RegisterApiRoutes(http::Router& router, const ApiContext& ctx) {
+  http::RouteOptions open;
+  open.require_auth = false;
+  router.Add("GET", "/healthz", [ctx](const Request&, ResponderPtr res) {
+    res->SendJson(200, {{"status", "ok"},
+                        {"node_id", ctx.node_id},
+                        {"role", ctx.jobs->leader() ? "head" : "voter"},
+                        {"version", ctx.version}});
+  }, open);
+
+  http::RouteOptions upload;
+  upload.max_body_bytes = ctx.max_upload_bytes;
+  router.Add("PUT", "/v1/blobs/{sha}", [ctx](const Request& req, ResponderPtr res) {
+    const std::string& sha = req.params.at("sha");
+    Status st = ctx.blobs->Put(sha, req.body);
+    if (!st.ok()) {
+      res->SendError(st.code() == Status::Code::kInvalidArgument ? 400 : 500, st.message());
+      return;
+    }
+    res->SendJson(201, {{"sha256", sha}, {"size", req.body.size()}});
+  }, upload);
+  router.Add("HEAD", "/v1/blobs/{sha}", [ctx](const Request& req, ResponderPtr res) {
+    res->Send(ctx.blobs->Has(req.params.at("sha")) ? 200 : 404, "application/json", "");
+  });
+
+  router.Add("POST", "/v1/jobs", [ctx](const Request& req, ResponderPtr res) {
+    HandleSubmit(ctx, req, res);
+  });
+  router.Add("GET", "/v1/jobs", [ctx](const Request&, ResponderPtr res) {
+    json jobs = json::array();
+    for (const auto& j : ctx.store->ListJobs()) jobs.push_back(JobSummaryJson(j));
+    res->SendJson(200, {{"jobs", jobs}});
+  });
+  router.Add("GET", "/v1/jobs/{job}", [ctx](const Request& req, ResponderPtr res) {
+    auto job = ResolveJob(ctx, req, res);
+    if (job) res->SendJson(200, JobDetailJson(*job, *ctx.store));
+  });
+  router.Add("POST", "/v1/jobs/{job}/stop", [ctx](const Request& req, ResponderPtr res) {
+    auto job = ResolveJob(ctx, req, res);
+    if (!job) return;
+    const std::string id = job->id;
+    ctx.jobs->Stop(id, [res, id](Result<std::string> state) {
+      if (!state.ok()) {
+        res->SendError(HttpStatusFor(state.status()), state.status().message());
+        return;
+      }
+      res->SendJson(200, {{"job_id", id}, {"state", *state}});
+    });
+  });
+  router.Add("GET", "/v1/jobs/{job}/logs", [ctx](const Request& req, ResponderPtr res) {
+    HandleLogs(ctx, req, res);
+  });
+  router.Add("GET", "/v1/jobs/{job}/checkpoints", [ctx](const Request& req, ResponderPtr res) {
+    auto job = ResolveJob(ctx, req, res);
+    if (!job) return;
+    auto cks = ctx.store->ListCheckpoints(job->id);
+    json out = json::array();
+    for (size_t i = 0; i < cks.size(); ++i) out.push_back(CheckpointJson(cks[i], i + 1 == cks.size()));
+    res->SendJson(200, {{"job_id", job->id}, {"checkpoints", out}});
+  });
+  router.Add("GET", "/v1/jobs/{job}/metrics", [ctx](const Request& req, ResponderPtr res) {
+    auto job = ResolveJob(ctx, req, res);
+    if (!job) return;
+    json history = json::array();
+    for (const auto& m : ctx.store->ListMetrics(job->id)) {
+      json metrics = json::parse(m.metrics, nullptr, false);
+      history.push_back({{"attempt", m.attempt},
+                         {"seq", m.seq},
+                         {"time", m.time},
+                         {"metrics", metrics.is_discarded() ? json::object() : metrics}});
+    }
+    json latest = json::parse(job->metrics, nullptr, false);
+    res->SendJson(200, {{"job_id", job->id},
+                        {"latest", latest.is_discarded() ? json::object() : latest},
+                        {"history", history}});
+  });
+  router.Add("GET", "/v1/nodes", [ctx](const Request&, ResponderPtr res) {
+    json gpus = json::array();
+    for (const auto& g : ctx.node.gpus)
+      gpus.push_back({{"index", g.index}, {"name", g.name}, {"uuid", g.uuid},
+                      {"memory", g.memory_bytes}});
+    json node = {{"node_id", ctx.node_id},
+                 {"address", ctx.api_address},
+                 {"role", ctx.jobs->leader() ? "head" : "voter"},
+                 {"state", "ALIVE"},
+                 {"resources_total", ctx.node.AsResourceMap()},
+                 {"resources_used", ctx.jobs->UsedResources()},
+                 {"gpus", gpus},
+                 {"last_heartbeat", commands::NowMs()}};
+    res->SendJson(200, {{"nodes", json::array({node})}});
+  });
+}
+
+}  // namespace traintl

@@ -1,0 +1,81 @@
+#include "daemon/api/views.h"
+
+namespace traintl {
+
+using nlohmann::json;
+
+namespace {
+
+template <typename T>
+json Opt(const std::optional<T>& v) {
+  return v ? json(*v) : json(nullptr);
+}
+
+json ParseOr(const std::string& text, json fallback) {
+  json j = json::parse(text, nullptr, false);
+  return j.is_discarded() ? fallback : j;
+}
+
+}  // namespace
+
+json JobSummaryJson(const JobRecord& job) {
+  json spec = ParseOr(job.spec, json::object());
+  int workers = 1;
+  if (spec.contains("scaling_config") && spec["scaling_config"].is_object())
+    workers = spec["scaling_config"].value("num_workers", 1);
+  return json{{"job_id", job.id},
+              {"name", job.name},
+              {"state", job.state},
+              {"attempt", job.attempt},
+              {"num_workers", workers},
+              {"submitted_at", job.submitted_at},
+              {"started_at", Opt(job.started_at)},
+              {"ended_at", Opt(job.ended_at)},
+              {"message", job.message},
+              {"pending_reason", job.state == kJobPending ? job.pending_reason : ""},
+              {"metrics", ParseOr(job.metrics, json::object())}};
+}
+
+json AttemptJson(const AttemptRecord& a) {
+  return json{{"attempt", a.attempt},
+              {"state", a.state},
+              {"started_at", a.started_at},
+              {"ended_at", Opt(a.ended_at)},
+              {"restored_from", a.restored_from.empty() ? json(nullptr) : json(a.restored_from)},
+              {"failed_rank", Opt(a.failed_rank)},
+              {"exit_code", Opt(a.exit_code)},
+              {"signal", Opt(a.signal)},
+              {"reason", a.reason},
+              {"log_tail", a.log_tail}};
+}
+
+json CheckpointJson(const CheckpointRecord& c, bool latest) {
+  return json{{"id", c.id},
+              {"attempt", c.attempt},
+              {"seq", c.seq},
+              {"path", c.path},
+              {"metrics", ParseOr(c.metrics, json::object())},
+              {"created_at", c.created_at},
+              {"latest", latest}};
+}
+
+json JobDetailJson(const JobRecord& job, const StateStore& store) {
+  json out = JobSummaryJson(job);
+  json spec = ParseOr(job.spec, json::object());
+  out["spec"] = spec;
+  int max_failures = 0;
+  if (spec.contains("run_config") && spec["run_config"].contains("failure_config"))
+    max_failures = spec["run_config"]["failure_config"].value("max_failures", 0);
+  out["max_failures"] = max_failures;
+  out["failures"] = job.failures;
+  out["library_sha256"] = job.library_sha256;
+  out["trial_dir"] = job.trial_dir;
+  auto latest = store.LatestCheckpoint(job.id);
+  out["latest_checkpoint"] = latest ? CheckpointJson(*latest, true) : json(nullptr);
+  json attempts = json::array();
+  for (const auto& a : store.ListAttempts(job.id)) attempts.push_back(AttemptJson(a));
+  out["attempts"] = attempts;
+  return out;
+}
+
+}  // namespace traintl

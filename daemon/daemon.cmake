@@ -1,0 +1,15 @@
+# traintld and the libraries only it uses.
+add_library(traintl_head STATIC
+  head/command_log.cc
+  head/checkpoint_merge.cc
+  head/job_manager.cc
+  api/views.cc
+  api/api_routes.cc
+  daemon_config.cc)
+target_include_directories(traintl_head PUBLIC ${PROJECT_SOURCE_DIR})
+target_link_libraries(traintl_head PUBLIC traintl_state traintl_scheduler traintl_node
+                      traintl_consensus traintl_http traintl_proto Boost::program_options)
+target_compile_definitions(traintl_head PUBLIC TRAINTL_VERSION="${PROJECT_VERSION}")
+
+add_executable(traintld main.cc)
+target_link_libraries(traintld PRIVATE traintl_head)

@@ -1,0 +1,177 @@
+#include "daemon/daemon_config.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <boost/program_options.hpp>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "common/crypto.h"
+#include "common/file_util.h"
+
+namespace traintl {
+
+namespace po = boost::program_options;
+
+std::string DefaultDataDir() {
+  if (::geteuid() == 0) return "/var/lib/traintl";
+  if (const char* x = std::getenv("XDG_STATE_HOME"); x && *x) return std::string(x) + "/traintl";
+  const char* home = std::getenv("HOME");
+  return std::string(home ? home : "/tmp") + "/.local/state/traintl";
+}
+
+namespace {
+
+std::string SelfDir() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return ".";
+  buf[n] = '\0';
+  return DirName(buf);
+}
+
+bool SplitHostPort(const std::string& s, std::string* host, uint16_t* port) {
+  size_t colon = s.rfind(':');
+  if (colon == std::string::npos || colon == 0) return false;
+  std::string h = s.substr(0, colon), p = s.substr(colon + 1);
+  if (h.size() > 2 && h.front() == '[' && h.back() == ']') h = h.substr(1, h.size() - 2);
+  if (p.empty() || p.size() > 5 || p.find_first_not_of("0123456789") != std::string::npos)
+    return false;
+  int v = std::stoi(p);
+  if (v > 65535) return false;
+  *host = h;
+  *port = static_cast<uint16_t>(v);
+  return true;
+}
+
+}  // namespace
+
+bool ParseDaemonConfig(int argc, char** argv, DaemonConfig* cfg, int* exit_code) {
+  std::string api_address, config_file, resources_json, log_level = "info";
+  double num_cpus = -1;
+  int num_gpus = -1;
+  int64_t stop_grace_ms = 3000, max_upload_mb = 512;
+  po::options_description opts("traintld options");
+  opts.add_options()
+      ("help,h", "show this help")
+      ("config", po::value(&config_file),
+       "config file (key = value lines, same names as the options); default "
+       "/etc/traintl/traintld.conf when it exists")
+      ("data-dir", po::value(&cfg->data_dir), "state directory (default /var/lib/traintl for "
+       "root, else ~/.local/state/traintl)")
+      ("api-address", po::value(&api_address)->default_value("127.0.0.1:7450"),
+       "HTTP API host:port (port 0 = any free port; the bound address is written to "
+       "<data-dir>/api_address)")
+      ("raft-address", po::value(&cfg->raft_address)->default_value(cfg->raft_address),
+       "Raft host:port (port 0 = pick once and keep)")
+      ("worker-binary", po::value(&cfg->worker_binary), "path of traintl-worker (default: "
+       "beside traintld)")
+      ("num-cpus", po::value(&num_cpus), "CPUs to offer (default: detected, affinity and "
+       "cgroup aware)")
+      ("num-gpus", po::value(&num_gpus), "GPUs to offer (default: detected with NVML)")
+      ("resources", po::value(&resources_json), "custom resources as JSON, e.g. "
+       "'{\"tpu_slice\": 2}'")
+      ("collective-timeout", po::value(&cfg->collective_timeout_s)->default_value(300),
+       "seconds a collective may wait on a peer before the attempt fails")
+      ("worker-stop-grace-ms", po::value(&stop_grace_ms)->default_value(3000),
+       "grace between the stop request and SIGTERM, and between SIGTERM and SIGKILL")
+      ("max-upload-mb", po::value(&max_upload_mb)->default_value(512),
+       "largest training library accepted, in MiB")
+      ("log-level", po::value(&log_level)->default_value("info"), "debug|info|warning|error");
+  po::variables_map vm;
+  try {
+    po::store(po::parse_command_line(argc, argv, opts), vm);
+    std::string file = vm.count("config") ? vm["config"].as<std::string>() : "";
+    if (file.empty() && PathExists("/etc/traintl/traintld.conf"))
+      file = "/etc/traintl/traintld.conf";
+    if (!file.empty()) {
+      std::ifstream in(file);
+      if (!in) throw po::error("cannot read config file " + file);
+      po::store(po::parse_config_file(in, opts), vm);  // the command line, stored first, wins
+    }
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::cerr << "traintld: " << e.what() << "\n" << "Try 'traintld --help'.\n";
+    *exit_code = 2;
+    return false;
+  }
+  if (vm.count("help")) {
+    std::cout << "Usage: traintld [options]\n\nRuns a traintl node; with no options, a "
+                 "single-node cluster on 127.0.0.1:7450.\n\n"
+              << opts << "\n";
+    *exit_code = 0;
+    return false;
+  }
+  auto fail = [&](const std::string& msg) {
+    std::cerr << "traintld: " << msg << "\n";
+    *exit_code = 2;
+    return false;
+  };
+  if (!SplitHostPort(api_address, &cfg->api_host, &cfg->api_port))
+    return fail("--api-address must be host:port, got '" + api_address + "'");
+  if (!ParseLogLevel(log_level, &cfg->log_level))
+    return fail("--log-level must be debug, info, warning or error");
+  if (cfg->data_dir.empty()) cfg->data_dir = DefaultDataDir();
+  cfg->data_dir = AbsolutePath(cfg->data_dir);
+  if (cfg->worker_binary.empty()) cfg->worker_binary = SelfDir() + "/traintl-worker";
+  if (::access(cfg->worker_binary.c_str(), X_OK) != 0)
+    return fail("worker binary " + cfg->worker_binary + " is not executable (--worker-binary)");
+  if (vm.count("num-cpus")) {
+    if (num_cpus <= 0) return fail("--num-cpus must be > 0");
+    cfg->overrides.num_cpus = num_cpus;
+  }
+  if (vm.count("num-gpus")) {
+    if (num_gpus < 0) return fail("--num-gpus must be >= 0");
+    cfg->overrides.num_gpus = num_gpus;
+  }
+  if (!resources_json.empty()) {
+    auto j = nlohmann::json::parse(resources_json, nullptr, false);
+    if (!j.is_object()) return fail("--resources must be a JSON object of name: amount");
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      if (!it->is_number() || it->get<double>() < 0)
+        return fail("--resources: " + it.key() + " must be a number >= 0");
+      if (it.key() == "CPU" || it.key() == "GPU" || it.key() == "memory")
+        return fail("--resources: use --num-cpus / --num-gpus for " + it.key());
+      cfg->overrides.custom[it.key()] = it->get<double>();
+    }
+  }
+  if (cfg->collective_timeout_s <= 0) return fail("--collective-timeout must be > 0");
+  if (stop_grace_ms < 0) return fail("--worker-stop-grace-ms must be >= 0");
+  cfg->worker_stop_grace = std::chrono::milliseconds(stop_grace_ms);
+  if (max_upload_mb <= 0) return fail("--max-upload-mb must be > 0");
+  cfg->max_upload_bytes = static_cast<size_t>(max_upload_mb) << 20;
+  return true;
+}
+
+Result<std::string> LoadOrCreateSecret(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0) {
+    if ((st.st_mode & 077) != 0)
+      return Status::PermissionDenied(path + " is readable by others; chmod 600 it");
+    TRAINTL_ASSIGN_OR_RETURN(std::string s, ReadFile(path));
+    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+    if (s.size() < 32) return Status::FailedPrecondition(path + " holds a too-short secret");
+    return s;
+  }
+  std::string secret = RandomHex(32);
+  TRAINTL_RETURN_IF_ERROR(WriteFileAtomic(path, secret + "\n", 0600));
+  return secret;
+}
+
+Result<std::string> LoadOrCreateNodeId(const std::string& path) {
+  auto existing = ReadFile(path);
+  if (existing.ok()) {
+    std::string s = *existing;
+    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+    if (!s.empty()) return s;
+  }
+  std::string id = "node-" + RandomHex(4);
+  TRAINTL_RETURN_IF_ERROR(WriteFileAtomic(path, id + "\n", 0644));
+  return id;
+}
+
+}  // namespace traintl

@@ -1,0 +1,44 @@
+// DaemonConfig: traintld's settings from the command line and an optional config file
+// (Boost.Program_options; the command line wins), plus the files a data directory holds
+// (token, node id).
+//
+// Thread-safety: plain values and free functions.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "common/logging.h"
+#include "common/result.h"
+#include "daemon/node/fingerprint.h"
+
+namespace traintl {
+
+struct DaemonConfig {
+  std::string data_dir;            // --data-dir; default: DefaultDataDir()
+  std::string api_host = "127.0.0.1";  // --api-address host part
+  uint16_t api_port = 7450;        // --api-address port; 0 = any free port
+  std::string raft_address = "127.0.0.1:7451";  // --raft-address; port 0 = pick and persist
+  std::string worker_binary;       // --worker-binary; default: traintl-worker beside traintld
+  FingerprintOverrides overrides;  // --num-cpus, --num-gpus, --resources
+  int collective_timeout_s = 300;  // --collective-timeout
+  std::chrono::milliseconds worker_stop_grace{3000};  // --worker-stop-grace-ms
+  size_t max_upload_bytes = 512u << 20;  // --max-upload-mb
+  LogLevel log_level = LogLevel::kInfo;  // --log-level
+};
+
+// /var/lib/traintl for root, else $XDG_STATE_HOME/traintl or ~/.local/state/traintl.
+std::string DefaultDataDir();
+
+// Fills *cfg. Returns false when the process should exit now with *exit_code (help
+// printed: 0; bad options: 2, with the reason on stderr).
+bool ParseDaemonConfig(int argc, char** argv, DaemonConfig* cfg, int* exit_code);
+
+// Reads a secret file, or creates it (mode 0600) with 32 random bytes in hex. Refuses a
+// file that others can read.
+Result<std::string> LoadOrCreateSecret(const std::string& path);
+// Reads or creates this node's id ("node-" + 8 hex chars).
+Result<std::string> LoadOrCreateNodeId(const std::string& path);
+
+}  // namespace traintl

@@ -1,0 +1,128 @@
+// JobManager: the head's job lifecycle (DESIGN §4). It turns the state store's PENDING jobs
+// into gang-started attempts (via the pure scheduler and the node agent), follows each
+// attempt's workers, commits reports and checkpoints, ends attempts on the first failure
+// (stopping the other ranks) and lets the FSM decide between a restart and FAILED.
+//
+// Every state change goes through the CommandLog (Raft); the in-memory ActiveAttempt map
+// only tracks what live processes are doing. After a restart that map is empty, so
+// attempts the store still calls active are ended as lost and restarted from their
+// latest checkpoint.
+//
+// Thread-safety: not thread-safe; every method and callback runs on the io_context thread.
+#pragma once
+
+#include <boost/asio.hpp>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "daemon/head/command_log.h"
+#include "daemon/node/agent.h"
+#include "daemon/node/worker_pool.h"
+#include "daemon/scheduler/scheduler.h"
+#include "daemon/state/commands.h"
+#include "daemon/state/state_store.h"
+#include "proto/job_spec.h"
+
+namespace traintl {
+
+struct JobManagerOptions {
+  std::string node_id = "node-1";       // this node (the only one, for now)
+  std::string node_address = "127.0.0.1";  // where rank 0's TCPStore listens
+  std::string default_storage_path;     // required: where trial dirs go without storage_path
+  ResourceMap node_resources;           // what this node offers
+  int collective_timeout_s = 300;       // bound on a collective stuck on a dead peer
+  std::chrono::milliseconds tick{250};  // how often the queue is looked at
+  size_t log_tail_bytes = 4096;         // log tail kept with a failed attempt
+};
+
+class JobManager : public WorkerPoolListener {
+ public:
+  JobManager(boost::asio::io_context& io, JobManagerOptions options, StateStore* store,
+             CommandLog* log, Agent* agent);
+
+  void Start();  // starts the scheduling tick
+  void Shutdown();
+  // Called when this node becomes the ready leader (true) or stops being leader.
+  void SetLeader(bool leader);
+  bool leader() const { return leader_; }
+
+  // Validated submission: proposes the job and calls `done` with its id (or the error).
+  struct Submission {
+    JobSpec spec;
+    std::string library_sha256;
+    std::string library_path;
+    std::string submission_id;
+  };
+  void Submit(Submission sub, std::function<void(Result<std::string>)> done);
+  // OK when this cluster could ever run the job; FailedPrecondition ("infeasible: ...").
+  Status CheckFeasible(const JobSpec& spec) const;
+  // Proposes stop_job and stops running workers; `done` gets the state afterwards.
+  void Stop(const std::string& job_id, std::function<void(Result<std::string>)> done);
+  // Node view for /v1/nodes.
+  ResourceMap UsedResources() const;
+  const JobManagerOptions& options() const { return options_; }
+
+  // WorkerPoolListener
+  void OnWorkerHello(const std::string& job_id, int attempt, int rank) override;
+  void OnWorkerReport(const std::string& job_id, int attempt, int rank, int seq,
+                      const nlohmann::json& metrics, const std::string& checkpoint) override;
+  void OnWorkerExit(const WorkerExit& exit) override;
+
+ private:
+  struct RankReport {
+    nlohmann::json metrics;
+    std::string checkpoint;
+  };
+  struct ActiveAttempt {
+    std::string job_id;
+    int attempt = 0;
+    int world_size = 0;
+    std::string trial_dir;
+    ResourceMap per_worker;
+    bool launched = false;  // start_attempt committed and processes started
+    std::set<int> hellos;
+    std::map<int, std::map<int, RankReport>> reports;  // seq -> rank -> report
+    std::map<int, WorkerExit> exits;
+    bool ending = false;             // workers are being stopped
+    bool stop_requested = false;     // by the user
+    std::optional<commands::AttemptOutcome> failure;  // the first failure seen
+    bool end_proposed = false;
+  };
+
+  void ScheduleTick();
+  void Tick();
+  void StartAttempt(const JobRecord& job, const JobSpec& spec, const Placement& placement);
+  void LaunchCommitted(const std::string& job_id, const JobRecord& job, const JobSpec& spec,
+                       const std::string& restored_from);
+  void EndAttemptNow(ActiveAttempt& a, commands::AttemptOutcome outcome);
+  void BeginEnding(ActiveAttempt& a);
+  void MaybeFinishAttempt(const std::string& job_id);
+  void CommitReport(ActiveAttempt& a, int seq);
+  commands::AttemptOutcome DescribeFailure(const ActiveAttempt& a, const WorkerExit& e) const;
+  ActiveAttempt* Find(const std::string& job_id, int attempt);
+  std::string ResolveRestore(const JobRecord& job, const JobSpec& spec) const;
+  static PendingJob ToPending(const JobRecord& job, const JobSpec& spec);
+
+  // Constant after construction.
+  boost::asio::io_context& io_;
+  const JobManagerOptions options_;
+  StateStore* const store_;
+  CommandLog* const log_;
+  Agent* const agent_;
+
+  // Owned by the io_context thread.
+  boost::asio::steady_timer timer_;
+  bool leader_ = false;
+  bool shutting_down_ = false;
+  bool tick_queued_ = false;
+  std::map<std::string, ActiveAttempt> active_;  // job id -> its live attempt
+  std::set<std::string> reconciling_;            // jobs whose lost attempt is being ended
+  std::map<std::string, std::string> proposed_reason_;  // last pending reason proposed
+};
+
+}  // namespace traintl

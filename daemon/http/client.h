@@ -1,0 +1,38 @@
+// Fetch: a small synchronous HTTP/1.1 client, one request per connection, for tests and
+// daemon-to-daemon calls (the CLI has its own).
+//
+// Thread-safety: Fetch runs its own private io_context and may be called from any thread
+// concurrently - but never from the thread running the io_context of a Server it calls,
+// which would wait on itself until the timeout.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "common/result.h"
+
+namespace traintl::http {
+
+struct ClientResponse {
+  int status = 0;
+  std::string body;
+  // Lower-cased field names; repeated fields are joined with ", ".
+  std::map<std::string, std::string> headers;
+
+  // The value of header `name` (case-insensitive), or "" when absent.
+  std::string header(const std::string& name) const;
+};
+
+// Sends `method target` to host:port with `body` (Content-Length set from it) and the
+// extra `headers` (e.g. {"Authorization", "Bearer ..."}), and reads the whole response.
+// `timeout` bounds everything from name resolution to the last byte. Any HTTP status is
+// a successful Result; errors: InvalidArgument (a header, method or target with CR/LF/
+// spaces), Unavailable (resolve/connect/IO failure, timeout, malformed response).
+Result<ClientResponse> Fetch(const std::string& host, uint16_t port, const std::string& method,
+                             const std::string& target, const std::string& body = "",
+                             const std::map<std::string, std::string>& headers = {},
+                             std::chrono::milliseconds timeout = std::chrono::seconds(10));
+
+}  // namespace traintl::http

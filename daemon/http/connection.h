@@ -1,0 +1,142 @@
+// internal::Connection: one accepted TCP connection of a Server. It reads requests with
+// a Beast parser under the timeouts of ServerOptions, routes and authenticates them,
+// calls the handler, and writes the responses its Responders queue. Internal to
+// traintl_http; handlers only ever see Request and Responder.
+//
+// Life cycle per request: kIdle (waiting for a first byte) -> kReadingHeader ->
+// kReadingBody -> kResponding (handler running or pending; a small read keeps watching
+// the socket so a client that goes away is noticed) -> back to kIdle on keep-alive, or
+// kLingering (half-closed, draining input) -> kClosed.
+//
+// Thread-safety: not thread-safe; every method runs on the server's io_context thread.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <nlohmann/json.hpp>
+
+#include "daemon/http/request.h"
+#include "daemon/http/router.h"
+#include "daemon/http/server.h"
+
+namespace traintl::http::internal {
+
+class Connection;
+
+// What a Server shares with its connections; it outlives the Server while connections
+// (kept by pending Responders) still refer to it.
+struct ServerState {
+  boost::asio::io_context* io_context = nullptr;
+  ServerOptions options;
+  std::shared_ptr<Router> router;
+  std::unordered_map<uint64_t, std::weak_ptr<Connection>> connections;
+  uint64_t next_connection_id = 1;
+  bool stopped = false;
+};
+
+using HeaderList = std::vector<std::pair<std::string, std::string>>;
+
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(boost::asio::ip::tcp::socket socket, std::shared_ptr<ServerState> state, uint64_t id);
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  void Start();
+  // Closes the socket at once; queued writes report failure.
+  void CloseNow();
+  bool closed() const { return state_ == State::kClosed; }
+  bool RunningInIoThread() const;
+
+  // Used by the Responder of request `seq`; ignored when `seq` is not the request being
+  // answered.
+  void Respond(uint64_t seq, int status, const HeaderList& headers, const std::string& content_type,
+               std::string body);
+  void BeginStream(uint64_t seq, int status, const HeaderList& headers,
+                   const std::string& content_type);
+  void StreamChunk(uint64_t seq, std::string data, std::function<void(bool)> on_written);
+  // complete=false: the handler abandoned the stream; close without the final chunk.
+  void EndStream(uint64_t seq, bool complete);
+  // Runs `cb(ok)` later on the io thread.
+  void PostCallback(std::function<void(bool)> cb, bool ok);
+
+ private:
+  enum class State { kIdle, kReadingHeader, kReadingBody, kResponding, kLingering, kClosed };
+  struct WriteItem {
+    std::string head;
+    std::string body;
+    std::string tail;
+    std::function<void(bool)> on_written;
+    bool final = false;  // the last write of the response
+  };
+
+  void BeginHeaderRead();
+  void OnHeader(boost::system::error_code ec);
+  void ReadBody();
+  void OnBody(boost::system::error_code ec);
+  void Dispatch();
+  void RawRead();
+  void OnRawRead(boost::system::error_code ec, size_t n);
+  // An answer decided by the server itself (errors). `close` ends the connection after it
+  // (required when request bytes were left unread).
+  void RespondEarly(int status, const std::string& message, const HeaderList& headers, bool close);
+  // False (logged unless closed) when `seq` is not the request being answered.
+  bool AcceptsAnswer(uint64_t seq, const char* what) const;
+  static int CheckedStatus(int status);
+  void FinishResponse();
+  void StartLinger();
+  void Enqueue(WriteItem item);
+  void DoWrite();
+  void OnWrite(boost::system::error_code ec);
+  void ArmReadTimer(std::chrono::milliseconds d);
+  void CancelReadTimer();
+  std::string BuildHead(int status, const HeaderList& headers, const std::string& content_type,
+                        const std::string& framing);
+  static void InvokeCallback(const std::function<void(bool)>& cb, bool ok);
+
+  boost::asio::ip::tcp::socket socket_;
+  std::shared_ptr<ServerState> server_;
+  uint64_t id_;
+  std::string remote_;
+  State state_ = State::kReadingHeader;
+  boost::beast::flat_buffer buffer_;
+  std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> parser_;
+  boost::asio::steady_timer read_timer_;
+  uint64_t read_timer_gen_ = 0;
+  boost::asio::steady_timer write_timer_;
+  uint64_t write_timer_gen_ = 0;
+  bool raw_read_pending_ = false;
+  bool resume_after_cancel_ = false;
+  // Current request.
+  uint64_t request_seq_ = 0;
+  Request request_;  // filled from the header, handed to the handler in Dispatch
+  const Route* route_ = nullptr;
+  std::map<std::string, std::string> params_;
+  bool keep_alive_ = false;
+  bool head_request_ = false;
+  bool http11_ = true;
+  bool response_started_ = false;
+  bool streaming_ = false;
+  bool stream_ended_ = false;
+  std::string log_line_;  // "METHOD target" for the access log
+  // Output.
+  std::deque<WriteItem> writes_;
+  bool writing_ = false;
+};
+
+}  // namespace traintl::http::internal

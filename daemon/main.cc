@@ -1,0 +1,169 @@
+// traintld: wiring only. Parses options, builds the components, runs the io_context.
+#include <signal.h>
+#include <unistd.h>
+
+#include <boost/asio.hpp>
+#include <boost/program_options.hpp>
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+
+#include "common/crypto.h"
+#include "common/file_util.h"
+#include "common/logging.h"
+#include "daemon/api/api_routes.h"
+#include "daemon/consensus/raft_node.h"
+#include "daemon/daemon_config.h"
+#include "daemon/head/command_log.h"
+#include "daemon/head/job_manager.h"
+#include "daemon/http/server.h"
+#include "daemon/node/agent.h"
+#include "daemon/node/blob_store.h"
+#include "daemon/node/fingerprint.h"
+#include "daemon/node/worker_pool.h"
+#include "daemon/state/fsm.h"
+#include "daemon/state/state_store.h"
+
+namespace asio = boost::asio;
+using namespace traintl;
+
+namespace {
+
+int Run(const DaemonConfig& cfg) {
+  SetLogLevel(cfg.log_level);
+  if (Status st = MakeDirs(cfg.data_dir, 0700); !st.ok()) {
+    LOG_ERROR << "data dir: " << st.message();
+    return 1;
+  }
+  auto token = LoadOrCreateSecret(cfg.data_dir + "/token");
+  if (!token.ok()) {
+    LOG_ERROR << token.status().message();
+    return 1;
+  }
+  auto node_id = LoadOrCreateNodeId(cfg.data_dir + "/node_id");
+  if (!node_id.ok()) {
+    LOG_ERROR << node_id.status().message();
+    return 1;
+  }
+  SetLogTag(*node_id);
+
+  NodeResources resources = FingerprintNode(cfg.overrides);
+  LOG_INFO << "node " << *node_id << ": " << resources.cpus << " CPUs, "
+           << resources.memory_bytes / (1 << 20) << " MiB memory, " << resources.gpus.size()
+           << " GPUs";
+
+  BlobStore blobs(cfg.data_dir + "/blobs");
+  if (Status st = blobs.Init(); !st.ok()) {
+    LOG_ERROR << st.message();
+    return 1;
+  }
+
+  StateStore store;
+  Fsm fsm(&store);
+  RaftOptions ropts;
+  ropts.node_id = 1;
+  ropts.data_dir = cfg.data_dir + "/raft";
+  ropts.raft_address = cfg.raft_address;
+  RaftNode raft(ropts, &fsm);
+
+  asio::io_context io(1);
+  WorkerPoolOptions wopts;
+  wopts.worker_binary = cfg.worker_binary;
+  wopts.stop_grace = cfg.worker_stop_grace;
+  wopts.term_grace = cfg.worker_stop_grace;
+  std::unique_ptr<JobManager> jobs;
+  // The pool reports worker events to the job manager, which is built after it.
+  struct Forwarder : WorkerPoolListener {
+    JobManager* target = nullptr;
+    void OnWorkerHello(const std::string& j, int a, int r) override { target->OnWorkerHello(j, a, r); }
+    void OnWorkerReport(const std::string& j, int a, int r, int s, const nlohmann::json& m,
+                        const std::string& c) override {
+      target->OnWorkerReport(j, a, r, s, m, c);
+    }
+    void OnWorkerExit(const WorkerExit& e) override { target->OnWorkerExit(e); }
+  } forwarder;
+  WorkerPool pool(io, wopts, &forwarder);
+  AgentOptions aopts;
+  aopts.data_dir = cfg.data_dir;
+  Agent agent(aopts, &pool);
+  RaftCommandLog command_log(io, &raft);
+
+  JobManagerOptions jopts;
+  jopts.node_id = *node_id;
+  jopts.node_address = "127.0.0.1";
+  jopts.default_storage_path = cfg.data_dir + "/storage";
+  jopts.node_resources = resources.AsResourceMap();
+  jopts.collective_timeout_s = cfg.collective_timeout_s;
+  jobs = std::make_unique<JobManager>(io, jopts, &store, &command_log, &agent);
+  forwarder.target = jobs.get();
+
+  JobManager* jm = jobs.get();
+  raft.SetLeadershipCallback([&io, jm](bool leader) {
+    asio::post(io, [jm, leader] { jm->SetLeader(leader); });
+  });
+  if (Status st = raft.Start(); !st.ok()) {
+    LOG_ERROR << "cannot start the replicated log: " << st.message();
+    return 1;
+  }
+
+  auto router = std::make_shared<http::Router>();
+  http::ServerOptions sopts;
+  sopts.address = cfg.api_host;
+  sopts.port = cfg.api_port;
+  sopts.token = *token;
+  http::Server server(io, sopts, router);
+  if (Status st = server.Start(); !st.ok()) {
+    LOG_ERROR << "cannot serve the API on " << cfg.api_host << ":" << cfg.api_port << ": "
+              << st.message();
+    raft.Stop();
+    return 1;
+  }
+  const auto ep = server.local_endpoint();
+  const std::string api_address = ep.address().to_string() + ":" + std::to_string(ep.port());
+
+  ApiContext actx;
+  actx.io = &io;
+  actx.store = &store;
+  actx.jobs = jm;
+  actx.blobs = &blobs;
+  actx.agent = &agent;
+  actx.node = resources;
+  actx.node_id = *node_id;
+  actx.api_address = api_address;
+  actx.version = TRAINTL_VERSION;
+  actx.max_upload_bytes = cfg.max_upload_bytes;
+  RegisterApiRoutes(*router, actx);
+
+  if (Status st = WriteFileAtomic(cfg.data_dir + "/api_address", api_address + "\n", 0644);
+      !st.ok()) {
+    LOG_ERROR << st.message();
+  }
+  LOG_INFO << "traintld " << TRAINTL_VERSION << " serving on http://" << api_address
+           << " (data dir " << cfg.data_dir << ")";
+  jm->Start();
+
+  asio::signal_set stop_signals(io, SIGTERM, SIGINT);
+  stop_signals.async_wait([&](const boost::system::error_code& ec, int sig) {
+    if (ec) return;
+    LOG_INFO << "received " << (sig == SIGTERM ? "SIGTERM" : "SIGINT") << "; shutting down";
+    jm->Shutdown();
+    server.Stop();
+    pool.KillAll();
+    io.stop();
+  });
+  io.run();
+  raft.Stop();
+  ::unlink((cfg.data_dir + "/api_address").c_str());
+  LOG_INFO << "traintld stopped";
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ::signal(SIGPIPE, SIG_IGN);
+  DaemonConfig cfg;
+  int exit_code = 0;
+  if (!ParseDaemonConfig(argc, argv, &cfg, &exit_code)) return exit_code;
+  return Run(cfg);
+}

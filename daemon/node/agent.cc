@@ -1,0 +1,91 @@
+#include "daemon/node/agent.h"
+
+#include <cmath>
+#include <cstdlib>
+
+#include "common/file_util.h"
+#include "common/logging.h"
+
+namespace traintl {
+
+std::string Agent::AttemptDir(const std::string& job_id, int attempt) const {
+  return options_.data_dir + "/jobs/" + job_id + "/attempt_" + std::to_string(attempt);
+}
+
+std::string Agent::LogPath(const std::string& job_id, int attempt, int rank) const {
+  return AttemptDir(job_id, attempt) + "/rank_" + std::to_string(rank) + ".log";
+}
+
+std::string Agent::StagingDir(const std::string& trial_dir, int attempt) {
+  return trial_dir + "/.staging/attempt_" + std::to_string(attempt);
+}
+
+Status Agent::Launch(const NodeAttemptPlan& plan) {
+  const std::string dir = AttemptDir(plan.job_id, plan.attempt);
+  TRAINTL_RETURN_IF_ERROR(MakeDirs(dir, 0750));
+  TRAINTL_RETURN_IF_ERROR(MakeDirs(plan.trial_dir, 0755));
+  const std::string staging = StagingDir(plan.trial_dir, plan.attempt);
+  TRAINTL_RETURN_IF_ERROR(MakeDirs(staging, 0755));
+
+  const int local_world = static_cast<int>(plan.world_ranks.size());
+  for (int local = 0; local < local_world; ++local) {
+    const int rank = plan.world_ranks[local];
+    nlohmann::json ctx = {
+        {"job_id", plan.job_id},
+        {"job_name", plan.job_name},
+        {"attempt", plan.attempt},
+        {"world_rank", rank},
+        {"world_size", plan.world_size},
+        {"local_rank", local},
+        {"local_world_size", local_world},
+        {"node_rank", plan.node_rank},
+        {"library", plan.library_path},
+        {"function", plan.function},
+        {"config", plan.config},
+        {"checkpoint_dir",
+         plan.checkpoint_dir.empty() ? nlohmann::json(nullptr) : nlohmann::json(plan.checkpoint_dir)},
+        {"trial_dir", plan.trial_dir},
+        {"staging_dir", staging},
+        {"master_addr", plan.master_addr},
+        {"master_port", plan.master_port},
+        {"collective_timeout_s", plan.collective_timeout_s},
+        {"use_gpu", plan.use_gpu},
+        {"datasets", plan.datasets},
+    };
+    const std::string ctx_path = dir + "/rank_" + std::to_string(rank) + ".context.json";
+    TRAINTL_RETURN_IF_ERROR(WriteFileAtomic(ctx_path, ctx.dump(2), 0600));
+
+    WorkerLaunch l;
+    l.job_id = plan.job_id;
+    l.attempt = plan.attempt;
+    l.rank = rank;
+    l.context_path = ctx_path;
+    l.log_path = LogPath(plan.job_id, plan.attempt, rank);
+    l.workdir = plan.trial_dir;
+    // The environment is exactly what the runtime and the spec set.
+    l.env["PATH"] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+    l.env["LANG"] = "C.UTF-8";
+    for (const auto& name : options_.passthrough_env) {
+      if (const char* v = std::getenv(name.c_str())) l.env[name] = v;
+    }
+    l.env["OMP_NUM_THREADS"] =
+        std::to_string(std::max(1, static_cast<int>(std::floor(plan.cpus_per_worker))));
+    for (const auto& [k, v] : plan.user_env) l.env[k] = v;
+    l.env["TRAINTL_JOB_ID"] = plan.job_id;
+    l.env["TRAINTL_ATTEMPT"] = std::to_string(plan.attempt);
+    l.env["TRAINTL_WORLD_RANK"] = std::to_string(rank);
+    l.env["TRAINTL_WORLD_SIZE"] = std::to_string(plan.world_size);
+    l.env["TRAINTL_LOCAL_RANK"] = std::to_string(local);
+    if (!plan.use_gpu) l.env["CUDA_VISIBLE_DEVICES"] = "";
+
+    Status st = pool_->Launch(l);
+    if (!st.ok()) {
+      pool_->StopAttempt(plan.job_id, plan.attempt);
+      return Status(st.code(), "rank " + std::to_string(rank) + " could not start: " +
+                                   st.message());
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace traintl

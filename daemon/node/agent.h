@@ -1,0 +1,73 @@
+// Agent: the node role of traintld. It turns the head's plan for this node (which ranks
+// of which attempt) into running traintl-worker processes - context files, log files,
+// environment - and passes their events up to its listener (the head).
+//
+// Thread-safety: not thread-safe; everything runs on the daemon's io_context thread.
+#pragma once
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/status.h"
+#include "daemon/node/worker_pool.h"
+
+namespace traintl {
+
+// The part of an attempt that runs on this node.
+struct NodeAttemptPlan {
+  std::string job_id;
+  std::string job_name;
+  int attempt = 0;
+  int world_size = 1;
+  int node_rank = 0;
+  std::vector<int> world_ranks;  // ranks on this node, in local-rank order
+  std::string library_path;
+  std::string function;
+  nlohmann::json config = nlohmann::json::object();
+  std::string checkpoint_dir;  // "" = none
+  std::string trial_dir;
+  std::string master_addr;
+  int master_port = 0;
+  int collective_timeout_s = 300;
+  bool use_gpu = false;
+  nlohmann::json datasets = nlohmann::json::object();
+  std::map<std::string, std::string> user_env;  // spec.env
+  double cpus_per_worker = 1;
+};
+
+struct AgentOptions {
+  std::string data_dir;  // logs and contexts go to <data_dir>/jobs/<job>/attempt_<n>/
+  // Passed through to workers when set in the daemon's environment; nothing else is.
+  std::vector<std::string> passthrough_env = {"LD_LIBRARY_PATH", "HOME", "TZ"};
+};
+
+class Agent {
+ public:
+  Agent(AgentOptions options, WorkerPool* pool) : options_(std::move(options)), pool_(pool) {}
+
+  // Writes every rank's context and starts the workers. On failure, the ranks already
+  // started are stopped and the error says which rank could not start.
+  Status Launch(const NodeAttemptPlan& plan);
+  void Stop(const std::string& job_id, int attempt) { pool_->StopAttempt(job_id, attempt); }
+  void Ack(const std::string& job_id, int attempt, int rank, int seq) {
+    pool_->Ack(job_id, attempt, rank, seq);
+  }
+
+  int LiveWorkers(const std::string& job_id, int attempt) const {
+    return pool_->LiveWorkers(job_id, attempt);
+  }
+
+  std::string AttemptDir(const std::string& job_id, int attempt) const;
+  std::string LogPath(const std::string& job_id, int attempt, int rank) const;
+  static std::string StagingDir(const std::string& trial_dir, int attempt);
+
+ private:
+  const AgentOptions options_;
+  WorkerPool* const pool_;
+};
+
+}  // namespace traintl

@@ -1,0 +1,109 @@
+// WorkerPool: the agent's side of the worker processes on this node. It starts one
+// traintl-worker per local rank (own process group, PR_SET_PDEATHSIG, log file as
+// stdout/stderr, a socketpair on fd 3 - docs/WORKER_PROTOCOL.md), reads their messages,
+// stops them (stop message, grace, SIGTERM, SIGKILL) and reaps them.
+//
+// Thread-safety: not thread-safe; every method and every callback runs on the io_context
+// thread given at construction (the daemon's single Asio thread).
+#pragma once
+
+#include <sys/types.h>
+
+#include <boost/asio.hpp>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/status.h"
+
+namespace traintl {
+
+struct WorkerPoolOptions {
+  std::string worker_binary;  // path of traintl-worker; required
+  // Time between the stop message and SIGTERM; default 3 s.
+  std::chrono::milliseconds stop_grace{3000};
+  // Time between SIGTERM and SIGKILL; default 3 s.
+  std::chrono::milliseconds term_grace{3000};
+  // How long to wait for a worker's channel to drain after its process exited; 1 s.
+  std::chrono::milliseconds drain_timeout{1000};
+  // Longest accepted message line from a worker; default 4 MiB.
+  size_t max_message_bytes = 4 << 20;
+};
+
+// One rank to start.
+struct WorkerLaunch {
+  std::string job_id;
+  int attempt = 0;
+  int rank = 0;
+  std::string context_path;  // JSON context file (already written)
+  std::string log_path;      // stdout + stderr (appended)
+  std::string workdir;       // cwd of the process
+  std::map<std::string, std::string> env;  // the whole environment of the worker
+};
+
+// How a worker ended, as the agent saw it.
+struct WorkerExit {
+  std::string job_id;
+  int attempt = 0;
+  int rank = 0;
+  std::optional<int> exit_code;  // set when it exited
+  std::optional<int> signal;     // set when a signal killed it
+  bool done_seen = false;        // a "done" message arrived
+  bool done_ok = false;
+  std::string done_error;        // the worker's own failure message
+  bool retryable = true;         // false when the worker said retrying cannot help
+  bool stopped_by_agent = false;
+};
+
+class WorkerPoolListener {
+ public:
+  virtual ~WorkerPoolListener() = default;
+  virtual void OnWorkerHello(const std::string& job_id, int attempt, int rank) = 0;
+  virtual void OnWorkerReport(const std::string& job_id, int attempt, int rank, int seq,
+                              const nlohmann::json& metrics, const std::string& checkpoint) = 0;
+  virtual void OnWorkerExit(const WorkerExit& exit) = 0;
+};
+
+class WorkerPool {
+ public:
+  WorkerPool(boost::asio::io_context& io, WorkerPoolOptions options, WorkerPoolListener* listener);
+  ~WorkerPool();
+
+  // Starts one worker. On failure nothing is left running.
+  Status Launch(const WorkerLaunch& launch);
+  // Asks every worker of the attempt to stop (message, then signals after the graces).
+  void StopAttempt(const std::string& job_id, int attempt);
+  // Sends the ack for report `seq` to one rank.
+  void Ack(const std::string& job_id, int attempt, int rank, int seq);
+  // Number of live (not yet reported as exited) workers of the attempt.
+  int LiveWorkers(const std::string& job_id, int attempt) const;
+  std::vector<pid_t> LivePids() const;
+  // SIGKILLs every worker's process group at once (daemon shutdown); reaps synchronously.
+  void KillAll();
+
+ private:
+  struct Worker;
+  void StartSignalWait();
+  void ReapChildren();
+  void ReadNext(const std::shared_ptr<Worker>& w);
+  void HandleMessage(const std::shared_ptr<Worker>& w, const std::string& line);
+  void MaybeFinish(const std::shared_ptr<Worker>& w);
+  void Send(const std::shared_ptr<Worker>& w, const nlohmann::json& msg);
+
+  // Constant after construction.
+  boost::asio::io_context& io_;
+  const WorkerPoolOptions options_;
+  WorkerPoolListener* const listener_;
+
+  // Owned by the io_context thread.
+  boost::asio::signal_set sigchld_;
+  std::map<pid_t, std::shared_ptr<Worker>> workers_;
+};
+
+}  // namespace traintl

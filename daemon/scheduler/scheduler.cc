@@ -1,0 +1,179 @@
+#include "daemon/scheduler/scheduler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+namespace traintl {
+namespace {
+
+constexpr double kEpsilon = 1e-9;
+
+bool Fits(const ResourceMap& available, const ResourceMap& need) {
+  for (const auto& [name, amount] : need) {
+    if (amount <= 0) continue;
+    auto it = available.find(name);
+    if (it == available.end() || it->second + kEpsilon < amount) return false;
+  }
+  return true;
+}
+
+void Take(ResourceMap& available, const ResourceMap& need) {
+  for (const auto& [name, amount] : need)
+    if (amount > 0) available[name] -= amount;
+}
+
+int HowMany(const ResourceMap& available, const ResourceMap& need) {
+  int n = 1 << 20;
+  for (const auto& [name, amount] : need) {
+    if (amount <= 0) continue;
+    auto it = available.find(name);
+    double have = it == available.end() ? 0 : it->second;
+    n = std::min(n, static_cast<int>(std::floor((have + kEpsilon) / amount)));
+  }
+  return std::max(n, 0);
+}
+
+std::string FormatAmount(const std::string& name, double v) {
+  char buf[64];
+  if (name == "memory") {
+    std::snprintf(buf, sizeof buf, "%.1fGiB", v / (1024.0 * 1024 * 1024));
+  } else {
+    std::snprintf(buf, sizeof buf, "%g", v);
+  }
+  return buf;
+}
+
+// Returns a per-node worker count for the job, or an empty vector when it does not fit.
+std::vector<int> Place(const std::vector<NodeSnapshot>& nodes, const PendingJob& job,
+                       bool use_total) {
+  const size_t n = nodes.size();
+  std::vector<int> capacity(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    if (!nodes[i].alive) continue;
+    capacity[i] = HowMany(use_total ? nodes[i].total : nodes[i].available, job.per_worker);
+  }
+  std::vector<int> count(n, 0);
+  int left = job.num_workers;
+  // Prefer the nodes with room for the most workers (ties: the snapshot's order).
+  std::vector<size_t> order(n);
+  for (size_t i = 0; i < n; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return capacity[a] > capacity[b]; });
+  switch (job.strategy) {
+    case PlacementStrategy::kStrictPack:
+      if (n == 0 || capacity[order[0]] < left) return {};
+      count[order[0]] = left;
+      return count;
+    case PlacementStrategy::kPack:
+      for (size_t i : order) {
+        int take = std::min(capacity[i], left);
+        count[i] = take;
+        left -= take;
+        if (left == 0) return count;
+      }
+      return {};
+    case PlacementStrategy::kStrictSpread:
+      for (size_t i : order) {
+        if (left == 0) break;
+        if (capacity[i] >= 1) {
+          count[i] = 1;
+          --left;
+        }
+      }
+      return left == 0 ? count : std::vector<int>{};
+    case PlacementStrategy::kSpread: {
+      bool progress = true;
+      while (left > 0 && progress) {
+        progress = false;
+        for (size_t i : order) {
+          if (left == 0) break;
+          if (count[i] < capacity[i]) {
+            ++count[i];
+            --left;
+            progress = true;
+          }
+        }
+      }
+      return left == 0 ? count : std::vector<int>{};
+    }
+  }
+  return {};
+}
+
+std::string MissingReason(const std::vector<NodeSnapshot>& nodes, const PendingJob& job,
+                          bool use_total) {
+  ResourceMap sum;
+  int alive = 0;
+  for (const auto& node : nodes) {
+    if (!node.alive) continue;
+    ++alive;
+    for (const auto& [k, v] : use_total ? node.total : node.available) sum[k] += v;
+  }
+  std::ostringstream os;
+  os << "needs " << job.num_workers << " x {" << FormatResources(job.per_worker) << "} ("
+     << PlacementStrategyName(job.strategy) << ")";
+  std::vector<std::string> short_of;
+  for (const auto& [name, amount] : job.per_worker) {
+    if (amount <= 0) continue;
+    double need = amount * job.num_workers;
+    double have = sum.count(name) ? sum[name] : 0;
+    if (have + kEpsilon < need)
+      short_of.push_back(name + ": " + FormatAmount(name, need) + " needed, " +
+                         FormatAmount(name, have) + (use_total ? " in the cluster" : " free"));
+  }
+  if (!short_of.empty()) {
+    os << "; ";
+    for (size_t i = 0; i < short_of.size(); ++i) os << (i ? "; " : "") << short_of[i];
+  } else if (job.strategy == PlacementStrategy::kStrictSpread && alive < job.num_workers) {
+    os << "; STRICT_SPREAD needs " << job.num_workers << " nodes, " << alive
+       << (use_total ? " in the cluster" : " alive");
+  } else {
+    os << "; no placement of whole workers fits on the " << alive << " node(s)"
+       << (use_total ? "" : " right now");
+  }
+  return os.str();
+}
+
+}  // namespace
+
+std::string FormatResources(const ResourceMap& r) {
+  std::ostringstream os;
+  bool first = true;
+  for (const auto& [name, amount] : r) {
+    if (amount <= 0 && name != "CPU") continue;
+    os << (first ? "" : ", ") << name << "=" << FormatAmount(name, amount);
+    first = false;
+  }
+  return os.str();
+}
+
+ScheduleResult Schedule(std::vector<NodeSnapshot> nodes, const std::vector<PendingJob>& queue) {
+  ScheduleResult result;
+  for (const auto& job : queue) {
+    std::vector<int> count = Place(nodes, job, /*use_total=*/false);
+    if (count.empty()) {
+      result.waiting[job.job_id] =
+          "waiting for resources: " + MissingReason(nodes, job, /*use_total=*/false);
+      continue;
+    }
+    Placement p;
+    p.job_id = job.job_id;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      for (int k = 0; k < count[i]; ++k) {
+        p.rank_nodes.push_back(nodes[i].node_id);
+        Take(nodes[i].available, job.per_worker);
+      }
+    }
+    result.placements.push_back(std::move(p));
+  }
+  return result;
+}
+
+Status CheckFeasible(const std::vector<NodeSnapshot>& nodes, const PendingJob& job) {
+  if (!Place(nodes, job, /*use_total=*/true).empty()) return Status::Ok();
+  return Status::FailedPrecondition("infeasible: " + MissingReason(nodes, job, true));
+}
+
+}  // namespace traintl

@@ -1,0 +1,61 @@
+// Scheduler: pure gang placement. A snapshot of the nodes and the queue of pending jobs go
+// in; a placement for every job that fits (all its workers at once, or none) and a reason
+// for every job that waits come out. No I/O, no clock, no state: unit-tested on snapshots.
+//
+// Resources are scalar amounts by name ("CPU", "GPU", "memory" in bytes, custom names),
+// as in Ray. Placement strategies follow Ray's placement groups: PACK (fewest nodes, best
+// effort), SPREAD (round-robin over nodes, best effort), STRICT_PACK (one node),
+// STRICT_SPREAD (a distinct node per worker).
+//
+// Thread-safety: free functions over values.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "proto/job_spec.h"
+
+namespace traintl {
+
+using ResourceMap = std::map<std::string, double>;
+
+struct NodeSnapshot {
+  std::string node_id;
+  std::string address;  // where its workers can be reached (rank 0's node = DDP master)
+  ResourceMap total;
+  ResourceMap available;
+  bool alive = true;
+};
+
+struct PendingJob {
+  std::string job_id;
+  int num_workers = 1;
+  ResourceMap per_worker;
+  PlacementStrategy strategy = PlacementStrategy::kPack;
+};
+
+struct Placement {
+  std::string job_id;
+  // Node of each world rank; ranks on one node are contiguous (local ranks 0..n-1).
+  std::vector<std::string> rank_nodes;
+};
+
+struct ScheduleResult {
+  std::vector<Placement> placements;
+  std::map<std::string, std::string> waiting;  // job id -> why it waits
+};
+
+// Places `queue` in order (highest priority first). A job that does not fit does not block
+// later, smaller jobs. Resources taken by earlier placements are not available to later ones.
+ScheduleResult Schedule(std::vector<NodeSnapshot> nodes, const std::vector<PendingJob>& queue);
+
+// OK when the job could run on an otherwise idle cluster of these nodes; else
+// FailedPrecondition saying what can never be satisfied.
+Status CheckFeasible(const std::vector<NodeSnapshot>& nodes, const PendingJob& job);
+
+// "CPU=2, GPU=0.5, memory=2.0GiB".
+std::string FormatResources(const ResourceMap& r);
+
+}  // namespace traintl

@@ -1,0 +1,82 @@
+// Rows of the state store: what the replicated state says about jobs, attempts,
+// checkpoints and metrics. Plain values, safe to copy between threads.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace traintl {
+
+// Job states (DESIGN §4).
+inline constexpr const char* kJobPending = "PENDING";
+inline constexpr const char* kJobStarting = "STARTING";
+inline constexpr const char* kJobRunning = "RUNNING";
+inline constexpr const char* kJobSucceeded = "SUCCEEDED";
+inline constexpr const char* kJobFailed = "FAILED";
+inline constexpr const char* kJobStopped = "STOPPED";
+
+bool IsTerminalJobState(const std::string& state);
+
+struct JobRecord {
+  std::string id;
+  std::string name;
+  std::string spec;  // canonical JSON (JobSpecToJson)
+  std::string state;
+  int attempt = 0;   // the latest attempt number, 0 before the first start
+  int failures = 0;  // failed attempts so far
+  int priority = 0;
+  int64_t submitted_at = 0;
+  std::optional<int64_t> started_at;  // first attempt start
+  std::optional<int64_t> ended_at;
+  std::string message;         // why it ended (FAILED / STOPPED)
+  std::string pending_reason;  // why it waits (PENDING)
+  std::string metrics = "{}";  // latest rank-0 report (JSON object)
+  std::string library_sha256;  // "" when the spec's path is used as-is
+  std::string library_path;    // what the workers dlopen
+  std::string trial_dir;       // where checkpoints and results go
+  bool stop_requested = false;
+};
+
+struct AttemptRecord {
+  std::string job_id;
+  int attempt = 0;
+  std::string state;  // RUNNING | SUCCEEDED | FAILED | STOPPED
+  int64_t started_at = 0;
+  std::optional<int64_t> ended_at;
+  std::string restored_from;  // checkpoint dir handed to get_checkpoint(), "" = none
+  std::optional<int> failed_rank;
+  std::optional<int> exit_code;
+  std::optional<int> signal;
+  std::string reason;
+  std::string log_tail;
+};
+
+struct CheckpointRecord {
+  int64_t id = 0;
+  std::string job_id;
+  int attempt = 0;
+  int seq = 0;
+  std::string path;
+  std::string metrics = "{}";
+  int64_t created_at = 0;
+};
+
+struct MetricRecord {
+  std::string job_id;
+  int attempt = 0;
+  int seq = 0;
+  int64_t time = 0;
+  std::string metrics = "{}";
+};
+
+struct WorkerEventRecord {
+  std::string job_id;
+  int attempt = 0;
+  int rank = 0;
+  int64_t time = 0;
+  std::string event;  // "started" | "exited"
+  std::string detail;
+};
+
+}  // namespace traintl

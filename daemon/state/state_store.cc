@@ -1,0 +1,436 @@
+#include "daemon/state/state_store.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "daemon/state/sqlite_stmt.h"
+
+namespace traintl {
+namespace {
+
+constexpr const char* kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+INSERT OR IGNORE INTO meta(key, value) VALUES('schema_version', '1');
+CREATE TABLE IF NOT EXISTS jobs(
+  id TEXT PRIMARY KEY, name TEXT NOT NULL, spec TEXT NOT NULL, state TEXT NOT NULL,
+  attempt INTEGER NOT NULL, failures INTEGER NOT NULL, priority INTEGER NOT NULL,
+  submitted_at INTEGER NOT NULL, started_at INTEGER, ended_at INTEGER,
+  message TEXT NOT NULL, pending_reason TEXT NOT NULL, metrics TEXT NOT NULL,
+  library_sha256 TEXT NOT NULL, library_path TEXT NOT NULL, trial_dir TEXT NOT NULL,
+  stop_requested INTEGER NOT NULL, submission_id TEXT);
+CREATE UNIQUE INDEX IF NOT EXISTS jobs_by_submission ON jobs(submission_id)
+  WHERE submission_id IS NOT NULL;
+CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs(state);
+CREATE INDEX IF NOT EXISTS jobs_by_time ON jobs(submitted_at);
+CREATE TABLE IF NOT EXISTS attempts(
+  job_id TEXT NOT NULL, attempt INTEGER NOT NULL, state TEXT NOT NULL,
+  started_at INTEGER NOT NULL, ended_at INTEGER, restored_from TEXT NOT NULL,
+  failed_rank INTEGER, exit_code INTEGER, signal INTEGER, reason TEXT NOT NULL,
+  log_tail TEXT NOT NULL, PRIMARY KEY(job_id, attempt));
+CREATE TABLE IF NOT EXISTS checkpoints(
+  id INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT NULL, attempt INTEGER NOT NULL,
+  seq INTEGER NOT NULL, path TEXT NOT NULL, metrics TEXT NOT NULL, created_at INTEGER NOT NULL,
+  UNIQUE(job_id, attempt, seq));
+CREATE TABLE IF NOT EXISTS metrics(
+  job_id TEXT NOT NULL, attempt INTEGER NOT NULL, seq INTEGER NOT NULL, time INTEGER NOT NULL,
+  metrics TEXT NOT NULL, PRIMARY KEY(job_id, attempt, seq));
+CREATE TABLE IF NOT EXISTS worker_events(
+  job_id TEXT NOT NULL, attempt INTEGER NOT NULL, rank INTEGER NOT NULL, time INTEGER NOT NULL,
+  event TEXT NOT NULL, detail TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS worker_events_by_job ON worker_events(job_id);
+CREATE TABLE IF NOT EXISTS applied(rid TEXT PRIMARY KEY, result TEXT NOT NULL);
+)sql";
+
+constexpr const char* kJobColumns =
+    "id, name, spec, state, attempt, failures, priority, submitted_at, started_at, ended_at, "
+    "message, pending_reason, metrics, library_sha256, library_path, trial_dir, stop_requested";
+
+JobRecord ReadJob(const Stmt& s) {
+  JobRecord j;
+  j.id = s.Text(0);
+  j.name = s.Text(1);
+  j.spec = s.Text(2);
+  j.state = s.Text(3);
+  j.attempt = static_cast<int>(s.Int(4));
+  j.failures = static_cast<int>(s.Int(5));
+  j.priority = static_cast<int>(s.Int(6));
+  j.submitted_at = s.Int(7);
+  j.started_at = s.OptInt(8);
+  j.ended_at = s.OptInt(9);
+  j.message = s.Text(10);
+  j.pending_reason = s.Text(11);
+  j.metrics = s.Text(12);
+  j.library_sha256 = s.Text(13);
+  j.library_path = s.Text(14);
+  j.trial_dir = s.Text(15);
+  j.stop_requested = s.Int(16) != 0;
+  return j;
+}
+
+constexpr const char* kAttemptColumns =
+    "job_id, attempt, state, started_at, ended_at, restored_from, failed_rank, exit_code, "
+    "signal, reason, log_tail";
+
+AttemptRecord ReadAttempt(const Stmt& s) {
+  AttemptRecord a;
+  a.job_id = s.Text(0);
+  a.attempt = static_cast<int>(s.Int(1));
+  a.state = s.Text(2);
+  a.started_at = s.Int(3);
+  a.ended_at = s.OptInt(4);
+  a.restored_from = s.Text(5);
+  a.failed_rank = s.OptInt32(6);
+  a.exit_code = s.OptInt32(7);
+  a.signal = s.OptInt32(8);
+  a.reason = s.Text(9);
+  a.log_tail = s.Text(10);
+  return a;
+}
+
+constexpr const char* kCheckpointColumns =
+    "id, job_id, attempt, seq, path, metrics, created_at";
+
+CheckpointRecord ReadCheckpoint(const Stmt& s) {
+  CheckpointRecord c;
+  c.id = s.Int(0);
+  c.job_id = s.Text(1);
+  c.attempt = static_cast<int>(s.Int(2));
+  c.seq = static_cast<int>(s.Int(3));
+  c.path = s.Text(4);
+  c.metrics = s.Text(5);
+  c.created_at = s.Int(6);
+  return c;
+}
+
+std::string Sql(const std::string& a, const char* cols, const std::string& b) {
+  return a + cols + b;
+}
+
+std::optional<JobRecord> GetJobImpl(sqlite3* db, const std::string& id) {
+  Stmt s(db, Sql("SELECT ", kJobColumns, " FROM jobs WHERE id = ?").c_str());
+  s.Bind(1, id);
+  if (!s.Step()) return std::nullopt;
+  return ReadJob(s);
+}
+
+std::optional<AttemptRecord> GetAttemptImpl(sqlite3* db, const std::string& id, int attempt) {
+  Stmt s(db,
+         Sql("SELECT ", kAttemptColumns, " FROM attempts WHERE job_id = ? AND attempt = ?").c_str());
+  s.Bind(1, id).Bind(2, attempt);
+  if (!s.Step()) return std::nullopt;
+  return ReadAttempt(s);
+}
+
+std::vector<CheckpointRecord> ListCheckpointsImpl(sqlite3* db, const std::string& id) {
+  Stmt s(db, Sql("SELECT ", kCheckpointColumns, " FROM checkpoints WHERE job_id = ? ORDER BY id")
+                 .c_str());
+  s.Bind(1, id);
+  std::vector<CheckpointRecord> out;
+  while (s.Step()) out.push_back(ReadCheckpoint(s));
+  return out;
+}
+
+}  // namespace
+
+bool IsTerminalJobState(const std::string& state) {
+  return state == kJobSucceeded || state == kJobFailed || state == kJobStopped;
+}
+
+StateStore::StateStore() { OpenFresh(); }
+
+StateStore::~StateStore() { sqlite3_close(db_); }
+
+void StateStore::OpenFresh() {
+  if (sqlite3_open_v2(":memory:", &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) !=
+      SQLITE_OK) {
+    std::abort();
+  }
+  ExecOrDie(db_, kSchema);
+}
+
+std::optional<JobRecord> StateStore::GetJob(const std::string& id) const {
+  std::lock_guard<std::mutex> l(mu_);
+  return GetJobImpl(db_, id);
+}
+
+Result<std::string> StateStore::ResolveJobId(const std::string& prefix,
+                                             std::vector<std::string>* candidates) const {
+  if (prefix.empty()) return Status::InvalidArgument("empty job id");
+  for (char c : prefix) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+      return Status::NotFound("no job " + prefix + " (job ids are lowercase hex)");
+  }
+  std::lock_guard<std::mutex> l(mu_);
+  // The prefix is hex-only (checked above), so it cannot carry LIKE wildcards.
+  Stmt s(db_, "SELECT id FROM jobs WHERE id >= ? AND id < ? ORDER BY id LIMIT 11");
+  s.Bind(1, prefix).Bind(2, prefix + "g");
+  std::vector<std::string> ids;
+  while (s.Step()) ids.push_back(s.Text(0));
+  if (ids.empty()) return Status::NotFound("no job " + prefix);
+  if (ids.size() == 1) return ids[0];
+  for (const auto& id : ids)
+    if (id == prefix) return id;
+  if (candidates != nullptr) *candidates = ids;
+  return Status::FailedPrecondition("job prefix " + prefix + " is ambiguous");
+}
+
+std::vector<JobRecord> StateStore::ListJobs(size_t limit) const {
+  std::lock_guard<std::mutex> l(mu_);
+  std::string sql = Sql("SELECT ", kJobColumns, " FROM jobs ORDER BY submitted_at DESC, id DESC");
+  if (limit > 0) sql += " LIMIT " + std::to_string(limit);
+  Stmt s(db_, sql.c_str());
+  std::vector<JobRecord> out;
+  while (s.Step()) out.push_back(ReadJob(s));
+  return out;
+}
+
+std::vector<JobRecord> StateStore::ListActiveJobs() const {
+  std::lock_guard<std::mutex> l(mu_);
+  Stmt s(db_, Sql("SELECT ", kJobColumns,
+                  " FROM jobs WHERE state IN ('PENDING', 'STARTING', 'RUNNING') "
+                  "ORDER BY priority DESC, submitted_at, id")
+                  .c_str());
+  std::vector<JobRecord> out;
+  while (s.Step()) out.push_back(ReadJob(s));
+  return out;
+}
+
+std::vector<AttemptRecord> StateStore::ListAttempts(const std::string& job_id) const {
+  std::lock_guard<std::mutex> l(mu_);
+  Stmt s(db_, Sql("SELECT ", kAttemptColumns, " FROM attempts WHERE job_id = ? ORDER BY attempt")
+                  .c_str());
+  s.Bind(1, job_id);
+  std::vector<AttemptRecord> out;
+  while (s.Step()) out.push_back(ReadAttempt(s));
+  return out;
+}
+
+std::optional<AttemptRecord> StateStore::GetAttempt(const std::string& job_id, int attempt) const {
+  std::lock_guard<std::mutex> l(mu_);
+  return GetAttemptImpl(db_, job_id, attempt);
+}
+
+std::vector<CheckpointRecord> StateStore::ListCheckpoints(const std::string& job_id) const {
+  std::lock_guard<std::mutex> l(mu_);
+  return ListCheckpointsImpl(db_, job_id);
+}
+
+std::optional<CheckpointRecord> StateStore::LatestCheckpoint(const std::string& job_id) const {
+  std::lock_guard<std::mutex> l(mu_);
+  Stmt s(db_, Sql("SELECT ", kCheckpointColumns,
+                  " FROM checkpoints WHERE job_id = ? ORDER BY id DESC LIMIT 1")
+                  .c_str());
+  s.Bind(1, job_id);
+  if (!s.Step()) return std::nullopt;
+  return ReadCheckpoint(s);
+}
+
+std::vector<MetricRecord> StateStore::ListMetrics(const std::string& job_id) const {
+  std::lock_guard<std::mutex> l(mu_);
+  Stmt s(db_,
+         "SELECT job_id, attempt, seq, time, metrics FROM metrics WHERE job_id = ? "
+         "ORDER BY attempt, seq");
+  s.Bind(1, job_id);
+  std::vector<MetricRecord> out;
+  while (s.Step()) {
+    MetricRecord m;
+    m.job_id = s.Text(0);
+    m.attempt = static_cast<int>(s.Int(1));
+    m.seq = static_cast<int>(s.Int(2));
+    m.time = s.Int(3);
+    m.metrics = s.Text(4);
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+std::vector<WorkerEventRecord> StateStore::ListWorkerEvents(const std::string& job_id) const {
+  std::lock_guard<std::mutex> l(mu_);
+  Stmt s(db_,
+         "SELECT job_id, attempt, rank, time, event, detail FROM worker_events WHERE job_id = ? "
+         "ORDER BY rowid");
+  s.Bind(1, job_id);
+  std::vector<WorkerEventRecord> out;
+  while (s.Step()) {
+    WorkerEventRecord e;
+    e.job_id = s.Text(0);
+    e.attempt = static_cast<int>(s.Int(1));
+    e.rank = static_cast<int>(s.Int(2));
+    e.time = s.Int(3);
+    e.event = s.Text(4);
+    e.detail = s.Text(5);
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+int64_t StateStore::CountJobs() const {
+  std::lock_guard<std::mutex> l(mu_);
+  Stmt s(db_, "SELECT count(*) FROM jobs");
+  s.Step();
+  return s.Int(0);
+}
+
+Result<std::string> StateStore::Serialize() const {
+  std::lock_guard<std::mutex> l(mu_);
+  sqlite3_int64 size = 0;
+  unsigned char* p = sqlite3_serialize(db_, "main", &size, 0);
+  if (p == nullptr) return Status::Internal("sqlite3_serialize failed");
+  std::string out(reinterpret_cast<const char*>(p), static_cast<size_t>(size));
+  sqlite3_free(p);
+  return out;
+}
+
+Status StateStore::Restore(const std::string& image) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto* p = static_cast<unsigned char*>(sqlite3_malloc64(image.size()));
+  if (p == nullptr && !image.empty()) return Status::ResourceExhausted("out of memory");
+  std::memcpy(p, image.data(), image.size());
+  int rc = sqlite3_deserialize(db_, "main", p, static_cast<sqlite3_int64>(image.size()),
+                               static_cast<sqlite3_int64>(image.size()),
+                               SQLITE_DESERIALIZE_FREEONCLOSE | SQLITE_DESERIALIZE_RESIZEABLE);
+  if (rc != SQLITE_OK) {
+    // The previous contents are gone; start from an empty schema rather than a broken one.
+    sqlite3_close(db_);
+    OpenFresh();
+    return Status::Internal(std::string("cannot restore snapshot: ") + sqlite3_errstr(rc));
+  }
+  // Snapshots from an older schema gain new tables here (migrations are additive).
+  char* err = nullptr;
+  if (sqlite3_exec(db_, kSchema, nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err ? err : "?";
+    sqlite3_free(err);
+    return Status::Internal("snapshot schema: " + msg);
+  }
+  return Status::Ok();
+}
+
+std::string StateStore::Mutate(const std::function<std::string(Tx&)>& fn) {
+  std::lock_guard<std::mutex> l(mu_);
+  ExecOrDie(db_, "BEGIN");
+  Tx tx(db_);
+  std::string result = fn(tx);
+  ExecOrDie(db_, "COMMIT");
+  return result;
+}
+
+// ---- Tx ----
+
+std::optional<std::string> StateStore::Tx::AppliedResult(const std::string& rid) {
+  Stmt s(db_, "SELECT result FROM applied WHERE rid = ?");
+  s.Bind(1, rid);
+  if (!s.Step()) return std::nullopt;
+  return s.Text(0);
+}
+
+void StateStore::Tx::RecordApplied(const std::string& rid, const std::string& result) {
+  Stmt(db_, "INSERT OR REPLACE INTO applied(rid, result) VALUES(?, ?)")
+      .Bind(1, rid)
+      .Bind(2, result)
+      .Run();
+}
+
+std::optional<std::string> StateStore::Tx::JobIdForSubmission(const std::string& sid) {
+  Stmt s(db_, "SELECT id FROM jobs WHERE submission_id = ?");
+  s.Bind(1, sid);
+  if (!s.Step()) return std::nullopt;
+  return s.Text(0);
+}
+
+std::optional<JobRecord> StateStore::Tx::GetJob(const std::string& id) {
+  return GetJobImpl(db_, id);
+}
+
+void StateStore::Tx::InsertJob(const JobRecord& j, const std::string& submission_id) {
+  Stmt s(db_, Sql("INSERT INTO jobs(", kJobColumns,
+                  ", submission_id) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
+                  .c_str());
+  s.Bind(1, j.id).Bind(2, j.name).Bind(3, j.spec).Bind(4, j.state).Bind(5, j.attempt);
+  s.Bind(6, j.failures).Bind(7, j.priority).Bind(8, j.submitted_at).Bind(9, j.started_at);
+  s.Bind(10, j.ended_at).Bind(11, j.message).Bind(12, j.pending_reason).Bind(13, j.metrics);
+  s.Bind(14, j.library_sha256).Bind(15, j.library_path).Bind(16, j.trial_dir);
+  s.Bind(17, static_cast<int64_t>(j.stop_requested));
+  if (submission_id.empty()) {
+    s.BindNull(18);
+  } else {
+    s.Bind(18, submission_id);
+  }
+  s.Run();
+}
+
+void StateStore::Tx::UpdateJob(const JobRecord& j) {
+  Stmt s(db_,
+         "UPDATE jobs SET state=?, attempt=?, failures=?, started_at=?, ended_at=?, message=?, "
+         "pending_reason=?, metrics=?, stop_requested=? WHERE id=?");
+  s.Bind(1, j.state).Bind(2, j.attempt).Bind(3, j.failures).Bind(4, j.started_at);
+  s.Bind(5, j.ended_at).Bind(6, j.message).Bind(7, j.pending_reason).Bind(8, j.metrics);
+  s.Bind(9, static_cast<int64_t>(j.stop_requested)).Bind(10, j.id);
+  s.Run();
+}
+
+void StateStore::Tx::InsertAttempt(const AttemptRecord& a) {
+  Stmt s(db_, Sql("INSERT OR REPLACE INTO attempts(", kAttemptColumns,
+                  ") VALUES(?,?,?,?,?,?,?,?,?,?,?)")
+                  .c_str());
+  s.Bind(1, a.job_id).Bind(2, a.attempt).Bind(3, a.state).Bind(4, a.started_at);
+  s.Bind(5, a.ended_at).Bind(6, a.restored_from).Bind(7, a.failed_rank).Bind(8, a.exit_code);
+  s.Bind(9, a.signal).Bind(10, a.reason).Bind(11, a.log_tail);
+  s.Run();
+}
+
+void StateStore::Tx::UpdateAttempt(const AttemptRecord& a) { InsertAttempt(a); }
+
+std::optional<AttemptRecord> StateStore::Tx::GetAttempt(const std::string& job_id, int attempt) {
+  return GetAttemptImpl(db_, job_id, attempt);
+}
+
+void StateStore::Tx::UpsertMetric(const MetricRecord& m) {
+  Stmt(db_, "INSERT OR REPLACE INTO metrics(job_id, attempt, seq, time, metrics) "
+            "VALUES(?,?,?,?,?)")
+      .Bind(1, m.job_id)
+      .Bind(2, m.attempt)
+      .Bind(3, m.seq)
+      .Bind(4, m.time)
+      .Bind(5, m.metrics)
+      .Run();
+}
+
+int64_t StateStore::Tx::InsertCheckpoint(const CheckpointRecord& c) {
+  {
+    Stmt s(db_, "SELECT id FROM checkpoints WHERE job_id=? AND attempt=? AND seq=?");
+    s.Bind(1, c.job_id).Bind(2, c.attempt).Bind(3, c.seq);
+    if (s.Step()) return s.Int(0);
+  }
+  Stmt(db_, "INSERT INTO checkpoints(job_id, attempt, seq, path, metrics, created_at) "
+            "VALUES(?,?,?,?,?,?)")
+      .Bind(1, c.job_id)
+      .Bind(2, c.attempt)
+      .Bind(3, c.seq)
+      .Bind(4, c.path)
+      .Bind(5, c.metrics)
+      .Bind(6, c.created_at)
+      .Run();
+  return sqlite3_last_insert_rowid(db_);
+}
+
+std::vector<CheckpointRecord> StateStore::Tx::ListCheckpoints(const std::string& job_id) {
+  return ListCheckpointsImpl(db_, job_id);
+}
+
+void StateStore::Tx::DeleteCheckpoint(int64_t id) {
+  Stmt(db_, "DELETE FROM checkpoints WHERE id = ?").Bind(1, id).Run();
+}
+
+void StateStore::Tx::InsertWorkerEvent(const WorkerEventRecord& e) {
+  Stmt(db_, "INSERT INTO worker_events(job_id, attempt, rank, time, event, detail) "
+            "VALUES(?,?,?,?,?,?)")
+      .Bind(1, e.job_id)
+      .Bind(2, e.attempt)
+      .Bind(3, e.rank)
+      .Bind(4, e.time)
+      .Bind(5, e.event)
+      .Bind(6, e.detail)
+      .Run();
+}
+
+}  // namespace traintl

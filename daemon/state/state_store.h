@@ -1,0 +1,89 @@
+// StateStore: the cluster's records (jobs, attempts, checkpoints, metrics, worker events,
+// applied request ids) in an in-memory SQLite database.
+//
+// Durability comes from the Raft log, not from this database: the FSM (fsm.h) is the only
+// writer, and after a restart Raft rebuilds the database from its latest snapshot
+// (Serialize/Restore) plus the log entries after it. So kill -9 loses nothing committed.
+//
+// Thread-safety: every public method locks mu_. Writers go through Mutate(), which holds
+// mu_ and one SQLite transaction for the whole callback, so readers never see half a
+// command.
+#pragma once
+
+#include <sqlite3.h>
+
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "daemon/state/records.h"
+
+namespace traintl {
+
+class StateStore {
+ public:
+  StateStore();
+  ~StateStore();
+  StateStore(const StateStore&) = delete;
+  StateStore& operator=(const StateStore&) = delete;
+
+  // ---- reads (thread-safe) ----
+  std::optional<JobRecord> GetJob(const std::string& id) const;
+  // Resolves an id or unique prefix: NotFound, or FailedPrecondition listing candidates.
+  Result<std::string> ResolveJobId(const std::string& id_or_prefix,
+                                   std::vector<std::string>* candidates = nullptr) const;
+  std::vector<JobRecord> ListJobs(size_t limit = 0) const;  // newest first; 0 = all
+  // Jobs in PENDING, STARTING or RUNNING, by priority desc then submit time.
+  std::vector<JobRecord> ListActiveJobs() const;
+  std::vector<AttemptRecord> ListAttempts(const std::string& job_id) const;
+  std::optional<AttemptRecord> GetAttempt(const std::string& job_id, int attempt) const;
+  std::vector<CheckpointRecord> ListCheckpoints(const std::string& job_id) const;  // oldest first
+  std::optional<CheckpointRecord> LatestCheckpoint(const std::string& job_id) const;
+  std::vector<MetricRecord> ListMetrics(const std::string& job_id) const;
+  std::vector<WorkerEventRecord> ListWorkerEvents(const std::string& job_id) const;
+  int64_t CountJobs() const;
+
+  // ---- snapshot (thread-safe) ----
+  Result<std::string> Serialize() const;
+  Status Restore(const std::string& image);
+
+  // ---- writes: only the FSM ----
+  // A handle valid inside Mutate(); every method runs in the surrounding transaction.
+  class Tx {
+   public:
+    std::optional<std::string> AppliedResult(const std::string& rid);
+    void RecordApplied(const std::string& rid, const std::string& result);
+    std::optional<std::string> JobIdForSubmission(const std::string& submission_id);
+    std::optional<JobRecord> GetJob(const std::string& id);
+    void InsertJob(const JobRecord& job, const std::string& submission_id);
+    void UpdateJob(const JobRecord& job);
+    void InsertAttempt(const AttemptRecord& a);
+    void UpdateAttempt(const AttemptRecord& a);
+    std::optional<AttemptRecord> GetAttempt(const std::string& job_id, int attempt);
+    void UpsertMetric(const MetricRecord& m);
+    // Returns the new checkpoint's id; an existing (job, attempt, seq) returns its id.
+    int64_t InsertCheckpoint(const CheckpointRecord& c);
+    std::vector<CheckpointRecord> ListCheckpoints(const std::string& job_id);
+    void DeleteCheckpoint(int64_t id);
+    void InsertWorkerEvent(const WorkerEventRecord& e);
+
+   private:
+    friend class StateStore;
+    explicit Tx(sqlite3* db) : db_(db) {}
+    sqlite3* db_;
+  };
+  // Runs fn inside one transaction under mu_; returns what fn returns. A SQLite failure
+  // here is a broken invariant (in-memory database, schema we own) and aborts.
+  std::string Mutate(const std::function<std::string(Tx&)>& fn);
+
+ private:
+  void OpenFresh();
+
+  mutable std::mutex mu_;
+  sqlite3* db_ = nullptr;  // guarded by mu_
+};
+
+}  // namespace traintl

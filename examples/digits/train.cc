@@ -1,0 +1,175 @@
+// Data-parallel training of an MLP on the UCI optical digits (8x8 images, 10 classes), the
+// traintl quickstart. Build: the `digits_train` target (libdigits_train.so); data:
+// examples/digits/fetch_data.sh <dir>; run: traintl submit examples/digits/job.json.
+//
+// train_loop_config: {"data_path": "<dir>/digits.csv", "lr": 0.01, "epochs": 20,
+//                     "batch_size": 32, "seed": 0, "hidden": 128}
+// The last 20% of the rows are the validation set (the same on every rank and attempt).
+// Every epoch ends with a checkpoint (model.pt, optimizer.pt, epoch.txt) and a report of
+// loss, val_accuracy and epoch; a restarted attempt resumes after the checkpoint's epoch.
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <traintl/torch.h>
+#include <traintl/train.h>
+
+namespace {
+
+constexpr int kFeatures = 64;
+constexpr int kClasses = 10;
+
+struct Digits {
+  torch::Tensor features;  // [N, 64] float in [0, 1]
+  torch::Tensor labels;    // [N] int64
+};
+
+Digits LoadCsv(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot open data_path " + path);
+  std::vector<float> features;
+  std::vector<int64_t> labels;
+  std::string line;
+  int line_no = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (line.empty()) continue;
+    std::stringstream row(line);
+    std::string cell;
+    std::vector<float> values;
+    while (std::getline(row, cell, ',')) values.push_back(std::stof(cell));
+    if (values.size() != kFeatures + 1) {
+      throw std::runtime_error(path + ":" + std::to_string(line_no) + ": expected " +
+                               std::to_string(kFeatures + 1) + " values, got " +
+                               std::to_string(values.size()));
+    }
+    for (int i = 0; i < kFeatures; ++i) features.push_back(values[i] / 16.0f);
+    labels.push_back(static_cast<int64_t>(values[kFeatures]));
+  }
+  const auto n = static_cast<int64_t>(labels.size());
+  if (n == 0) throw std::runtime_error(path + ": no rows");
+  return {torch::tensor(features).view({n, kFeatures}), torch::tensor(labels)};
+}
+
+class DigitsDataset : public torch::data::datasets::Dataset<DigitsDataset> {
+ public:
+  DigitsDataset(torch::Tensor features, torch::Tensor labels)
+      : features_(std::move(features)), labels_(std::move(labels)) {}
+  torch::data::Example<> get(size_t index) override {
+    return {features_[static_cast<int64_t>(index)], labels_[static_cast<int64_t>(index)]};
+  }
+  torch::optional<size_t> size() const override { return static_cast<size_t>(labels_.size(0)); }
+
+ private:
+  torch::Tensor features_, labels_;
+};
+
+struct DigitsNetImpl : torch::nn::Module {
+  explicit DigitsNetImpl(int hidden)
+      : fc1(register_module("fc1", torch::nn::Linear(kFeatures, hidden))),
+        fc2(register_module("fc2", torch::nn::Linear(hidden, hidden))),
+        out(register_module("out", torch::nn::Linear(hidden, kClasses))) {}
+  torch::Tensor forward(torch::Tensor x) {
+    x = torch::relu(fc1(x));
+    x = torch::relu(fc2(x));
+    return out(x);
+  }
+  torch::nn::Linear fc1, fc2, out;
+};
+TORCH_MODULE(DigitsNet);
+
+int ReadEpoch(const std::string& dir) {
+  std::ifstream in(dir + "/epoch.txt");
+  int epoch = -1;
+  if (!(in >> epoch)) throw std::runtime_error("checkpoint " + dir + " has no epoch.txt");
+  return epoch;
+}
+
+std::string MakeTempDir() {
+  const char* base = getenv("TMPDIR");
+  std::string pattern =
+      std::string(base != nullptr && *base ? base : "/tmp") + "/digits-ckpt-XXXXXX";
+  if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+  return pattern;
+}
+
+double Accuracy(DigitsNet& model, const torch::Tensor& features, const torch::Tensor& labels) {
+  torch::NoGradGuard no_grad;
+  model->eval();
+  auto predicted = model->forward(features).argmax(1);
+  model->train();
+  return predicted.eq(labels).to(torch::kDouble).mean().item<double>();
+}
+
+void train_loop(const nlohmann::json& config) {
+  const std::string data_path = config.at("data_path").get<std::string>();
+  const double lr = config.value("lr", 0.01);
+  const int epochs = config.value("epochs", 20);
+  const int batch_size = config.value("batch_size", 32);
+  const int seed = config.value("seed", 0);
+  const int hidden = config.value("hidden", 128);
+
+  const auto ctx = traintl::get_context();
+  const auto device = traintl::torch::get_device();
+  torch::manual_seed(seed);
+
+  Digits all = LoadCsv(data_path);
+  const int64_t n = all.labels.size(0);
+  const int64_t n_val = n / 5;
+  const int64_t n_train = n - n_val;
+  auto val_x = all.features.slice(0, n_train).to(device);
+  auto val_y = all.labels.slice(0, n_train).to(device);
+  DigitsDataset train_set(all.features.slice(0, 0, n_train), all.labels.slice(0, 0, n_train));
+
+  auto model = traintl::torch::prepare_model(DigitsNet(hidden));
+  torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(lr));
+  int start_epoch = 0;
+  if (auto checkpoint = traintl::get_checkpoint()) {
+    torch::load(model, checkpoint->path() + "/model.pt");
+    torch::load(optimizer, checkpoint->path() + "/optimizer.pt");
+    start_epoch = ReadEpoch(checkpoint->path()) + 1;
+  }
+
+  auto loader = traintl::torch::prepare_data_loader(
+      std::move(train_set), {.batch_size = batch_size, .shuffle = true, .seed = seed});
+  for (int epoch = start_epoch; epoch < epochs; ++epoch) {
+    loader.set_epoch(epoch);
+    auto loss_sum = torch::zeros({}, torch::TensorOptions().dtype(torch::kDouble));
+    int64_t batches = 0;
+    for (auto& batch : loader) {
+      optimizer.zero_grad();
+      auto loss = torch::nn::functional::cross_entropy(model->forward(batch.data), batch.target);
+      loss.backward();
+      optimizer.step();
+      loss_sum += loss.detach().to(torch::kCPU, torch::kDouble);
+      ++batches;
+    }
+    // The mean of the ranks' mean losses: every rank has the same number of batches.
+    auto mean_loss = loss_sum / static_cast<double>(std::max<int64_t>(batches, 1));
+    traintl::torch::process_group().allreduce(mean_loss, traintl::torch::ReduceOp::kAvg);
+    const double val_accuracy = Accuracy(model, val_x, val_y);
+    const nlohmann::json metrics = {
+        {"loss", mean_loss.item<double>()}, {"val_accuracy", val_accuracy}, {"epoch", epoch}};
+    // Parameters are identical on every rank, so rank 0's files are the checkpoint.
+    if (ctx.world_rank() == 0) {
+      const std::string dir = MakeTempDir();
+      torch::save(model, dir + "/model.pt");
+      torch::save(optimizer, dir + "/optimizer.pt");
+      std::ofstream(dir + "/epoch.txt") << epoch << "\n";
+      traintl::report(metrics, traintl::Checkpoint::from_directory(dir));
+      std::filesystem::remove_all(dir);  // report() has copied the files
+    } else {
+      traintl::report(metrics);
+    }
+    if (traintl::should_stop()) return;
+  }
+}
+
+}  // namespace
+
+TRAINTL_ENTRYPOINT(train_loop)

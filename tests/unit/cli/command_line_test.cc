@@ -1,0 +1,125 @@
+#include <catch2/catch.hpp>
+
+#include "cli/command_line.h"
+
+using traintl::cli::CommandLine;
+using traintl::cli::HelpText;
+using traintl::cli::ParseCommandLine;
+
+namespace {
+
+CommandLine Parse(std::vector<std::string> args) {
+  auto r = ParseCommandLine(args);
+  INFO(r.status().message());
+  REQUIRE(r.ok());
+  return *r;
+}
+
+std::string ParseError(std::vector<std::string> args) {
+  auto r = ParseCommandLine(args);
+  REQUIRE_FALSE(r.ok());
+  return r.status().message();
+}
+
+}  // namespace
+
+TEST_CASE("submit takes a spec and --wait") {
+  auto cl = Parse({"submit", "job.json"});
+  CHECK(cl.verb == "submit");
+  CHECK(cl.submit.spec_path == "job.json");
+  CHECK_FALSE(cl.submit.wait);
+  cl = Parse({"submit", "--wait", "dir/job.json"});
+  CHECK(cl.submit.wait);
+  CHECK(cl.submit.spec_path == "dir/job.json");
+  CHECK_THAT(ParseError({"submit"}), Catch::Contains("missing argument"));
+  CHECK_THAT(ParseError({"submit", "a.json", "b.json"}),
+             Catch::Contains("unexpected argument 'b.json'"));
+}
+
+TEST_CASE("global options go before or after the verb") {
+  auto cl = Parse(
+      {"--address", "10.0.0.1:9000", "--json", "list", "--data-dir", "/d", "--token-file=/t"});
+  CHECK(cl.verb == "list");
+  CHECK(cl.global.address == "10.0.0.1:9000");
+  CHECK(cl.global.json);
+  CHECK(cl.global.data_dir == "/d");
+  CHECK(cl.global.token_file == "/t");
+  cl = Parse({"status", "abc", "--address=h:1"});
+  CHECK(cl.verb == "status");
+  CHECK(cl.job == "abc");
+  CHECK(cl.global.address == "h:1");
+}
+
+TEST_CASE("status takes an optional job") {
+  CHECK(Parse({"status"}).job.empty());
+  CHECK(Parse({"status", "3f9c"}).job == "3f9c");
+  CHECK_THAT(ParseError({"status", "a", "b"}), Catch::Contains("unexpected argument"));
+}
+
+TEST_CASE("logs options") {
+  auto cl = Parse({"logs", "3f9c"});
+  CHECK(cl.logs.job == "3f9c");
+  CHECK(cl.logs.rank == 0);
+  CHECK(cl.logs.attempt == 0);
+  CHECK(cl.logs.tail == -1);
+  CHECK_FALSE(cl.logs.follow);
+  cl = Parse({"logs", "-f", "--rank", "2", "--attempt=3", "--tail", "50", "3f9c"});
+  CHECK(cl.logs.job == "3f9c");
+  CHECK(cl.logs.rank == 2);
+  CHECK(cl.logs.attempt == 3);
+  CHECK(cl.logs.tail == 50);
+  CHECK(cl.logs.follow);
+  CHECK(Parse({"logs", "x", "--follow"}).logs.follow);
+  CHECK_THAT(ParseError({"logs", "x", "--rank", "abc"}), Catch::Contains("rank"));
+  CHECK_THAT(ParseError({"logs", "x", "--attempt", "0"}), Catch::Contains("--attempt"));
+  CHECK_THAT(ParseError({"logs", "x", "--tail"}), Catch::Contains("tail"));
+  CHECK_THAT(ParseError({"logs"}), Catch::Contains("usage: traintl logs JOB"));
+}
+
+TEST_CASE("job verbs need exactly one job") {
+  for (const char* verb : {"stop", "checkpoints", "metrics"}) {
+    INFO(verb);
+    auto cl = Parse({verb, "abc123"});
+    CHECK(cl.verb == verb);
+    CHECK(cl.job == "abc123");
+    CHECK_THAT(ParseError({verb}), Catch::Contains("missing argument"));
+  }
+  CHECK(Parse({"nodes"}).verb == "nodes");
+  CHECK(Parse({"list"}).verb == "list");
+  CHECK_THAT(ParseError({"nodes", "extra"}), Catch::Contains("unexpected argument 'extra'"));
+}
+
+TEST_CASE("--help works alone, per verb, and as a verb") {
+  auto cl = Parse({"--help"});
+  CHECK(cl.global.help);
+  CHECK(cl.verb.empty());
+  CHECK(Parse({"-h"}).global.help);
+  for (const auto& verb : traintl::cli::VerbNames()) {
+    INFO(verb);
+    cl = Parse({verb, "--help"});  // no required argument needed with --help
+    CHECK(cl.global.help);
+    CHECK(cl.verb == verb);
+    std::string text = HelpText(verb);
+    CHECK_THAT(text, Catch::StartsWith("Usage: traintl " + verb));
+    CHECK_THAT(text, Catch::Contains("--address"));
+  }
+  cl = Parse({"help", "logs"});
+  CHECK(cl.global.help);
+  CHECK(cl.verb == "logs");
+  CHECK_THAT(HelpText("logs"), Catch::Contains("--follow"));
+  CHECK_THAT(HelpText("submit"), Catch::Contains("--wait"));
+  CHECK_THAT(HelpText(""), Catch::Contains("Exit codes"));
+  CHECK_THAT(HelpText(""), Catch::Contains("checkpoints JOB"));
+}
+
+TEST_CASE("bad command lines are errors") {
+  CHECK_THAT(ParseError({}), Catch::Contains("no command"));
+  CHECK_THAT(ParseError({"frobnicate"}), Catch::Contains("unknown command 'frobnicate'"));
+  CHECK_THAT(ParseError({"list", "--bogus"}), Catch::Contains("--bogus"));
+  CHECK_THAT(ParseError({"list", "--bogus"}), Catch::Contains("traintl list --help"));
+  // Options of one verb are not options of another.
+  CHECK_THAT(ParseError({"status", "x", "--wait"}), Catch::Contains("--wait"));
+  // No abbreviations: --add is not --address.
+  CHECK_THAT(ParseError({"list", "--add", "h:1"}), Catch::Contains("--add"));
+  CHECK_THAT(ParseError({"--address"}), Catch::Contains("address"));
+}

@@ -1,0 +1,85 @@
+#include <catch2/catch.hpp>
+
+#include "daemon/scheduler/scheduler.h"
+
+using namespace traintl;
+
+static NodeSnapshot Node(const std::string& id, double cpus, double gpus = 0) {
+  NodeSnapshot n;
+  n.node_id = id;
+  n.total = {{"CPU", cpus}, {"GPU", gpus}, {"memory", 8.0 * (1 << 30)}};
+  n.available = n.total;
+  return n;
+}
+
+static PendingJob Job(const std::string& id, int workers, double cpu,
+                      PlacementStrategy s = PlacementStrategy::kPack) {
+  PendingJob j;
+  j.job_id = id;
+  j.num_workers = workers;
+  j.per_worker = {{"CPU", cpu}, {"GPU", 0}};
+  j.strategy = s;
+  return j;
+}
+
+TEST_CASE("gang: all workers or none") {
+  auto r = Schedule({Node("a", 2)}, {Job("j1", 3, 1)});
+  CHECK(r.placements.empty());
+  REQUIRE(r.waiting.count("j1"));
+  CHECK(r.waiting["j1"].find("CPU: 3 needed, 2 free") != std::string::npos);
+  r = Schedule({Node("a", 2)}, {Job("j1", 2, 1)});
+  REQUIRE(r.placements.size() == 1);
+  CHECK(r.placements[0].rank_nodes == std::vector<std::string>{"a", "a"});
+}
+
+TEST_CASE("earlier jobs take resources; a big job does not block a small one") {
+  auto r = Schedule({Node("a", 4)}, {Job("big", 8, 1), Job("s1", 2, 1), Job("s2", 2, 1),
+                                     Job("s3", 1, 1)});
+  CHECK(r.waiting.count("big"));
+  CHECK(r.waiting.count("s3"));
+  CHECK(r.placements.size() == 2);
+}
+
+TEST_CASE("PACK prefers the fewest nodes, SPREAD spreads, ranks contiguous per node") {
+  std::vector<NodeSnapshot> nodes = {Node("a", 2), Node("b", 4), Node("c", 4)};
+  auto pack = Schedule(nodes, {Job("p", 4, 1)});
+  REQUIRE(pack.placements.size() == 1);
+  CHECK(pack.placements[0].rank_nodes == std::vector<std::string>{"b", "b", "b", "b"});
+  auto spread = Schedule(nodes, {Job("s", 3, 1, PlacementStrategy::kSpread)});
+  REQUIRE(spread.placements.size() == 1);
+  CHECK(spread.placements[0].rank_nodes == std::vector<std::string>{"a", "b", "c"});
+  auto spread5 = Schedule(nodes, {Job("s", 5, 1, PlacementStrategy::kSpread)});
+  REQUIRE(spread5.placements.size() == 1);
+  CHECK(spread5.placements[0].rank_nodes ==
+        std::vector<std::string>{"a", "b", "b", "c", "c"});
+}
+
+TEST_CASE("STRICT_PACK and STRICT_SPREAD") {
+  std::vector<NodeSnapshot> nodes = {Node("a", 2), Node("b", 2)};
+  CHECK(Schedule(nodes, {Job("x", 3, 1, PlacementStrategy::kStrictPack)}).placements.empty());
+  CHECK(Schedule(nodes, {Job("x", 2, 1, PlacementStrategy::kStrictPack)}).placements.size() == 1);
+  CHECK(Schedule(nodes, {Job("x", 3, 1, PlacementStrategy::kStrictSpread)}).placements.empty());
+  auto r = Schedule(nodes, {Job("x", 2, 1, PlacementStrategy::kStrictSpread)});
+  REQUIRE(r.placements.size() == 1);
+  CHECK(r.placements[0].rank_nodes == std::vector<std::string>{"a", "b"});
+}
+
+TEST_CASE("feasibility against totals, custom resources, fractional GPUs, dead nodes") {
+  std::vector<NodeSnapshot> nodes = {Node("a", 4, 1)};
+  PendingJob gpu = Job("g", 2, 1);
+  gpu.per_worker["GPU"] = 0.5;
+  CHECK(CheckFeasible(nodes, gpu).ok());
+  gpu.num_workers = 3;
+  auto st = CheckFeasible(nodes, gpu);
+  CHECK(!st.ok());
+  CHECK(st.message().find("infeasible") != std::string::npos);
+  CHECK(st.message().find("GPU: 1.5 needed, 1 in the cluster") != std::string::npos);
+  PendingJob custom = Job("c", 1, 1);
+  custom.per_worker["tpu_slice"] = 1;
+  CHECK(!CheckFeasible(nodes, custom).ok());
+  nodes[0].total["tpu_slice"] = 1;
+  nodes[0].available["tpu_slice"] = 1;
+  CHECK(CheckFeasible(nodes, custom).ok());
+  nodes[0].alive = false;
+  CHECK(Schedule(nodes, {Job("d", 1, 1)}).placements.empty());
+}

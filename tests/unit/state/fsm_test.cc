@@ -1,0 +1,186 @@
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "daemon/state/commands.h"
+#include "daemon/state/fsm.h"
+
+using namespace traintl;
+using nlohmann::json;
+
+namespace {
+
+JobRecord MakeJob(const std::string& id, int max_failures, int num_to_keep = 0) {
+  JobRecord j;
+  j.id = id;
+  j.name = "test";
+  json spec = {{"name", "test"},
+               {"run_config",
+                {{"failure_config", {{"max_failures", max_failures}}},
+                 {"checkpoint_config", {{"num_to_keep", num_to_keep}}}}}};
+  j.spec = spec.dump();
+  j.library_path = "/lib.so";
+  j.trial_dir = "/tmp/trial";
+  j.submitted_at = 1000;
+  return j;
+}
+
+json Apply(Fsm& fsm, const std::string& cmd) { return json::parse(fsm.Apply(cmd)); }
+
+commands::AttemptOutcome Failed(int rank, int code) {
+  commands::AttemptOutcome o;
+  o.state = kJobFailed;
+  o.failed_rank = rank;
+  o.exit_code = code;
+  o.reason = "rank " + std::to_string(rank) + " exited with code " + std::to_string(code);
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("job lifecycle with a restart then success") {
+  StateStore store;
+  Fsm fsm(&store);
+  REQUIRE(Apply(fsm, commands::SubmitJob(MakeJob("abc123", 1), ""))["ok"] == true);
+  auto job = store.GetJob("abc123");
+  REQUIRE(job);
+  CHECK(job->state == kJobPending);
+
+  REQUIRE(Apply(fsm, commands::StartAttempt("abc123", 1, ""))["ok"] == true);
+  CHECK(store.GetJob("abc123")->state == kJobStarting);
+  REQUIRE(Apply(fsm, commands::JobRunning("abc123", 1))["ok"] == true);
+  REQUIRE(Apply(fsm, commands::Report("abc123", 1, 0, {{"loss", 0.5}}))["ok"] == true);
+  auto r = Apply(fsm, commands::CommitCheckpoint("abc123", 1, 0, "/tmp/trial/c0", {{"loss", 0.5}}));
+  REQUIRE(r["ok"] == true);
+  CHECK(store.GetJob("abc123")->metrics == R"({"loss":0.5})");
+
+  r = Apply(fsm, commands::EndAttempt("abc123", 1, Failed(1, 7)));
+  CHECK(r["job_state"] == kJobPending);
+  job = store.GetJob("abc123");
+  CHECK(job->failures == 1);
+  CHECK(job->pending_reason.find("attempt 1 failed") != std::string::npos);
+  auto a1 = store.GetAttempt("abc123", 1);
+  REQUIRE(a1);
+  CHECK(a1->state == kJobFailed);
+  CHECK(a1->failed_rank == 1);
+  CHECK(a1->exit_code == 7);
+
+  // A start for the wrong attempt number is refused and changes nothing.
+  CHECK(Apply(fsm, commands::StartAttempt("abc123", 5, ""))["ok"] == false);
+  REQUIRE(Apply(fsm, commands::StartAttempt("abc123", 2, "/tmp/trial/c0"))["ok"] == true);
+  CHECK(store.GetAttempt("abc123", 2)->restored_from == "/tmp/trial/c0");
+  // Stale report from attempt 1 is ignored.
+  CHECK(Apply(fsm, commands::Report("abc123", 1, 3, {{"loss", 9}}))["ok"] == false);
+  commands::AttemptOutcome ok;
+  ok.state = kJobSucceeded;
+  CHECK(Apply(fsm, commands::EndAttempt("abc123", 2, ok))["job_state"] == kJobSucceeded);
+  job = store.GetJob("abc123");
+  CHECK(job->state == kJobSucceeded);
+  CHECK(job->ended_at.has_value());
+  CHECK(store.ListAttempts("abc123").size() == 2);
+}
+
+TEST_CASE("max_failures exhausted and non-retryable failures end the job") {
+  StateStore store;
+  Fsm fsm(&store);
+  Apply(fsm, commands::SubmitJob(MakeJob("aa", 0), ""));
+  Apply(fsm, commands::StartAttempt("aa", 1, ""));
+  CHECK(Apply(fsm, commands::EndAttempt("aa", 1, Failed(0, 1)))["job_state"] == kJobFailed);
+  auto job = store.GetJob("aa");
+  CHECK(job->message.find("rank 0 exited with code 1") != std::string::npos);
+  CHECK(job->message.find("max_failures=0") != std::string::npos);
+
+  Apply(fsm, commands::SubmitJob(MakeJob("bb", -1), ""));
+  Apply(fsm, commands::StartAttempt("bb", 1, ""));
+  auto o = Failed(0, 3);
+  o.retryable = false;
+  CHECK(Apply(fsm, commands::EndAttempt("bb", 1, o))["job_state"] == kJobFailed);
+}
+
+TEST_CASE("request ids de-duplicate") {
+  StateStore store;
+  Fsm fsm(&store);
+  Apply(fsm, commands::SubmitJob(MakeJob("cc", 5), ""));
+  Apply(fsm, commands::StartAttempt("cc", 1, ""));
+  const std::string end = commands::EndAttempt("cc", 1, Failed(0, 1));
+  auto first = fsm.Apply(end);
+  auto second = fsm.Apply(end);  // a retried proposal
+  CHECK(first == second);
+  CHECK(store.GetJob("cc")->failures == 1);
+
+  // Same submission id -> the same job, not a second one.
+  auto j2 = MakeJob("dd", 0);
+  CHECK(Apply(fsm, commands::SubmitJob(j2, "sub-1"))["job_id"] == "dd");
+  auto j3 = MakeJob("ee", 0);
+  CHECK(Apply(fsm, commands::SubmitJob(j3, "sub-1"))["job_id"] == "dd");
+  CHECK(!store.GetJob("ee"));
+}
+
+TEST_CASE("malformed commands change nothing") {
+  StateStore store;
+  Fsm fsm(&store);
+  CHECK(Apply(fsm, "not json")["ok"] == false);
+  CHECK(Apply(fsm, R"({"op":"submit_job","rid":"x","job":{"id":5}})")["ok"] == false);
+  CHECK(Apply(fsm, R"({"op":"nope","rid":"y"})")["ok"] == false);
+  CHECK(store.CountJobs() == 0);
+}
+
+TEST_CASE("checkpoint retention through the FSM") {
+  StateStore store;
+  Fsm fsm(&store);
+  Apply(fsm, commands::SubmitJob(MakeJob("ff", 0, 2), ""));
+  Apply(fsm, commands::StartAttempt("ff", 1, ""));
+  json deleted_all = json::array();
+  for (int i = 0; i < 4; ++i) {
+    auto r = Apply(fsm, commands::CommitCheckpoint("ff", 1, i, "/c" + std::to_string(i),
+                                                   {{"epoch", i}}));
+    for (auto& d : r["deleted"]) deleted_all.push_back(d);
+  }
+  CHECK(deleted_all == json::array({"/c0", "/c1"}));
+  auto cks = store.ListCheckpoints("ff");
+  REQUIRE(cks.size() == 2);
+  CHECK(store.LatestCheckpoint("ff")->path == "/c3");
+}
+
+TEST_CASE("stop: pending jobs stop at once, running jobs are flagged") {
+  StateStore store;
+  Fsm fsm(&store);
+  Apply(fsm, commands::SubmitJob(MakeJob("a1", 0), ""));
+  CHECK(Apply(fsm, commands::StopJob("a1"))["state"] == kJobStopped);
+  Apply(fsm, commands::SubmitJob(MakeJob("a2", 3), ""));
+  Apply(fsm, commands::StartAttempt("a2", 1, ""));
+  auto r = Apply(fsm, commands::StopJob("a2"));
+  CHECK(r["active"] == true);
+  CHECK(store.GetJob("a2")->stop_requested);
+  // A failure after a stop request does not restart.
+  CHECK(Apply(fsm, commands::EndAttempt("a2", 1, Failed(0, 9)))["job_state"] == kJobFailed);
+}
+
+TEST_CASE("snapshot and restore round trip") {
+  StateStore store;
+  Fsm fsm(&store);
+  Apply(fsm, commands::SubmitJob(MakeJob("0a1b", 2), ""));
+  Apply(fsm, commands::SubmitJob(MakeJob("0a2c", 2), ""));
+  Apply(fsm, commands::StartAttempt("0a1b", 1, ""));
+  Apply(fsm, commands::Report("0a1b", 1, 0, {{"loss", 1.5}}));
+  auto image = fsm.Snapshot();
+  REQUIRE(image.ok());
+
+  StateStore other;
+  Fsm fsm2(&other);
+  REQUIRE(fsm2.Restore(*image).ok());
+  CHECK(other.CountJobs() == 2);
+  CHECK(other.GetJob("0a1b")->metrics == R"({"loss":1.5})");
+  CHECK(other.ListMetrics("0a1b").size() == 1);
+  // Prefix resolution works on the restored store.
+  CHECK(*other.ResolveJobId("0a1") == "0a1b");
+  std::vector<std::string> cands;
+  auto amb = other.ResolveJobId("0a", &cands);
+  CHECK(!amb.ok());
+  CHECK(cands.size() == 2);
+  CHECK(other.ResolveJobId("zz").status().code() == Status::Code::kNotFound);
+  // Applying on the restored copy continues where the original was.
+  commands::AttemptOutcome ok;
+  ok.state = kJobSucceeded;
+  CHECK(Apply(fsm2, commands::EndAttempt("0a1b", 1, ok))["job_state"] == kJobSucceeded);
+  CHECK(!fsm2.Restore("garbage that is not a database").ok());
+}

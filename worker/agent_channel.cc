@@ -1,0 +1,105 @@
+#include "worker/agent_channel.h"
+
+#include <errno.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+
+namespace traintl {
+namespace worker {
+namespace {
+
+void WriteStderr(const std::string& line) {
+  std::string text = "traintl-worker: " + line + "\n";
+  ssize_t ignored = ::write(STDERR_FILENO, text.data(), text.size());
+  (void)ignored;
+}
+
+}  // namespace
+
+AgentChannel::AgentChannel(int fd) : fd_(fd) {}
+
+void AgentChannel::Start() {
+  reader_ = std::thread([this] { ReadLoop(); });
+  // The process ends with _exit, never by joining.
+  reader_.detach();
+}
+
+Status AgentChannel::Send(const nlohmann::json& message) {
+  std::string line = message.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  line.push_back('\n');
+  std::lock_guard<std::mutex> lock(write_mu_);
+  size_t off = 0;
+  while (off < line.size()) {
+    // MSG_NOSIGNAL: a vanished agent must show up as an error here, not as SIGPIPE.
+    ssize_t n = ::send(fd_, line.data() + off, line.size() - off, MSG_NOSIGNAL);
+    if (n < 0 && errno == ENOTSOCK) n = ::write(fd_, line.data() + off, line.size() - off);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::Unavailable(std::string("writing to the agent channel: ") +
+                                 std::strerror(errno));
+    }
+    off += static_cast<size_t>(n);
+  }
+  return Status::Ok();
+}
+
+void AgentChannel::WaitForAck(int64_t seq) {
+  std::unique_lock<std::mutex> lock(ack_mu_);
+  ack_cv_.wait(lock, [&] { return acked_.count(seq) != 0; });
+  acked_.erase(seq);
+}
+
+void AgentChannel::ReadLoop() {
+  std::string buffer;
+  char chunk[4096];
+  for (;;) {
+    ssize_t n = ::read(fd_, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      WriteStderr(n == 0 ? "the agent closed the channel; exiting"
+                         : std::string("reading the agent channel failed (") +
+                               std::strerror(errno) + "); exiting");
+      std::fflush(stdout);
+      ::_exit(kAgentGoneExitCode);
+    }
+    buffer.append(chunk, static_cast<size_t>(n));
+    size_t start = 0;
+    for (size_t nl; (nl = buffer.find('\n', start)) != std::string::npos; start = nl + 1) {
+      HandleLine(buffer.substr(start, nl - start));
+    }
+    buffer.erase(0, start);
+  }
+}
+
+void AgentChannel::HandleLine(const std::string& line) {
+  if (line.empty()) return;
+  nlohmann::json message = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (message.is_discarded() || !message.is_object()) {
+    WriteStderr("ignoring a malformed message from the agent: " + line.substr(0, 200));
+    return;
+  }
+  const std::string type = message.value("type", "");
+  if (type == "ack") {
+    auto seq = message.find("seq");
+    if (seq == message.end() || !seq->is_number_integer()) {
+      WriteStderr("ignoring an ack without a seq: " + line.substr(0, 200));
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(ack_mu_);
+      acked_.insert(seq->get<int64_t>());
+    }
+    ack_cv_.notify_all();
+  } else if (type == "stop") {
+    stop_requested_.store(true, std::memory_order_release);
+  } else {
+    // Newer agents may send more; an older worker ignores what it does not know.
+    WriteStderr("ignoring an unknown message type from the agent: " + type);
+  }
+}
+
+}  // namespace worker
+}  // namespace traintl

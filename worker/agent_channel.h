@@ -1,0 +1,63 @@
+// AgentChannel: traintl-worker's end of the socketpair to its node agent (fd 3), speaking
+// the newline-delimited JSON protocol of docs/WORKER_PROTOCOL.md.
+//
+// A reader thread handles the agent's messages: "ack" wakes the report waiting for it,
+// "stop" raises the stop flag. End of file on the channel means the agent is gone, and
+// the reader ends the whole process at once (no worker outlives its agent).
+//
+// Thread-safety: every method may be called from any thread; messages are written whole
+// (one line each) under a mutex.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "common/status.h"
+
+namespace traintl {
+namespace worker {
+
+class AgentChannel {
+ public:
+  // Exit status of the process when the agent closes the channel.
+  static constexpr int kAgentGoneExitCode = 1;
+
+  // Takes ownership of `fd` (a connected stream socket). The object must live until the
+  // process exits (the reader thread is detached and uses it): allocate it and never free it.
+  explicit AgentChannel(int fd);
+  AgentChannel(const AgentChannel&) = delete;
+  AgentChannel& operator=(const AgentChannel&) = delete;
+
+  // Starts the reader thread. Call once, after the process environment is set up.
+  void Start();
+
+  // Sends one message as a line.
+  Status Send(const nlohmann::json& message);
+
+  // Blocks until the agent acknowledged report `seq`.
+  void WaitForAck(int64_t seq);
+
+  bool stop_requested() const { return stop_requested_.load(std::memory_order_acquire); }
+
+ private:
+  void ReadLoop();
+  void HandleLine(const std::string& line);
+
+  const int fd_;
+  std::mutex write_mu_;
+  std::mutex ack_mu_;
+  std::condition_variable ack_cv_;
+  std::set<int64_t> acked_;  // guarded by ack_mu_
+  std::atomic<bool> stop_requested_{false};
+  std::thread reader_;
+};
+
+}  // namespace worker
+}  // namespace traintl

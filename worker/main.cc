@@ -1,0 +1,166 @@
+// traintl-worker: one process per rank. Loads the user's training library, calls its entry
+// point, and serves the SDK calls over the channel to the node agent (fd 3).
+// The contract with the agent is docs/WORKER_PROTOCOL.md.
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "common/file_util.h"
+#include "common/logging.h"
+#include "traintl/abi.h"
+#include "worker/agent_channel.h"
+#include "worker/library_loader.h"
+#include "worker/worker_context.h"
+#include "worker/worker_host.h"
+
+namespace traintl {
+namespace worker {
+namespace {
+
+constexpr int kChannelFd = 3;
+// Exit codes of docs/WORKER_PROTOCOL.md.
+constexpr int kExitOk = 0;
+constexpr int kExitFailed = 1;
+constexpr int kExitUsage = 2;
+constexpr int kExitLibrary = 3;
+// Room for an exception message with a LibTorch backtrace.
+constexpr size_t kErrorBufferSize = 64 * 1024;
+
+constexpr char kUsage[] =
+    "usage: traintl-worker --context FILE\n"
+    "Runs one rank of a traintl job; started by traintld with the agent channel on fd 3.\n";
+
+// Ends the process without running static destructors: the library's threads (Gloo, NCCL,
+// data loaders) may still run, and LibTorch's exit-time teardown can hang or crash then.
+[[noreturn]] void Exit(int code) {
+  std::cout.flush();
+  std::cerr.flush();
+  std::fflush(stdout);
+  std::fflush(stderr);
+  ::_exit(code);
+}
+
+// The reason line users see last in the rank's log.
+void PrintReason(const std::string& reason) {
+  std::fflush(stdout);
+  std::string line = "traintl-worker: " + reason + "\n";
+  ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
+  (void)ignored;
+}
+
+// Fails before or without running the entry point: tells the agent (when the channel is
+// up) and exits with `code`.
+[[noreturn]] void Fail(AgentChannel* channel, int code, const std::string& reason, bool retryable) {
+  PrintReason(reason);
+  if (channel != nullptr) {
+    Status ignored = channel->Send(
+        {{"type", "done"}, {"ok", false}, {"error", reason}, {"retryable", retryable}});
+    (void)ignored;
+  }
+  Exit(code);
+}
+
+// Exposes the rank to the library and anything it starts; only TRAINTL_* names, so that
+// nothing the user set (or a launcher convention such as RANK) is overridden.
+void SetEnvironment(const WorkerContext& c) {
+  auto set = [](const char* name, const std::string& value) { ::setenv(name, value.c_str(), 1); };
+  set("TRAINTL_JOB_ID", c.job_id);
+  set("TRAINTL_JOB_NAME", c.job_name);
+  set("TRAINTL_ATTEMPT", std::to_string(c.attempt));
+  set("TRAINTL_WORLD_RANK", std::to_string(c.world_rank));
+  set("TRAINTL_WORLD_SIZE", std::to_string(c.world_size));
+  set("TRAINTL_LOCAL_RANK", std::to_string(c.local_rank));
+  set("TRAINTL_LOCAL_WORLD_SIZE", std::to_string(c.local_world_size));
+  set("TRAINTL_NODE_RANK", std::to_string(c.node_rank));
+  set("TRAINTL_TRIAL_DIR", c.trial_dir);
+  set("TRAINTL_MASTER_ADDR", c.master_addr);
+  set("TRAINTL_MASTER_PORT", std::to_string(c.master_port));
+}
+
+int Run(int argc, char** argv) {
+  // The log files are what users read: a line must reach them as soon as it is printed.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  // The agent sets this before exec too; set it again in case we were started otherwise.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+
+  std::string context_path;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(kUsage, stdout);
+      return kExitOk;
+    } else if (arg == "--context" && i + 1 < argc) {
+      context_path = argv[++i];
+    } else if (arg.rfind("--context=", 0) == 0) {
+      context_path = arg.substr(std::strlen("--context="));
+    } else {
+      std::fputs(kUsage, stderr);
+      Fail(nullptr, kExitUsage, "unexpected argument: " + arg, false);
+    }
+  }
+  if (context_path.empty()) {
+    std::fputs(kUsage, stderr);
+    Fail(nullptr, kExitUsage, "missing --context FILE", false);
+  }
+
+  const int fd_flags = ::fcntl(kChannelFd, F_GETFD);
+  if (fd_flags < 0) {
+    Fail(nullptr, kExitUsage, "fd 3 (the channel to the agent) is not open", false);
+  }
+  // Processes the training code starts must not keep the agent's channel open.
+  ::fcntl(kChannelFd, F_SETFD, fd_flags | FD_CLOEXEC);
+  auto* channel = new AgentChannel(kChannelFd);  // lives until _exit
+
+  auto text = ReadFile(context_path);
+  if (!text.ok()) {
+    Fail(channel, kExitUsage, "cannot read the context file: " + text.status().message(), false);
+  }
+  auto parsed = ParseWorkerContext(*text);
+  if (!parsed.ok()) {
+    Fail(channel, kExitUsage, context_path + ": " + parsed.status().message(), false);
+  }
+  WorkerContext context = std::move(parsed).value();
+
+  // Before any thread exists: setenv is not thread-safe.
+  SetEnvironment(context);
+  SetLogTag("rank " + std::to_string(context.world_rank));
+  channel->Start();
+
+  auto library = LoadTrainingLibrary(context.library, context.function);
+  if (!library.ok()) Fail(channel, kExitLibrary, library.status().message(), false);
+
+  const int rank = context.world_rank;
+  auto* host = new WorkerHost(std::move(context), channel);  // lives until _exit
+  Status hello = channel->Send({{"type", "hello"}, {"rank", rank}, {"pid", ::getpid()}});
+  if (!hello.ok()) Fail(nullptr, kExitFailed, hello.message(), true);
+
+  std::vector<char> err(kErrorBufferSize, '\0');
+  const int rc = library->entry(host->api(), err.data(), err.size());
+  err.back() = '\0';
+  std::string message = err.data();
+
+  if (rc == TRAINTL_ENTRY_OK) {
+    Status ignored = channel->Send({{"type", "done"}, {"ok", true}});
+    (void)ignored;
+    Exit(kExitOk);
+  }
+  if (message.empty()) message = "the entry point returned " + std::to_string(rc);
+  if (rc == TRAINTL_ENTRY_INCOMPATIBLE) {
+    Fail(channel, kExitLibrary, library->function + ": " + message, false);
+  }
+  Fail(channel, kExitFailed, library->function + " failed: " + message, true);
+}
+
+}  // namespace
+}  // namespace worker
+}  // namespace traintl
+
+int main(int argc, char** argv) { return traintl::worker::Run(argc, argv); }

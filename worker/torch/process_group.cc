@@ -1,0 +1,421 @@
+// The runtime of traintl::torch: options from the worker context, the device, and the
+// process group over c10d (TCPStore + ProcessGroupGloo, or ProcessGroupNCCL).
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <optional>
+#include <sstream>
+
+#include <torch/csrc/utils/tensor_flatten.h>
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#ifdef TRAINTL_WITH_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+#include "common/logging.h"
+#include "traintl/torch.h"
+#include "traintl/train.h"
+#include "worker/torch/runtime.h"
+
+namespace traintl {
+namespace torch {
+namespace detail {
+namespace {
+
+constexpr std::chrono::seconds kDefaultTimeout{300};
+
+// Process-wide state. Deliberately leaked: destroying a process group at exit joins its
+// threads, which can block on a peer that is already gone.
+struct RuntimeState {
+  std::mutex mu;
+  bool resolved = false;          // guarded by mu
+  RuntimeOptions options;         // guarded by mu; valid once resolved
+  std::mutex group_mu;            // held while building the group (a blocking rendezvous)
+  ProcessGroup* group = nullptr;  // guarded by group_mu
+};
+
+RuntimeState& State() {
+  static RuntimeState* state = new RuntimeState;
+  return *state;
+}
+
+// Reads the options from the worker context. Outside a worker (no host API: a user's own
+// test of their model code) the process is a job of one rank on the CPU.
+RuntimeOptions OptionsFromContext() {
+  RuntimeOptions options;
+  if (traintl::internal::current_host_api == nullptr) return options;
+  const Context ctx = traintl::get_context();
+  options.rank = ctx.world_rank();
+  options.world_size = ctx.world_size();
+  options.local_rank = ctx.local_rank();
+  options.master_addr = ctx.master_addr().empty() ? "127.0.0.1" : ctx.master_addr();
+  options.master_port = ctx.master_port();
+  const int timeout_s = ctx.collective_timeout_s();
+  options.collective_timeout =
+      timeout_s > 0 ? std::chrono::milliseconds(std::chrono::seconds(timeout_s)) : kDefaultTimeout;
+  options.rendezvous_timeout = options.collective_timeout;
+  options.use_gpu = ctx.use_gpu();
+  return options;
+}
+
+Status Validate(const RuntimeOptions& o) {
+  if (o.world_size < 1) return Status::InvalidArgument("world_size must be >= 1");
+  if (o.rank < 0 || o.rank >= o.world_size) {
+    return Status::InvalidArgument("rank " + std::to_string(o.rank) + " is not in [0, " +
+                                   std::to_string(o.world_size) + ")");
+  }
+  if (o.world_size > 1 && o.file_store_path.empty() &&
+      (o.master_port <= 0 || o.master_port > 65535)) {
+    return Status::InvalidArgument("master_port " + std::to_string(o.master_port) +
+                                   " is not a valid port");
+  }
+  if (o.collective_timeout.count() <= 0 || o.rendezvous_timeout.count() <= 0) {
+    return Status::InvalidArgument("timeouts must be positive");
+  }
+  return Status::Ok();
+}
+
+bool IsLoopback(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0) return false;
+  bool loopback = false;
+  for (addrinfo* a = res; a != nullptr && !loopback; a = a->ai_next) {
+    if (a->ai_family == AF_INET) {
+      const auto* in = reinterpret_cast<const sockaddr_in*>(a->ai_addr);
+      loopback = (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+    } else if (a->ai_family == AF_INET6) {
+      loopback =
+          IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6*>(a->ai_addr)->sin6_addr);
+    }
+  }
+  freeaddrinfo(res);
+  return loopback;
+}
+
+// The local address this host uses to reach `host`: connect(2) on a UDP socket picks the
+// route without sending anything.
+std::optional<std::string> LocalAddressTowards(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0) {
+    return std::nullopt;
+  }
+  std::optional<std::string> out;
+  for (addrinfo* a = res; a != nullptr && !out; a = a->ai_next) {
+    const int fd = socket(a->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    sockaddr_storage local{};
+    socklen_t len = sizeof local;
+    if (connect(fd, a->ai_addr, a->ai_addrlen) == 0 &&
+        getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0) {
+      char buf[INET6_ADDRSTRLEN] = {0};
+      const void* addr =
+          local.ss_family == AF_INET
+              ? static_cast<const void*>(&reinterpret_cast<const sockaddr_in*>(&local)->sin_addr)
+              : static_cast<const void*>(&reinterpret_cast<const sockaddr_in6*>(&local)->sin6_addr);
+      if (inet_ntop(local.ss_family, addr, buf, sizeof buf) != nullptr) out = buf;
+    }
+    close(fd);
+  }
+  freeaddrinfo(res);
+  return out;
+}
+
+// The interface Gloo binds to for its peer connections: GLOO_SOCKET_IFNAME when set (as in
+// PyTorch), loopback for a single-host job, else the address that routes to the master.
+std::shared_ptr<::gloo::transport::Device> GlooDevice(const RuntimeOptions& o) {
+  if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname != nullptr && *ifname) {
+    std::string first(ifname);
+    first = first.substr(0, first.find(','));
+    return c10d::ProcessGroupGloo::createDeviceForInterface(first);
+  }
+  if (o.world_size == 1 || !o.file_store_path.empty() || IsLoopback(o.master_addr)) {
+    return c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1");
+  }
+  if (auto local = LocalAddressTowards(o.master_addr, o.master_port)) {
+    return c10d::ProcessGroupGloo::createDeviceForHostname(*local);
+  }
+  return c10d::ProcessGroupGloo::createDefaultDevice();
+}
+
+c10d::ReduceOp ToC10d(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAvg:  // Gloo has no AVG: a sum divided by the world size on wait()
+      return c10d::ReduceOp::SUM;
+    case ReduceOp::kProduct:
+      return c10d::ReduceOp::PRODUCT;
+    case ReduceOp::kMin:
+      return c10d::ReduceOp::MIN;
+    case ReduceOp::kMax:
+      return c10d::ReduceOp::MAX;
+  }
+  return c10d::ReduceOp::SUM;
+}
+
+// Tensors of one dtype and device, sent as one contiguous buffer: the tensor itself when
+// it is alone and contiguous, else a flattened copy that is unflattened on completion.
+struct Coalesced {
+  at::Tensor buffer;
+  std::vector<at::Tensor> members;
+  bool flattened = false;
+
+  void CopyBack() {
+    if (!flattened) return;
+    auto parts = ::torch::utils::unflatten_dense_tensors(buffer, members);
+    for (size_t i = 0; i < members.size(); ++i) members[i].copy_(parts[i]);
+  }
+};
+
+std::vector<Coalesced> Coalesce(const std::vector<at::Tensor>& tensors, const char* what) {
+  std::vector<Coalesced> groups;
+  for (const auto& t : tensors) {
+    if (!t.defined()) throw std::invalid_argument(std::string(what) + ": undefined tensor");
+    if (t.is_sparse()) throw std::invalid_argument(std::string(what) + ": sparse tensor");
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const Coalesced& g) {
+      return g.members[0].scalar_type() == t.scalar_type() && g.members[0].device() == t.device();
+    });
+    if (it == groups.end()) {
+      groups.emplace_back();
+      it = groups.end() - 1;
+    }
+    it->members.push_back(t.detach());
+  }
+  for (auto& g : groups) {
+    if (g.members.size() == 1 && g.members[0].is_contiguous()) {
+      g.buffer = g.members[0];
+    } else {
+      g.buffer = ::torch::utils::flatten_dense_tensors(g.members);
+      g.flattened = true;
+    }
+  }
+  return groups;
+}
+
+// A Work over c10d works; finishes averaging and unflattening on wait().
+class C10dWork final : public Work {
+ public:
+  C10dWork(std::vector<c10::intrusive_ptr<c10d::Work>> works, std::vector<Coalesced> groups,
+           ReduceOp op, int world_size, std::string what)
+      : works_(std::move(works)),
+        groups_(std::move(groups)),
+        op_(op),
+        world_size_(world_size),
+        what_(std::move(what)) {}
+
+  void wait() override {
+    if (done_) return;
+    done_ = true;
+    for (auto& w : works_) {
+      try {
+        w->wait();
+      } catch (const std::exception& e) {
+        throw CollectiveError(what_ + " failed: " + e.what());
+      }
+    }
+    ::torch::NoGradGuard no_grad;
+    for (auto& g : groups_) {
+      if (op_ == ReduceOp::kAvg) g.buffer.div_(world_size_);
+      g.CopyBack();
+    }
+  }
+
+ private:
+  std::vector<c10::intrusive_ptr<c10d::Work>> works_;
+  std::vector<Coalesced> groups_;
+  ReduceOp op_;
+  int world_size_;
+  std::string what_;
+  bool done_ = false;
+};
+
+// ProcessGroup over a c10d backend. A template so that it needs no common base class of
+// the backends: in LibTorch 1.13 that is c10d::ProcessGroup, in 2.x c10d::Backend.
+template <typename Backend>
+class C10dProcessGroup final : public ProcessGroup {
+ public:
+  C10dProcessGroup(c10::intrusive_ptr<Backend> backend, std::string name, int rank, int world)
+      : backend_(std::move(backend)), name_(std::move(name)), rank_(rank), world_(world) {}
+
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_; }
+  std::string backend() const override { return name_; }
+
+  std::shared_ptr<Work> allreduce_async(std::vector<at::Tensor> tensors, ReduceOp op) override {
+    ::torch::NoGradGuard no_grad;
+    if (op == ReduceOp::kAvg) {
+      for (const auto& t : tensors) {
+        if (t.defined() && !at::isFloatingType(t.scalar_type()) &&
+            !at::isComplexType(t.scalar_type())) {
+          throw std::invalid_argument("allreduce: kAvg needs floating-point tensors");
+        }
+      }
+    }
+    auto groups = Coalesce(tensors, "allreduce");
+    std::vector<c10::intrusive_ptr<c10d::Work>> works;
+    c10d::AllreduceOptions opts;
+    opts.reduceOp = ToC10d(op);
+    for (auto& g : groups) {
+      std::vector<at::Tensor> one{g.buffer};
+      works.push_back(Launch("allreduce", [&] { return backend_->allreduce(one, opts); }));
+    }
+    return std::make_shared<C10dWork>(std::move(works), std::move(groups), op, world_,
+                                      Describe("allreduce"));
+  }
+
+  void broadcast(std::vector<at::Tensor> tensors, int root) override {
+    if (root < 0 || root >= world_) {
+      throw std::invalid_argument("broadcast: root " + std::to_string(root) + " out of range");
+    }
+    ::torch::NoGradGuard no_grad;
+    auto groups = Coalesce(tensors, "broadcast");
+    std::vector<c10::intrusive_ptr<c10d::Work>> works;
+    c10d::BroadcastOptions opts;
+    opts.rootRank = root;
+    for (auto& g : groups) {
+      std::vector<at::Tensor> one{g.buffer};
+      works.push_back(Launch("broadcast", [&] { return backend_->broadcast(one, opts); }));
+    }
+    // Only the receivers need the result unflattened; the root's tensors are the source.
+    if (rank_ == root) {
+      for (auto& g : groups) g.flattened = false;
+    }
+    C10dWork(std::move(works), std::move(groups), ReduceOp::kSum, world_, Describe("broadcast"))
+        .wait();
+  }
+
+  void barrier() override {
+    auto work = Launch("barrier", [&] { return backend_->barrier(c10d::BarrierOptions()); });
+    C10dWork({work}, {}, ReduceOp::kSum, world_, Describe("barrier")).wait();
+  }
+
+ private:
+  std::string Describe(const char* what) const {
+    std::ostringstream os;
+    os << name_ << " " << what << " (rank " << rank_ << " of " << world_ << ")";
+    return os.str();
+  }
+
+  template <typename Fn>
+  c10::intrusive_ptr<c10d::Work> Launch(const char* what, Fn&& fn) {
+    try {
+      return fn();
+    } catch (const std::exception& e) {
+      throw CollectiveError(Describe(what) + " failed to start: " + e.what());
+    }
+  }
+
+  c10::intrusive_ptr<Backend> backend_;
+  std::string name_;
+  int rank_;
+  int world_;
+};
+
+std::unique_ptr<ProcessGroup> BuildGroup(const RuntimeOptions& o) {
+  c10::intrusive_ptr<c10d::Store> store;
+  if (!o.file_store_path.empty()) {
+    store = c10::make_intrusive<c10d::FileStore>(o.file_store_path, o.world_size);
+    store->setTimeout(o.rendezvous_timeout);
+  } else if (o.world_size == 1) {
+    store = c10::make_intrusive<c10d::HashStore>();
+  } else {
+    c10d::TCPStoreOptions so;
+    so.port = static_cast<std::uint16_t>(o.master_port);
+    so.isServer = o.rank == 0;
+    so.numWorkers = static_cast<size_t>(o.world_size);
+    so.timeout = o.rendezvous_timeout;
+    store = c10::make_intrusive<c10d::TCPStore>(o.master_addr, so);
+  }
+  auto prefixed = c10::make_intrusive<c10d::PrefixStore>("traintl/default_pg", store);
+
+#ifdef TRAINTL_WITH_NCCL
+  if (o.use_gpu && ::torch::cuda::is_available()) {
+    auto opts = c10d::ProcessGroupNCCL::Options::create();
+    opts->timeout = o.collective_timeout;
+    auto pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(prefixed, o.rank, o.world_size, opts);
+    return std::make_unique<C10dProcessGroup<c10d::ProcessGroupNCCL>>(pg, "nccl", o.rank,
+                                                                      o.world_size);
+  }
+#endif
+  auto opts = c10d::ProcessGroupGloo::Options::create(o.collective_timeout);
+  opts->devices.push_back(GlooDevice(o));
+  opts->threads = 2;
+  auto pg = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, o.rank, o.world_size, opts);
+  return std::make_unique<C10dProcessGroup<c10d::ProcessGroupGloo>>(pg, "gloo", o.rank,
+                                                                    o.world_size);
+}
+
+}  // namespace
+
+RuntimeOptions CurrentOptions() {
+  RuntimeState& s = State();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (!s.resolved) {
+    s.options = OptionsFromContext();
+    s.resolved = true;
+  }
+  return s.options;
+}
+
+Status InitForTesting(const RuntimeOptions& options) {
+  TRAINTL_RETURN_IF_ERROR(Validate(options));
+  RuntimeState& s = State();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (s.resolved) return Status::FailedPrecondition("traintl::torch is already initialized");
+  s.options = options;
+  s.resolved = true;
+  return Status::Ok();
+}
+
+int WorldRank() { return CurrentOptions().rank; }
+int WorldSize() { return CurrentOptions().world_size; }
+
+}  // namespace detail
+
+::torch::Device get_device() {
+  const detail::RuntimeOptions o = detail::CurrentOptions();
+  if (o.use_gpu && ::torch::cuda::is_available()) {
+    const auto count = static_cast<int>(::torch::cuda::device_count());
+    return ::torch::Device(::torch::kCUDA, static_cast<c10::DeviceIndex>(o.local_rank % count));
+  }
+  return ::torch::Device(::torch::kCPU);
+}
+
+ProcessGroup& process_group() {
+  detail::RuntimeState& s = detail::State();
+  const detail::RuntimeOptions o = detail::CurrentOptions();
+  std::lock_guard<std::mutex> lock(s.group_mu);
+  if (s.group != nullptr) return *s.group;
+  Status valid = detail::Validate(o);
+  if (!valid.ok()) throw std::invalid_argument("traintl::torch: " + valid.message());
+  try {
+    s.group = detail::BuildGroup(o).release();
+  } catch (const CollectiveError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw CollectiveError("traintl::torch: rendezvous of rank " + std::to_string(o.rank) + " of " +
+                          std::to_string(o.world_size) + " failed: " + e.what());
+  }
+  LOG_INFO << "traintl::torch: process group ready (" << s.group->backend() << ", rank " << o.rank
+           << " of " << o.world_size << ")";
+  return *s.group;
+}
+
+}  // namespace torch
+}  // namespace traintl

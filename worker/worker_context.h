@@ -1,0 +1,48 @@
+// WorkerContext: the per-rank context file the agent writes for traintl-worker
+// (docs/WORKER_PROTOCOL.md, "Context file"), parsed and checked.
+//
+// Thread-safety: a value type; no internal synchronization.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "common/result.h"
+
+namespace traintl {
+namespace worker {
+
+struct WorkerContext {
+  std::string job_id;
+  std::string job_name;
+  int attempt = 1;
+  int world_rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  int local_world_size = 1;
+  int node_rank = 0;
+  // Absolute path of the training library.
+  std::string library;
+  // The entry point's name; empty = the only one the library exports.
+  std::string function;
+  // The checkpoint get_checkpoint() returns; none on a fresh start.
+  std::optional<std::string> checkpoint_dir;
+  std::string trial_dir;
+  // Where report() copies checkpoint files: <staging_dir>/seq_<K>/rank_<R>/.
+  std::string staging_dir;
+  std::string master_addr;
+  int master_port = 0;
+  int collective_timeout_s = 0;
+  bool use_gpu = false;
+  // The whole object, as get_context_json() hands it to the library.
+  nlohmann::json json;
+};
+
+// Parses and validates the context file's text. Missing optional fields take the defaults
+// above; "library", "world_rank", "world_size" and "staging_dir" are required.
+Result<WorkerContext> ParseWorkerContext(const std::string& text);
+
+}  // namespace worker
+}  // namespace traintl

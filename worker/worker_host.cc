@@ -1,0 +1,137 @@
+#include "worker/worker_host.h"
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "common/file_util.h"
+#include "common/logging.h"
+
+namespace traintl {
+namespace worker {
+namespace {
+
+// mkdir -p that also makes the new directory entries durable: each directory it creates is
+// recorded in its parent, so the parent is fsynced too.
+Status MakeDirsDurably(const std::string& path) {
+  std::vector<std::string> created;
+  for (std::string p = path; !PathExists(p) && p != "/" && p != "."; p = DirName(p)) {
+    created.push_back(p);
+  }
+  TRAINTL_RETURN_IF_ERROR(MakeDirs(path));
+  for (const auto& dir : created) TRAINTL_RETURN_IF_ERROR(FsyncDir(DirName(dir)));
+  return Status::Ok();
+}
+
+// Fsyncs every directory below `root` that holds a copied file or directory, so that no
+// entry of the tree can be lost in a crash (CopyTreeDurably covers files' own parents).
+Status FsyncTreeDirs(const std::string& root) {
+  TRAINTL_ASSIGN_OR_RETURN(std::vector<std::string> files, ListFilesRecursive(root));
+  std::set<std::string> dirs{root};
+  for (const auto& rel : files) {
+    for (size_t p = rel.find('/'); p != std::string::npos; p = rel.find('/', p + 1)) {
+      dirs.insert(JoinPath(root, rel.substr(0, p)));
+    }
+  }
+  for (const auto& d : dirs) TRAINTL_RETURN_IF_ERROR(FsyncDir(d));
+  return Status::Ok();
+}
+
+}  // namespace
+
+WorkerHost::WorkerHost(WorkerContext context, AgentChannel* channel)
+    : context_(std::move(context)),
+      context_json_(context_.json.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)),
+      channel_(channel) {
+  std::memset(&api_, 0, sizeof api_);
+  api_.struct_size = sizeof(traintl_host_api);
+  api_.abi_version = TRAINTL_ABI_VERSION;
+  api_.host = this;
+  api_.get_context_json = &WorkerHost::GetContextJson;
+  api_.report = &WorkerHost::ReportThunk;
+  api_.get_checkpoint = &WorkerHost::GetCheckpoint;
+  api_.should_stop = &WorkerHost::ShouldStop;
+  api_.log = &WorkerHost::Log;
+}
+
+Result<std::string> WorkerHost::StageCheckpoint(const std::string& src,
+                                                const std::string& staging_dir, int64_t seq,
+                                                int rank) {
+  if (!IsDirectory(src)) {
+    return Status::InvalidArgument("checkpoint directory " + src +
+                                   " does not exist or is not a directory");
+  }
+  const std::string seq_dir = JoinPath(staging_dir, "seq_" + std::to_string(seq));
+  const std::string dst = JoinPath(seq_dir, "rank_" + std::to_string(rank));
+  TRAINTL_RETURN_IF_ERROR(MakeDirsDurably(seq_dir));
+  // Only a leftover of a crashed copy can be there; never merge with it.
+  TRAINTL_RETURN_IF_ERROR(RemoveAll(dst));
+  TRAINTL_RETURN_IF_ERROR(CopyTreeDurably(src, dst));
+  TRAINTL_RETURN_IF_ERROR(FsyncTreeDirs(dst));
+  TRAINTL_RETURN_IF_ERROR(FsyncDir(seq_dir));
+  return dst;
+}
+
+Status WorkerHost::Report(const char* metrics_json, const char* checkpoint_dir) {
+  nlohmann::json metrics = nlohmann::json::parse(metrics_json != nullptr ? metrics_json : "",
+                                                 nullptr, /*allow_exceptions=*/false);
+  if (metrics.is_discarded() || !metrics.is_object()) {
+    return Status::InvalidArgument("metrics must be a JSON object");
+  }
+  std::lock_guard<std::mutex> lock(report_mu_);
+  const int64_t seq = next_seq_;
+  nlohmann::json checkpoint = nullptr;
+  if (checkpoint_dir != nullptr) {
+    auto staged = StageCheckpoint(AbsolutePath(checkpoint_dir), context_.staging_dir, seq,
+                                  context_.world_rank);
+    if (!staged.ok()) {
+      return Status(staged.status().code(),
+                    "staging the checkpoint failed: " + staged.status().message());
+    }
+    checkpoint = *staged;
+  }
+  // A failed report does not use up its seq: every rank must send the same sequence.
+  ++next_seq_;
+  TRAINTL_RETURN_IF_ERROR(channel_->Send(
+      {{"type", "report"}, {"seq", seq}, {"metrics", metrics}, {"checkpoint", checkpoint}}));
+  channel_->WaitForAck(seq);
+  return Status::Ok();
+}
+
+const char* WorkerHost::GetContextJson(void* host) {
+  return static_cast<WorkerHost*>(host)->context_json_.c_str();
+}
+
+int WorkerHost::ReportThunk(void* host, const char* metrics_json, const char* checkpoint_dir,
+                            char* err, size_t err_len) {
+  Status st = static_cast<WorkerHost*>(host)->Report(metrics_json, checkpoint_dir);
+  if (st.ok()) return 0;
+  if (err != nullptr && err_len > 0) {
+    size_t n = std::min(st.message().size(), err_len - 1);
+    std::memcpy(err, st.message().data(), n);
+    err[n] = '\0';
+  }
+  return 1;
+}
+
+const char* WorkerHost::GetCheckpoint(void* host) {
+  const auto& dir = static_cast<WorkerHost*>(host)->context_.checkpoint_dir;
+  return dir ? dir->c_str() : nullptr;
+}
+
+int WorkerHost::ShouldStop(void* host) {
+  return static_cast<WorkerHost*>(host)->channel_->stop_requested() ? 1 : 0;
+}
+
+void WorkerHost::Log(void* host, int level, const char* msg) {
+  if (level < TRAINTL_LOG_DEBUG) level = TRAINTL_LOG_DEBUG;
+  if (level > TRAINTL_LOG_ERROR) level = TRAINTL_LOG_ERROR;
+  const auto log_level = static_cast<LogLevel>(level);
+  if (log_level < GetLogLevel()) return;
+  LogMessage(log_level).stream() << (msg != nullptr ? msg : "");
+}
+
+}  // namespace worker
+}  // namespace traintl

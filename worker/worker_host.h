@@ -1,0 +1,55 @@
+// WorkerHost: the host side of the C ABI (traintl/abi.h). It serves the library's SDK
+// calls from the worker context and the agent channel: report() stages checkpoint files
+// and waits for the agent's ack, should_stop() reflects the agent's stop message.
+//
+// Thread-safety: the callbacks may be called from any thread; report() calls are
+// serialized (the seq order is the order in which reports reach the agent).
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+#include "common/result.h"
+#include "traintl/abi.h"
+#include "worker/agent_channel.h"
+#include "worker/worker_context.h"
+
+namespace traintl {
+namespace worker {
+
+class WorkerHost {
+ public:
+  // `channel` must outlive this object.
+  WorkerHost(WorkerContext context, AgentChannel* channel);
+  WorkerHost(const WorkerHost&) = delete;
+  WorkerHost& operator=(const WorkerHost&) = delete;
+
+  // The struct handed to the entry point; points back at this object.
+  const traintl_host_api* api() const { return &api_; }
+
+  // report(): see traintl_host_api.report.
+  Status Report(const char* metrics_json, const char* checkpoint_dir);
+
+  // Copies `src` durably into <staging_dir>/seq_<seq>/rank_<rank>/ and returns that path.
+  static Result<std::string> StageCheckpoint(const std::string& src, const std::string& staging_dir,
+                                             int64_t seq, int rank);
+
+ private:
+  static const char* GetContextJson(void* host);
+  static int ReportThunk(void* host, const char* metrics_json, const char* checkpoint_dir,
+                         char* err, size_t err_len);
+  static const char* GetCheckpoint(void* host);
+  static int ShouldStop(void* host);
+  static void Log(void* host, int level, const char* msg);
+
+  const WorkerContext context_;
+  const std::string context_json_;
+  AgentChannel* const channel_;
+  traintl_host_api api_;
+  std::mutex report_mu_;
+  int64_t next_seq_ = 0;  // guarded by report_mu_: K of the next report of this attempt
+};
+
+}  // namespace worker
+}  // namespace traintl
