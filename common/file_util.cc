@@ -217,7 +217,8 @@ Status CopyTreeDurably(const std::string& src, const std::string& dst) {
     const std::string parent = DirName(target);
     if (parent != dst) {
       TRAINTL_RETURN_IF_ERROR(MakeDirs(parent));
-      dirs.push_back(parent);
+      // Every directory between dst and the file must be durable, not just the parent.
+      for (std::string d = parent; d.size() > dst.size(); d = DirName(d)) dirs.push_back(d);
     }
     TRAINTL_RETURN_IF_ERROR(CopyFileDurably(src + "/" + rel, target));
   }

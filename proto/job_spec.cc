@@ -563,9 +563,8 @@ bool ParseScaling(Checker& c, const json& doc, JobSpec* spec) {
   if (!res.count("GPU")) {
     res["GPU"] = spec->use_gpu ? 1 : 0;
   } else if (!spec->use_gpu && res["GPU"] > 0) {
-    return c.Fail(gpu_path, "asks for " + FormatNumber(res["GPU"]) +
-                                " GPU but scaling_config.use_gpu is false; set use_gpu to "
-                                "true or remove the GPU request");
+    // DESIGN §3's own example asks for GPUs without use_gpu: asking for a GPU means using it.
+    spec->use_gpu = true;
   } else if (spec->use_gpu && res["GPU"] == 0) {
     return c.Fail(gpu_path,
                   "is 0 but scaling_config.use_gpu is true; request a positive number of GPUs "

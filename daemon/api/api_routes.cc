@@ -152,7 +152,14 @@ class LogStream : public std::enable_shared_from_this<LogStream> {
 };
 
 void HandleSubmit(const ApiContext& ctx, const Request& req, const ResponderPtr& res) {
-  json body = json::parse(req.body, nullptr, false);
+  // Strict parsing: bounded depth and size, no silently merged duplicate keys.
+  SpecError syntax;
+  auto parsed = ParseJsonStrict(req.body, kMaxSpecDepth + 1, kMaxSpecTextBytes, &syntax);
+  if (!parsed.ok()) {
+    res->SendError(400, "request body: " + syntax.ToString());
+    return;
+  }
+  json body = std::move(*parsed);
   if (!body.is_object()) {
     res->SendError(400, "request body must be a JSON object {\"spec\": {...}}");
     return;

@@ -3,8 +3,10 @@
 // examples/digits/fetch_data.sh <dir>; run: traintl submit examples/digits/job.json.
 //
 // train_loop_config: {"data_path": "<dir>/digits.csv", "lr": 0.01, "epochs": 20,
-//                     "batch_size": 32, "seed": 0, "hidden": 128}
-// The last 20% of the rows are the validation set (the same on every rank and attempt).
+//                     "batch_size": 32, "seed": 0, "hidden": 128, "split_seed": 0}
+// The rows are shuffled with a fixed seed (split_seed, default 0), then the last 20% are the
+// validation set: the same on every rank and attempt. (The file is ordered by writer, so its
+// own last 20% would test on writers never seen in training.)
 // Every epoch ends with a checkpoint (model.pt, optimizer.pt, epoch.txt) and a report of
 // loss, val_accuracy and epoch; a restarted attempt resumes after the checkpoint's epoch.
 #include <stdlib.h>
@@ -113,6 +115,7 @@ void train_loop(const nlohmann::json& config) {
   const int batch_size = config.value("batch_size", 32);
   const int seed = config.value("seed", 0);
   const int hidden = config.value("hidden", 128);
+  const int split_seed = config.value("split_seed", 0);
 
   const auto ctx = traintl::get_context();
   const auto device = traintl::torch::get_device();
@@ -120,6 +123,9 @@ void train_loop(const nlohmann::json& config) {
 
   Digits all = LoadCsv(data_path);
   const int64_t n = all.labels.size(0);
+  const auto order = torch::randperm(n, at::detail::createCPUGenerator(split_seed), torch::kLong);
+  all.features = all.features.index_select(0, order);
+  all.labels = all.labels.index_select(0, order);
   const int64_t n_val = n / 5;
   const int64_t n_train = n - n_val;
   auto val_x = all.features.slice(0, n_train).to(device);

@@ -1,5 +1,5 @@
 // The runtime of traintl::torch: options from the worker context, the device, and the
-// process group over c10d (TCPStore + ProcessGroupGloo, or ProcessGroupNCCL).
+// process group over c10d (our rendezvous store + ProcessGroupGloo, or ProcessGroupNCCL).
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -18,7 +18,6 @@
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #ifdef TRAINTL_WITH_NCCL
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
@@ -27,6 +26,7 @@
 #include "traintl/torch.h"
 #include "traintl/train.h"
 #include "worker/torch/runtime.h"
+#include "worker/torch/store.h"
 
 namespace traintl {
 namespace torch {
@@ -327,6 +327,75 @@ class C10dProcessGroup final : public ProcessGroup {
   int world_;
 };
 
+template <typename T>
+T ValueOrThrow(Result<T> result) {
+  if (!result.ok()) throw std::runtime_error(result.status().message());
+  return std::move(result).value();
+}
+
+void OkOrThrow(const Status& status) {
+  if (!status.ok()) throw std::runtime_error(status.message());
+}
+
+// c10d::Store over our StoreClient (see store.h for why not c10d::TCPStore). On rank 0 it
+// also owns the server.
+class RendezvousStore final : public c10d::Store {
+ public:
+  RendezvousStore(std::unique_ptr<StoreServer> server, std::unique_ptr<StoreClient> client,
+                  std::chrono::milliseconds timeout)
+      : c10d::Store(timeout), server_(std::move(server)), client_(std::move(client)) {}
+
+  void set(const std::string& key, const std::vector<uint8_t>& value) override {
+    OkOrThrow(client_->Set(key, value));
+  }
+  std::vector<uint8_t> compareSet(const std::string& key, const std::vector<uint8_t>& expected,
+                                  const std::vector<uint8_t>& desired) override {
+    return ValueOrThrow(client_->CompareSet(key, expected, desired));
+  }
+  std::vector<uint8_t> get(const std::string& key) override {
+    return ValueOrThrow(client_->Get(key, timeout_));
+  }
+  int64_t add(const std::string& key, int64_t value) override {
+    return ValueOrThrow(client_->Add(key, value));
+  }
+  bool deleteKey(const std::string& key) override { return ValueOrThrow(client_->Delete(key)); }
+  bool check(const std::vector<std::string>& keys) override {
+    return ValueOrThrow(client_->Check(keys));
+  }
+  int64_t getNumKeys() override { return ValueOrThrow(client_->NumKeys()); }
+  void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
+  void wait(const std::vector<std::string>& keys,
+            const std::chrono::milliseconds& timeout) override {
+    OkOrThrow(client_->Wait(keys, timeout));
+  }
+
+ private:
+  std::unique_ptr<StoreServer> server_;  // rank 0 only
+  std::unique_ptr<StoreClient> client_;
+};
+
+// Rank 0 serves the store on master_addr:master_port, bound to that address only; should
+// master_addr not be an address of this host, it falls back to every interface (as
+// c10d::TCPStore always does) rather than failing the job.
+c10::intrusive_ptr<c10d::Store> MakeRendezvousStore(const RuntimeOptions& o) {
+  std::unique_ptr<StoreServer> server;
+  if (o.rank == 0) {
+    auto started = StoreServer::Start(o.master_addr, o.master_port);
+    if (!started.ok()) {
+      auto fallback = StoreServer::Start("", o.master_port);
+      if (!fallback.ok()) throw std::runtime_error(started.status().message());
+      LOG_WARN << "traintl::torch: " << started.status().message()
+               << "; serving the rendezvous store on every interface instead";
+      started = std::move(fallback);
+    }
+    server = std::move(started).value();
+  }
+  auto client =
+      ValueOrThrow(StoreClient::Connect(o.master_addr, o.master_port, o.rendezvous_timeout));
+  return c10::make_intrusive<RendezvousStore>(std::move(server), std::move(client),
+                                              o.rendezvous_timeout);
+}
+
 std::unique_ptr<ProcessGroup> BuildGroup(const RuntimeOptions& o) {
   c10::intrusive_ptr<c10d::Store> store;
   if (!o.file_store_path.empty()) {
@@ -335,12 +404,7 @@ std::unique_ptr<ProcessGroup> BuildGroup(const RuntimeOptions& o) {
   } else if (o.world_size == 1) {
     store = c10::make_intrusive<c10d::HashStore>();
   } else {
-    c10d::TCPStoreOptions so;
-    so.port = static_cast<std::uint16_t>(o.master_port);
-    so.isServer = o.rank == 0;
-    so.numWorkers = static_cast<size_t>(o.world_size);
-    so.timeout = o.rendezvous_timeout;
-    store = c10::make_intrusive<c10d::TCPStore>(o.master_addr, so);
+    store = MakeRendezvousStore(o);
   }
   auto prefixed = c10::make_intrusive<c10d::PrefixStore>("traintl/default_pg", store);
 

@@ -652,7 +652,7 @@ TEST_CASE("connections beyond max_connections are refused") {
   s.ExpectHealthy();
 }
 
-TEST_CASE("Start reports a busy port and a bad address; Stop closes everything") {
+TEST_CASE("Start reports a busy port and a bad address and Stop closes everything") {
   TestServer s;
   AddHealthz(*s.router);
   std::shared_ptr<Responder> held;

@@ -113,8 +113,10 @@ TEST_CASE("the DESIGN example parses (GPU variant)") {
   CHECK(s.resume_from_checkpoint == "");
 }
 
-TEST_CASE("the DESIGN example as written asks for a GPU without use_gpu") {
-  ExpectError(Example(false), "scaling_config.resources_per_worker.GPU", "use_gpu is false");
+TEST_CASE("the DESIGN example as written: a GPU request turns use_gpu on") {
+  JobSpec s = MustParse(Example(false));
+  CHECK(s.use_gpu);
+  CHECK(s.resources_per_worker.at("GPU") == 0.5);
 }
 
 TEST_CASE("a full spec round-trips through JobSpecToJson") {
@@ -302,8 +304,7 @@ TEST_CASE("resources: non-negative, GPU fractional only up to 1, names checked")
             .resources_per_worker.at("GPU") == 4);
   ExpectError(With("/scaling_config/resources_per_worker/GPU", 0, gpu),
               "scaling_config.resources_per_worker.GPU", "use_gpu is true");
-  ExpectError(With("/scaling_config/num_gpus_per_worker", 1), "scaling_config.num_gpus_per_worker",
-              "use_gpu is false");
+  CHECK(MustParse(With("/scaling_config/num_gpus_per_worker", 1)).use_gpu);
 
   ExpectError(With("/scaling_config/resources_per_worker/bad!name", 1),
               "scaling_config.resources_per_worker[\"bad!name\"]", "[A-Za-z0-9_.-]");

@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/file_util.h"
+#include "worker/torch/store.h"
 
 extern char** environ;
 
@@ -443,4 +444,83 @@ TEST_CASE("digits example: two ranks from the worker context reach 95% and resum
   CHECK(accuracy >= 0.95);
   CHECK(second.back()["metrics"]["loss"].get<double>() <
         first.front()["metrics"]["loss"].get<double>());
+}
+
+namespace {
+
+traintl::torch::detail::Bytes B(const std::string& s) { return {s.begin(), s.end()}; }
+
+}  // namespace
+
+TEST_CASE("rendezvous store: set, get, add, compare-set, delete, check, wait") {
+  using traintl::torch::detail::StoreClient;
+  using traintl::torch::detail::StoreServer;
+  using namespace std::chrono_literals;
+  auto server = StoreServer::Start("127.0.0.1", 0);
+  REQUIRE(server.ok());
+  const int port = (*server)->port();
+  REQUIRE(port > 0);
+  auto a = StoreClient::Connect("127.0.0.1", port, 5s);
+  auto b = StoreClient::Connect("127.0.0.1", port, 5s);
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+
+  REQUIRE((*a)->Set("k", B("v1")).ok());
+  auto got = (*b)->Get("k", 1s);
+  REQUIRE(got.ok());
+  CHECK(*got == B("v1"));
+  CHECK(*(*a)->Add("n", 5) == 5);
+  CHECK(*(*b)->Add("n", -2) == 3);
+  CHECK(*(*a)->Get("n", 1s) == B("3"));
+  CHECK(*(*a)->CompareSet("k", B("v1"), B("v2")) == B("v2"));
+  CHECK(*(*a)->CompareSet("k", B("wrong"), B("v3")) == B("v2"));
+  CHECK(*(*a)->CompareSet("new", B(""), B("x")) == B("x"));
+  CHECK(*(*a)->CompareSet("absent", B("e"), B("x")) == B("e"));
+  CHECK(*(*a)->NumKeys() == 3);
+  CHECK(*(*a)->Check({"k", "n"}));
+  CHECK_FALSE(*(*a)->Check({"k", "absent"}));
+  CHECK(*(*a)->Delete("new"));
+  CHECK_FALSE(*(*a)->Delete("new"));
+  CHECK_FALSE((*a)->Set("k", B("text")).ok() == false);
+  CHECK_FALSE((*a)->Add("k", 1).ok());  // not a number
+
+  // A blocked get is released by another client's set.
+  std::thread setter([&] {
+    std::this_thread::sleep_for(50ms);
+    (void)(*b)->Set("later", B("L"));
+  });
+  auto later = (*a)->Get("later", 30s);
+  setter.join();
+  REQUIRE(later.ok());
+  CHECK(*later == B("L"));
+  CHECK((*a)->Wait({"k", "later"}, 1s).ok());
+
+  // Missing keys time out instead of blocking forever.
+  CHECK((*a)->Get("never", 100ms).status().code() == traintl::Status::Code::kUnavailable);
+  CHECK_FALSE((*a)->Wait({"k", "never"}, 100ms).ok());
+
+  // A blocked client fails when the server goes away (rank 0 died).
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(50ms);
+    server->value().reset();
+  });
+  CHECK_FALSE((*b)->Get("never", 0ms).ok());
+  stopper.join();
+  CHECK_FALSE((*a)->Set("k", B("v")).ok());
+}
+
+TEST_CASE("rendezvous store: binds only the given address and reports unreachable servers") {
+  using traintl::torch::detail::StoreClient;
+  using traintl::torch::detail::StoreServer;
+  using namespace std::chrono_literals;
+  auto server = StoreServer::Start("127.0.0.1", 0);
+  REQUIRE(server.ok());
+  const int port = (*server)->port();
+  // The port is taken on 127.0.0.1 only, so a second server on 127.0.0.1 fails...
+  CHECK_FALSE(StoreServer::Start("127.0.0.1", port).ok());
+  // ...and nothing listens on 127.0.0.2 (a different loopback address).
+  CHECK_FALSE(StoreClient::Connect("127.0.0.2", port, 100ms).ok());
+  CHECK(StoreClient::Connect("127.0.0.1", port, 1s).ok());
+  server->value().reset();
+  CHECK_FALSE(StoreClient::Connect("127.0.0.1", port, 100ms).ok());
 }

@@ -1,0 +1,244 @@
+"""End-to-end test harness: runs the real traintld / traintl / traintl-worker binaries.
+
+Every daemon gets a temp data dir, the API on 127.0.0.1 port 0 and Raft on port 0; tests
+talk to it over HTTP (urllib) and through the real CLI. On failure the daemon's log is
+printed. Every process a test starts is killed at the end, and tests check that no worker
+process outlives its job.
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import urllib.error
+import urllib.request
+
+BIN = os.environ.get("TRAINTL_BIN_DIR", "")
+LIBS = os.environ.get("TRAINTL_TEST_LIBS", "")
+
+
+def bin_path(name):
+    return os.path.join(BIN, name)
+
+
+def lib_path(name):
+    return os.path.join(LIBS, name)
+
+
+def wait_for(predicate, timeout=30.0, interval=0.05, what="condition"):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+
+def worker_pids(marker):
+    """PIDs of traintl-worker processes whose command line contains `marker`."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmd = f.read().split(b"\0")
+            with open(f"/proc/{entry}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state == "Z":
+            continue
+        joined = b" ".join(cmd).decode(errors="replace")
+        if "traintl-worker" in joined and marker in joined:
+            pids.append(int(entry))
+    return pids
+
+
+class Daemon:
+    def __init__(self, data_dir=None, num_cpus=4, extra_args=()):
+        self.owns_dir = data_dir is None
+        self.data_dir = data_dir or tempfile.mkdtemp(prefix="traintl-e2e-")
+        self.num_cpus = num_cpus
+        self.extra_args = list(extra_args)
+        self.proc = None
+        self.log_path = os.path.join(self.data_dir, "daemon.log")
+        self.address = None
+        self.token = None
+
+    def start(self, timeout=20):
+        addr_file = os.path.join(self.data_dir, "api_address")
+        if os.path.exists(addr_file):
+            os.unlink(addr_file)
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            [bin_path("traintld"), "--data-dir", self.data_dir, "--api-address", "127.0.0.1:0",
+             "--raft-address", "127.0.0.1:0", "--num-cpus", str(self.num_cpus),
+             "--worker-stop-grace-ms", "500", "--collective-timeout", "20"] + self.extra_args,
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        log.close()
+
+        def ready():
+            if self.proc.poll() is not None:
+                raise AssertionError(f"traintld exited with {self.proc.returncode}:\n" + self.log())
+            if not os.path.exists(addr_file):
+                return False
+            with open(addr_file) as f:
+                self.address = f.read().strip()
+            try:
+                return self.get("/healthz", auth=False)[0] == 200
+            except OSError:
+                return False
+        wait_for(ready, timeout, what="traintld /healthz")
+        with open(os.path.join(self.data_dir, "token")) as f:
+            self.token = f.read().strip()
+        # The head takes its role once the log is replayed: wait for it.
+        wait_for(lambda: self.get("/healthz", auth=False)[1].get("role") == "head", timeout,
+                 what="head role")
+        return self
+
+    def log(self):
+        try:
+            with open(self.log_path, errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def request(self, method, path, body=None, auth=True, token=None, headers=None, raw=False):
+        url = f"http://{self.address}{path}"
+        data = None
+        hdrs = dict(headers or {})
+        if body is not None:
+            data = body if isinstance(body, bytes) else json.dumps(body).encode()
+            hdrs.setdefault("Content-Type", "application/json")
+        if auth:
+            hdrs["Authorization"] = f"Bearer {token or self.token}"
+        req = urllib.request.Request(url, data=data, method=method, headers=hdrs)
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                payload = r.read()
+                status = r.status
+        except urllib.error.HTTPError as e:
+            payload = e.read()
+            status = e.code
+        if raw:
+            return status, payload
+        try:
+            return status, json.loads(payload) if payload else {}
+        except ValueError:
+            return status, {"_raw": payload.decode(errors="replace")}
+
+    def get(self, path, **kw):
+        return self.request("GET", path, **kw)
+
+    def post(self, path, body=None, **kw):
+        return self.request("POST", path, body=body if body is not None else {}, **kw)
+
+    def job(self, job_id):
+        status, body = self.get(f"/v1/jobs/{job_id}")
+        if status != 200:
+            raise AssertionError(f"GET job {job_id}: {status} {body}")
+        return body
+
+    def wait_job(self, job_id, predicate, timeout=60, what="job condition"):
+        return wait_for(lambda: (lambda j: j if predicate(j) else None)(self.job(job_id)),
+                        timeout, interval=0.1, what=f"{what} of {job_id}")
+
+    def wait_terminal(self, job_id, timeout=90):
+        return self.wait_job(job_id, lambda j: j["state"] in ("SUCCEEDED", "FAILED", "STOPPED"),
+                             timeout, what="terminal state")
+
+    def cli(self, *args, check=False, timeout=120, env=None):
+        e = dict(os.environ)
+        e.pop("TRAINTL_TOKEN", None)
+        e.pop("TRAINTL_ADDRESS", None)
+        if env:
+            e.update(env)
+        p = subprocess.run([bin_path("traintl"), "--data-dir", self.data_dir] + list(args),
+                           capture_output=True, text=True, timeout=timeout, env=e)
+        if check and p.returncode != 0:
+            raise AssertionError(f"traintl {' '.join(args)} -> {p.returncode}\n{p.stdout}\n{p.stderr}")
+        return p
+
+    def submit_spec(self, spec, library=None):
+        """Uploads `library` (default: spec's entrypoint.library) and submits over HTTP."""
+        lib = library or spec["entrypoint"]["library"]
+        with open(lib, "rb") as f:
+            blob = f.read()
+        import hashlib
+        sha = hashlib.sha256(blob).hexdigest()
+        status, body = self.request("PUT", f"/v1/blobs/{sha}", body=blob,
+                                    headers={"Content-Type": "application/octet-stream"})
+        assert status == 201, (status, body)
+        status, body = self.post("/v1/jobs", {"spec": spec, "library_sha256": sha})
+        assert status == 201, (status, body)
+        return body["job_id"]
+
+    def worker_pids(self):
+        return worker_pids(self.data_dir)
+
+    def kill9(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def stop(self, timeout=15):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                raise AssertionError("traintld did not exit on SIGTERM:\n" + self.log())
+        return self.proc.returncode if self.proc else 0
+
+    def cleanup(self):
+        self.kill9()
+        for pid in self.worker_pids():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        if self.owns_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+
+def train_spec(name="e2e", workers=2, max_failures=0, library=None, **config):
+    cfg = {"epochs": 3, "sleep_ms": 100}
+    cfg.update(config)
+    return {
+        "name": name,
+        "entrypoint": {"library": library or lib_path("libtest_train.so")},
+        "train_loop_config": cfg,
+        "scaling_config": {"num_workers": workers, "resources_per_worker": {"CPU": 1}},
+        "run_config": {"failure_config": {"max_failures": max_failures}},
+    }
+
+
+class DaemonTestCase(unittest.TestCase):
+    """Starts one daemon per test; prints its log when the test fails."""
+    num_cpus = 4
+
+    def setUp(self):
+        self.daemon = Daemon(num_cpus=self.num_cpus).start()
+
+    def tearDown(self):
+        failed = any(err for _, err in getattr(self._outcome, "errors", []) if err) or \
+            bool(getattr(getattr(self._outcome, "result", None), "failures", []))
+        if failed:
+            sys.stderr.write("---- traintld log ----\n" + self.daemon.log()[-20000:] + "\n")
+        leftover = self.daemon.worker_pids()
+        self.daemon.stop()
+        self.daemon.cleanup()
+        self.assertEqual(leftover, [], "worker processes left behind")
+
+
+def main():
+    unittest.main(verbosity=2)
