@@ -109,11 +109,6 @@ class Reader {
   std::optional<Clock::time_point> deadline_;
 };
 
-std::optional<Clock::time_point> DeadlineAfter(std::chrono::milliseconds timeout) {
-  if (timeout.count() <= 0) return std::nullopt;
-  return Clock::now() + timeout;
-}
-
 Result<addrinfo*> Resolve(const std::string& host, int port, bool passive) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;

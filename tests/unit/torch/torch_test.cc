@@ -481,7 +481,7 @@ TEST_CASE("rendezvous store: set, get, add, compare-set, delete, check, wait") {
   CHECK_FALSE(*(*a)->Check({"k", "absent"}));
   CHECK(*(*a)->Delete("new"));
   CHECK_FALSE(*(*a)->Delete("new"));
-  CHECK_FALSE((*a)->Set("k", B("text")).ok() == false);
+  REQUIRE((*a)->Set("k", B("text")).ok());
   CHECK_FALSE((*a)->Add("k", 1).ok());  // not a number
 
   // A blocked get is released by another client's set.
@@ -502,7 +502,7 @@ TEST_CASE("rendezvous store: set, get, add, compare-set, delete, check, wait") {
   // A blocked client fails when the server goes away (rank 0 died).
   std::thread stopper([&] {
     std::this_thread::sleep_for(50ms);
-    server->value().reset();
+    server.value().reset();
   });
   CHECK_FALSE((*b)->Get("never", 0ms).ok());
   stopper.join();
@@ -521,6 +521,6 @@ TEST_CASE("rendezvous store: binds only the given address and reports unreachabl
   // ...and nothing listens on 127.0.0.2 (a different loopback address).
   CHECK_FALSE(StoreClient::Connect("127.0.0.2", port, 100ms).ok());
   CHECK(StoreClient::Connect("127.0.0.1", port, 1s).ok());
-  server->value().reset();
+  server.value().reset();
   CHECK_FALSE(StoreClient::Connect("127.0.0.1", port, 100ms).ok());
 }

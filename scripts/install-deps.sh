@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs traintl's build and test dependencies on Debian 12 (apt-get; root or sudo).
+# Does nothing when everything is already installed.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config git ca-certificates
+  libboost-dev libboost-program-options-dev libboost-system-dev
+  nlohmann-json3-dev libsqlite3-dev libssl-dev
+  libraft-dev libuv1-dev
+  libtorch-dev libopenblas0-pthread
+  catch2 libsystemd-dev
+  python3 procps
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null; then SUDO="sudo"; else
+    echo "install-deps: need root or sudo to install: ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+# No recommends: libtorch-dev would otherwise pull a desktop's worth of packages.
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Builds traintl, starts a single-node cluster in a temp dir, trains the digits example
+# with 2 data-parallel workers, shows status and logs, and shuts down.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT="$PWD"
+BUILD_DIR="${BUILD_DIR:-build}"
+
+scripts/install-deps.sh
+BUILD_TYPE="${BUILD_TYPE:-Release}" scripts/build.sh
+BIN="$ROOT/$BUILD_DIR/bin"
+
+DATA="$ROOT/$BUILD_DIR/digits-data"
+if [ ! -s "$DATA/digits.csv" ]; then
+  examples/digits/fetch_data.sh "$DATA"
+fi
+
+WORK="$(mktemp -d /tmp/traintl-quickstart-XXXXXX)"
+DAEMON_PID=""
+cleanup() {
+  if [ -n "$DAEMON_PID" ] && kill -0 "$DAEMON_PID" 2>/dev/null; then
+    kill -TERM "$DAEMON_PID"
+    wait "$DAEMON_PID" || true
+  fi
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+echo "== starting traintld (data dir $WORK/data)"
+"$BIN/traintld" --data-dir "$WORK/data" --api-address 127.0.0.1:0 --raft-address 127.0.0.1:0 \
+  >"$WORK/traintld.log" 2>&1 &
+DAEMON_PID=$!
+for _ in $(seq 1 100); do
+  [ -s "$WORK/data/api_address" ] && break
+  kill -0 "$DAEMON_PID" 2>/dev/null || { cat "$WORK/traintld.log"; exit 1; }
+  sleep 0.1
+done
+echo "   listening on $(cat "$WORK/data/api_address")"
+traintl() { "$BIN/traintl" --data-dir "$WORK/data" "$@"; }
+
+# The example spec with this checkout's library and data paths.
+sed -e "s#build/examples/libdigits_train.so#$ROOT/$BUILD_DIR/examples/libdigits_train.so#" \
+    -e "s#/tmp/traintl-digits/digits.csv#$DATA/digits.csv#" \
+    examples/digits/job.json >"$WORK/job.json"
+
+echo "== traintl submit --wait"
+set +e
+traintl submit "$WORK/job.json" --wait
+rc=$?
+set -e
+JOB="$(traintl --json list | python3 -c 'import json,sys; print(json.load(sys.stdin)["jobs"][0]["job_id"])')"
+echo "== traintl status $JOB"
+traintl status "$JOB"
+echo "== traintl checkpoints $JOB"
+traintl checkpoints "$JOB"
+echo "== traintl logs $JOB --rank 0 --tail 15"
+traintl logs "$JOB" --rank 0 --tail 15
+echo "== shutting down"
+exit $rc

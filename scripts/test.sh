@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds everything and runs the whole test suite through ctest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+start=$(date +%s)
+scripts/build.sh
+echo "test.sh: build took $(( $(date +%s) - start )) s"
+start=$(date +%s)
+# Tests are hermetic (temp dirs, port 0), so they may run two at a time.
+ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j "${CTEST_JOBS:-2}" "$@"
+echo "test.sh: tests took $(( $(date +%s) - start )) s"
