@@ -19,6 +19,7 @@ extern "C" {
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -212,7 +213,14 @@ class RaftNode::Impl {
     next_tag_ = (static_cast<uint64_t>(rd()) << 32) ^ rd();
   }
 
-  ~Impl() { Stop(); }
+  ~Impl() {
+    if (InLoopThread()) {
+      // The loop thread would run on freed memory; this is a caller bug, not an error.
+      LOG_ERROR << "raft: RaftNode destroyed on its own loop thread";
+      std::abort();
+    }
+    Stop();
+  }
 
   Status Start();
   void Stop();
@@ -333,12 +341,18 @@ class RaftNode::Impl {
                                  unsigned* n_bufs);
   static int FsmRestore(struct raft_fsm* fsm, struct raft_buffer* buf);
 
+  // Why work cannot be posted now.
+  Status NotRunning() const {
+    return Status::Unavailable(stopping_ ? "shutting down" : "raft node is not running");
+  }
+
   const RaftOptions options_;
   StateMachine* const sm_;
 
   // Guards Start/Stop against each other and SetLeadershipCallback.
   mutable std::mutex lifecycle_mu_;
-  std::atomic<bool> started_{false};  // written under lifecycle_mu_
+  std::atomic<bool> started_{false};   // written under lifecycle_mu_
+  std::atomic<bool> stopping_{false};  // Stop() called or shutdown begun
   std::thread thread_;
   int lock_fd_ = -1;
 
@@ -484,8 +498,9 @@ Result<std::string> RaftNode::Impl::ResolveAddress() {
 
 Result<std::vector<RaftPeer>> RaftNode::Impl::BootstrapConfiguration(
     const std::string& self_address) const {
-  if (options_.bootstrap_peers.empty())
+  if (options_.bootstrap_peers.empty()) {
     return std::vector<RaftPeer>{{options_.node_id, self_address}};
+  }
   std::vector<RaftPeer> peers = options_.bootstrap_peers;
   std::set<uint64_t> ids;
   bool found_self = false;
@@ -562,10 +577,12 @@ void RaftNode::Impl::RequestClose() {
 void RaftNode::Impl::Stop() {
   if (InLoopThread()) {
     // Joining itself is impossible; a later Stop()/destructor elsewhere waits.
+    stopping_ = true;
     RequestClose();
     return;
   }
   std::lock_guard<std::mutex> l(lifecycle_mu_);
+  stopping_ = true;
   if (!thread_.joinable()) return;
   RequestClose();
   thread_.join();
@@ -741,6 +758,7 @@ void RaftNode::Impl::TeardownFailedStart() {
 void RaftNode::Impl::BeginClose() {
   if (phase_ != Phase::kRunning) return;
   phase_ = Phase::kClosing;
+  stopping_ = true;
   {
     std::lock_guard<std::mutex> l(qmu_);
     accepting_ = false;
@@ -941,8 +959,7 @@ void RaftNode::Impl::Propose(std::string command, ProposeCallback done) {
   };
   auto req = std::make_shared<Request>(Request{std::move(command), std::move(done)});
   bool posted = Post([this, req] { ProposeOnLoop(std::move(req->command), std::move(req->done)); });
-  if (!posted)
-    req->done(Status::Unavailable(started_ ? "shutting down" : "raft node is not running"));
+  if (!posted) req->done(NotRunning());
 }
 
 Status RaftNode::Impl::ProposeErrorStatus(int rv) {
@@ -1010,8 +1027,11 @@ void RaftNode::Impl::OnApplied(struct raft_apply* req, int status, void* /*resul
   auto node = self->pending_.extract(p->tag);
   if (node.empty()) return;  // already failed by FailOutstanding
   std::unique_ptr<Proposal> owned = std::move(node.mapped());
+  // Raft fails pending entries with LEADERSHIPLOST when it closes.
   Result<std::string> result =
-      status != 0 ? Result<std::string>(self->ProposeErrorStatus(status))
+      status != 0 && self->phase_ != Phase::kRunning
+          ? Result<std::string>(ShuttingDownOutcomeUnknown())
+      : status != 0 ? Result<std::string>(self->ProposeErrorStatus(status))
       : owned->result.has_value()
           ? std::move(*owned->result)
           : Result<std::string>(Status::Internal("raft: entry applied but no result recorded"));
@@ -1161,7 +1181,7 @@ void RaftNode::Impl::AddVoter(uint64_t id, std::string address, StatusCallback d
   op->address = std::move(address);
   op->done = std::move(done);
   if (!Post([this, op] { EnqueueChange(op); })) {
-    op->done(Status::Unavailable(started_ ? "shutting down" : "raft node is not running"));
+    op->done(NotRunning());
   }
 }
 
@@ -1175,7 +1195,7 @@ void RaftNode::Impl::Remove(uint64_t id, StatusCallback done) {
   op->id = id;
   op->done = std::move(done);
   if (!Post([this, op] { EnqueueChange(op); })) {
-    op->done(Status::Unavailable(started_ ? "shutting down" : "raft node is not running"));
+    op->done(NotRunning());
   }
 }
 
@@ -1280,7 +1300,9 @@ void RaftNode::Impl::OnChange(struct raft_change* req, int status) {
   Impl* self = c->impl;
   std::unique_ptr<Change> owned = std::move(self->change_);
   if (self->active_op_ == nullptr) return;  // already failed by FailOutstanding
-  if (status != 0) {
+  if (status != 0 && self->phase_ != Phase::kRunning) {
+    self->FinishChange(ShuttingDownOutcomeUnknown());
+  } else if (status != 0) {
     self->FinishChange(self->ChangeErrorStatus(status, *self->active_op_, nullptr));
   } else if (owned->step == Change::Step::kAdd) {
     // Promote outside this callback: C-Raft is still finishing the add.
@@ -1314,7 +1336,7 @@ void RaftNode::Impl::FinishChange(Status status) {
 void RaftNode::Impl::TransferLeadership(uint64_t id, StatusCallback done) {
   auto shared_done = std::make_shared<StatusCallback>(std::move(done));
   if (!Post([this, id, shared_done] { TransferOnLoop(id, std::move(*shared_done)); })) {
-    (*shared_done)(Status::Unavailable(started_ ? "shutting down" : "raft node is not running"));
+    (*shared_done)(NotRunning());
   }
 }
 
@@ -1399,7 +1421,7 @@ Result<std::vector<RaftMember>> RaftNode::Impl::Configuration() {
   auto promise = std::make_shared<std::promise<Result<std::vector<RaftMember>>>>();
   auto future = promise->get_future();
   if (!Post([this, promise] { promise->set_value(ConfigurationOnLoop()); })) {
-    return Status::Unavailable(started_ ? "shutting down" : "raft node is not running");
+    return NotRunning();
   }
   return future.get();
 }

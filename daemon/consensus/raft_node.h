@@ -7,9 +7,9 @@
 // runs every StateMachine method and every callback given to RaftNode (done callbacks,
 // the leadership callback, functions passed to Post/Call). Public methods are
 // thread-safe unless they say otherwise. Callbacks must not block (they stall
-// heartbeats and replication), must not throw, must not wait on a Call() future issued
-// from another thread's perspective, and must not destroy the RaftNode. Stop() from a
-// callback only requests the shutdown (see Stop).
+// heartbeats and replication) and must not throw; they may call any public method
+// (Call and Configuration then run inline), but must not destroy the RaftNode, and
+// Stop() from a callback only requests the shutdown (see Stop).
 //
 // Not provided by C-Raft, and so not here: forwarding of proposals from followers to the
 // leader (callers get the leader's address and forward themselves), TLS or
@@ -131,10 +131,12 @@ class RaftNode {
   // released). A RaftNode starts at most once; a restart uses a new RaftNode.
   Status Start();
 
-  // Shuts down: fails what is still pending (see Propose), closes Raft, its I/O and
-  // transport, and the loop, and releases the lock. Idempotent; blocks until the loop
-  // thread has exited. Called on the loop thread (from a callback), it only requests the
-  // shutdown; a later Stop() or the destructor on another thread waits for it.
+  // Shuts down: refuses new work, reports leadership lost (callback), waits up to 5 s for
+  // in-flight disk writes (C-Raft 0.15 crashes when closed under them; pending proposals
+  // usually commit meanwhile), fails what is still pending (see Propose), closes Raft, its
+  // I/O and transport, and the loop, and releases the lock. Idempotent; blocks until the
+  // loop thread has exited. Called on the loop thread (from a callback), it only requests
+  // the shutdown; a later Stop() or the destructor on another thread waits for it.
   void Stop();
 
   // Appends `command` to the replicated log. `done` is called exactly once: with the
