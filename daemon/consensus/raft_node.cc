@@ -331,6 +331,10 @@ class RaftNode::Impl {
   static void OnPollTimer(uv_timer_t* handle);
   static void OnRaftClosed(struct raft* raft);
   static void OnRaftClosedAfterFailedStart(struct raft* raft);
+  static void CloseIoOnce(struct raft_io* io, raft_io_close_cb cb);
+  static void OnIoClosed(struct raft_io* io);
+  static Impl* FromIo(struct raft_io* io);
+  void FreeIo();
   static void OnApplied(struct raft_apply* req, int status, void* result);
   static void OnBarrier(struct raft_barrier* req, int status);
   static void OnChange(struct raft_change* req, int status);
@@ -386,6 +390,9 @@ class RaftNode::Impl {
   bool tcp_inited_ = false, io_inited_ = false, raft_inited_ = false;
   bool async_closed_ = false;
   bool failed_start_closed_ = false;
+  void (*uv_io_close_)(struct raft_io*, raft_io_close_cb) = nullptr;  // the backend's close
+  raft_io_close_cb raft_io_close_cb_ = nullptr;                       // raft's callback
+  bool io_close_fired_ = false;
   std::chrono::steady_clock::time_point close_deadline_;
 
   int last_state_ = -1;
@@ -638,6 +645,7 @@ void RaftNode::Impl::Run(std::shared_ptr<std::promise<Status>> started) {
   started.reset();
 
   uv_run(&loop_, UV_RUN_DEFAULT);  // returns once BeginClose closed every handle
+  FreeIo();
 
   DrainQueue();
   FailOutstanding();
@@ -674,6 +682,8 @@ Status RaftNode::Impl::InitLoop() {
   }
   io_inited_ = true;
   raft_uv_set_connect_retry_delay(&io_, options_.connect_retry_delay_ms);
+  uv_io_close_ = io_.close;
+  io_.close = CloseIoOnce;
 
   fsm_.version = 2;  // v2: snapshot_finalize releases our snapshot buffers
   fsm_.data = this;
@@ -726,10 +736,39 @@ Status RaftNode::Impl::InitLoop() {
 }
 
 void RaftNode::Impl::OnRaftClosedAfterFailedStart(struct raft* raft) {
-  auto* self = static_cast<Impl*>(raft->data);
-  raft_uv_close(&self->io_);
-  raft_uv_tcp_close(&self->transport_);
-  self->failed_start_closed_ = true;
+  static_cast<Impl*>(raft->data)->failed_start_closed_ = true;
+}
+
+// C-Raft 0.15's uv backend can fire its close callback twice: a segment writer whose close
+// it does not track calls uvMaybeFireCloseCb again after the callback already ran
+// (fixed upstream in cowsql/raft#45). The second call reaches raft's ioCloseCb, which
+// frees raft state twice, or, if the backend was already freed, reads freed memory. So
+// raft's io->close is wrapped to let the callback through once, and the backend and
+// transport are freed only after the loop has run dry (FreeIo).
+void RaftNode::Impl::CloseIoOnce(struct raft_io* io, raft_io_close_cb cb) {
+  Impl* self = FromIo(io);
+  self->raft_io_close_cb_ = cb;
+  self->uv_io_close_(io, OnIoClosed);
+}
+
+void RaftNode::Impl::OnIoClosed(struct raft_io* io) {
+  Impl* self = FromIo(io);
+  if (self->io_close_fired_) {
+    LOG_DEBUG << "raft: ignored a repeated io close callback";
+    return;
+  }
+  self->io_close_fired_ = true;
+  self->raft_io_close_cb_(io);
+}
+
+RaftNode::Impl* RaftNode::Impl::FromIo(struct raft_io* io) {
+  return static_cast<Impl*>(static_cast<struct raft*>(io->data)->data);  // raft_init sets io->data
+}
+
+void RaftNode::Impl::FreeIo() {
+  if (io_inited_) raft_uv_close(&io_);
+  if (tcp_inited_) raft_uv_tcp_close(&transport_);
+  io_inited_ = tcp_inited_ = false;
 }
 
 void RaftNode::Impl::TeardownFailedStart() {
@@ -737,14 +776,12 @@ void RaftNode::Impl::TeardownFailedStart() {
   if (raft_inited_) {
     raft_.data = this;
     raft_close(&raft_, OnRaftClosedAfterFailedStart);
-  } else {
-    if (io_inited_) raft_uv_close(&io_);
-    if (tcp_inited_) raft_uv_tcp_close(&transport_);
   }
   if (async_inited_) uv_close(reinterpret_cast<uv_handle_t*>(&async_), nullptr);
   async_closed_ = true;
   if (poll_inited_) uv_close(reinterpret_cast<uv_handle_t*>(&poll_), nullptr);
   uv_run(&loop_, UV_RUN_DEFAULT);
+  FreeIo();
   if (raft_inited_ && !failed_start_closed_) {
     LOG_ERROR << "raft: close after failed start hung";
   }
@@ -769,9 +806,9 @@ void RaftNode::Impl::BeginClose() {
   CloseWhenIoIdle();
 }
 
-// C-Raft 0.15 crashes in raft_close when disk writes are still in flight (the uv backend
-// cancels them and the leader's append callbacks then touch freed state; seen with a few
-// hundred proposals pending). So the close waits, for at most kCloseDrainMs, until every
+// C-Raft 0.15 can crash (SIGSEGV inside raft_close) when disk writes are still in flight:
+// the uv backend cancels them (RAFT_CANCELED) and then faults; reproduced every time with
+// 300 proposals pending. So the close waits, for at most kCloseDrainMs, until every
 // appended entry is stored and no snapshot is being written; meanwhile pending proposals
 // usually commit, and new ones are refused ("shutting down").
 void RaftNode::Impl::CloseWhenIoIdle() {
@@ -794,9 +831,7 @@ void RaftNode::Impl::CloseWhenIoIdle() {
 void RaftNode::Impl::OnRaftClosed(struct raft* raft) {
   auto* self = static_cast<Impl*>(raft->data);
   self->phase_ = Phase::kClosed;
-  // Only now may the io and transport be released (order matters).
-  raft_uv_close(&self->io_);
-  raft_uv_tcp_close(&self->transport_);
+  // The io and transport are freed by FreeIo once the loop has run dry (see CloseIoOnce).
   uv_close(reinterpret_cast<uv_handle_t*>(&self->async_), nullptr);
   self->async_closed_ = true;
   self->FailOutstanding();

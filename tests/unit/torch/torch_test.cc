@@ -244,6 +244,19 @@ TEST_CASE("sampler: unshuffled shards interleave like DistributedSampler") {
   CHECK((tt::detail::ShardIndices(2, 3, 4, false, 0, 0, false) == std::vector<int64_t>{1}));
 }
 
+TEST_CASE("sampler: the same shards as torch.utils.data.DistributedSampler") {
+  // Expected values printed by Debian's python3-torch 1.13:
+  //   s = DistributedSampler(range(n), num_replicas=w, rank=r, shuffle=True, seed=seed,
+  //                          drop_last=dl); s.set_epoch(epoch); list(s)
+  using V = std::vector<int64_t>;
+  const V a = tt::detail::ShardIndices(23, 1, 2, true, 5, 2, false);
+  const V b = tt::detail::ShardIndices(10, 0, 3, true, 0, 0, false);
+  const V c = tt::detail::ShardIndices(10, 2, 3, true, 7, 1, true);
+  CHECK(a == V({15, 9, 20, 14, 12, 18, 0, 3, 8, 4, 19, 10}));
+  CHECK(b == V({4, 5, 0, 2}));
+  CHECK(c == V({0, 6, 8}));
+}
+
 TEST_CASE("sampler: shuffles are deterministic per epoch and differ between epochs") {
   const auto e0 = tt::detail::ShardIndices(100, 1, 2, true, 3, 0, false);
   CHECK(e0 == tt::detail::ShardIndices(100, 1, 2, true, 3, 0, false));
@@ -332,6 +345,19 @@ TEST_CASE("data loader: drop_last, epochs, worker threads and torch datasets") {
     }
   }
 
+  struct Unlabelled {
+    torch::data::Example<> get(size_t i) {
+      return {torch::full({2}, static_cast<float>(i)), torch::Tensor()};
+    }
+    size_t size() const { return 5; }
+  };
+  tt::DistributedDataLoader<Unlabelled> unlabelled(Unlabelled{}, {.batch_size = 5}, 0, 1,
+                                                   torch::kCPU);
+  for (auto& batch : unlabelled) {
+    CHECK(batch.data.size(0) == 5);
+    CHECK_FALSE(batch.target.defined());
+  }
+
   tt::DistributedDataLoader<RangeDataset> empty(RangeDataset{0}, {}, 0, 2, torch::kCPU);
   CHECK(empty.begin() == empty.end());
 
@@ -417,17 +443,27 @@ TEST_CASE("digits example: two ranks from the worker context reach 95% and resum
                              out + "/context.json", out},
                             out + "/log"));
     }
-    std::vector<nlohmann::json> reports0;
     for (int r = 0; r < 2; ++r) {
       INFO("rank " << r << " log:\n" << Log(procs[r]));
       REQUIRE(Wait(procs[r]) == 0);
     }
-    auto text = traintl::ReadFile(dir / ("a" + std::to_string(attempt) + "_rank0/reports.jsonl"));
-    REQUIRE(text.ok());
-    std::istringstream lines(*text);
-    std::string line;
-    while (std::getline(lines, line)) reports0.push_back(nlohmann::json::parse(line));
-    return reports0;
+    std::vector<nlohmann::json> reports[2];
+    for (int r = 0; r < 2; ++r) {
+      auto text = traintl::ReadFile(
+          dir / ("a" + std::to_string(attempt) + "_rank" + std::to_string(r) + "/reports.jsonl"));
+      REQUIRE(text.ok());
+      std::istringstream lines(*text);
+      std::string line;
+      while (std::getline(lines, line)) reports[r].push_back(nlohmann::json::parse(line));
+    }
+    // Each rank evaluates its own copy of the model: equal accuracies mean the replicas
+    // stayed identical (also after torch::load into the prepared model on resume).
+    REQUIRE(reports[0].size() == reports[1].size());
+    for (size_t k = 0; k < reports[0].size(); ++k) {
+      CHECK(reports[0][k]["metrics"] == reports[1][k]["metrics"]);
+      CHECK_FALSE(reports[1][k].contains("checkpoint"));
+    }
+    return reports[0];
   };
 
   const auto first = run_attempt(1, 3, "");

@@ -18,10 +18,12 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -205,8 +207,10 @@ class DistributedDataLoader {
   }
   // Batches per epoch on this rank (the same on every rank).
   size_t size() const {
-    const size_t n = indices().size(), b = static_cast<size_t>(options_.batch_size);
-    return options_.drop_last ? n / b : (n + b - 1) / b;
+    const int64_t n = detail::SizeOf(dataset_->size()), w = world_size_;
+    const int64_t per_rank = options_.drop_last ? n / w : (n + w - 1) / w;
+    const int64_t b = options_.batch_size;
+    return static_cast<size_t>(options_.drop_last ? per_rank / b : (per_rank + b - 1) / b);
   }
 
   class Iterator;
@@ -274,7 +278,11 @@ class DistributedDataLoader {
         data.push_back(std::move(example.data));
         target.push_back(std::move(example.target));
       }
-      return Batch(::torch::stack(data).to(device_), ::torch::stack(target).to(device_));
+      // Examples without targets (self-supervised data) give a batch without one.
+      const bool has_target = std::all_of(target.begin(), target.end(),
+                                          [](const ::torch::Tensor& t) { return t.defined(); });
+      return Batch(::torch::stack(data).to(device_),
+                   has_target ? ::torch::stack(target).to(device_) : ::torch::Tensor());
     }
 
     void Produce(size_t first, size_t stride) {
