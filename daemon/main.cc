@@ -93,6 +93,7 @@ int Run(const DaemonConfig& cfg) {
   jopts.node_address = "127.0.0.1";
   jopts.default_storage_path = cfg.data_dir + "/storage";
   jopts.node_resources = resources.AsResourceMap();
+  jopts.num_gpus = static_cast<int>(resources.gpus.size());
   jopts.collective_timeout_s = cfg.collective_timeout_s;
   jobs = std::make_unique<JobManager>(io, jopts, &store, &command_log, &agent);
   forwarder.target = jobs.get();

@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
+#include <traintl/torch.h>
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <traintl/torch.h>
 
 #include "worker/torch/runtime.h"
 
@@ -137,12 +137,18 @@ int main(int argc, char** argv) {
   a.mode = argv[1];
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
-    if (k == "--rank") a.rank = std::stoi(v);
-    else if (k == "--world") a.world = std::stoi(v);
-    else if (k == "--store") a.store = v;
-    else if (k == "--steps") a.steps = std::stoi(v);
-    else if (k == "--batch") a.batch = std::stoi(v);
-    else if (k == "--iters") a.iters = std::stoi(v);
+    if (k == "--rank")
+      a.rank = std::stoi(v);
+    else if (k == "--world")
+      a.world = std::stoi(v);
+    else if (k == "--store")
+      a.store = v;
+    else if (k == "--steps")
+      a.steps = std::stoi(v);
+    else if (k == "--batch")
+      a.batch = std::stoi(v);
+    else if (k == "--iters")
+      a.iters = std::stoi(v);
     else {
       std::cerr << "unknown argument " << k << "\n";
       return 2;

@@ -33,21 +33,10 @@ extern "C" {
 
 #include "common/file_util.h"
 #include "common/logging.h"
+#include "daemon/consensus/entry_codec.h"
 
 namespace traintl {
 namespace {
-
-// Log entry layout (little-endian), so that Apply gets back exactly the proposed bytes
-// although every entry is zero-padded to a multiple of 8 bytes (C-Raft 0.15's uv backend
-// pads when decoding batches but not when sending them: unpadded entries silently
-// corrupt followers):
-//   u32 magic "TRC1" | u32 command length | u64 proposal tag | command | zero padding
-// The tag routes Apply's result to the proposal waiting for it on the leader.
-constexpr uint32_t kCommandMagic = 0x31435254;  // "TRC1"
-constexpr size_t kCommandHeaderBytes = 16;
-// Snapshot layout: u32 magic "TRS1" | u32 zero | u64 state length | state | zero padding.
-constexpr uint32_t kSnapshotMagic = 0x31535254;  // "TRS1"
-constexpr size_t kSnapshotHeaderBytes = 16;
 
 // How often raft_state is polled: C-Raft 0.15 has no state-change callback.
 constexpr unsigned kPollIntervalMs = 5;
@@ -56,27 +45,6 @@ constexpr int kCloseDrainMs = 5000;
 
 constexpr char kLockFile[] = "LOCK";
 constexpr char kAddressFile[] = "raft_address";
-
-size_t PadTo8(size_t n) { return (n + 7) & ~size_t{7}; }
-
-void PutU32(char* p, uint32_t v) {
-  for (int i = 0; i < 4; i++) p[i] = static_cast<char>((v >> (8 * i)) & 0xff);
-}
-void PutU64(char* p, uint64_t v) {
-  for (int i = 0; i < 8; i++) p[i] = static_cast<char>((v >> (8 * i)) & 0xff);
-}
-uint32_t GetU32(const char* p) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; i++)
-    v |= static_cast<uint32_t>(static_cast<unsigned char>(p[i])) << (8 * i);
-  return v;
-}
-uint64_t GetU64(const char* p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; i++)
-    v |= static_cast<uint64_t>(static_cast<unsigned char>(p[i])) << (8 * i);
-  return v;
-}
 
 std::string Trim(const std::string& s) {
   size_t b = s.find_first_not_of(" \t\r\n");
@@ -1026,19 +994,15 @@ void RaftNode::Impl::ProposeOnLoop(std::string command, ProposeCallback done) {
     return;
   }
   struct raft_buffer buf;
-  buf.len = kCommandHeaderBytes + PadTo8(command.size());
+  buf.len = raft_codec::CommandEntryBytes(command.size());
   buf.base = raft_calloc(1, buf.len);  // zeroes the padding; raft owns it once applied
   if (buf.base == nullptr) {
     RunGuarded("propose callback",
                [&] { done(Status::ResourceExhausted("raft: out of memory for an entry")); });
     return;
   }
-  auto* p = static_cast<char*>(buf.base);
   uint64_t tag = next_tag_++;
-  PutU32(p, kCommandMagic);
-  PutU32(p + 4, static_cast<uint32_t>(command.size()));
-  PutU64(p + 8, tag);
-  if (!command.empty()) std::memcpy(p + kCommandHeaderBytes, command.data(), command.size());
+  raft_codec::EncodeCommandEntry(command, tag, static_cast<char*>(buf.base));
 
   auto proposal = std::make_unique<Proposal>();
   Proposal* raw = proposal.get();
@@ -1082,30 +1046,25 @@ int RaftNode::Impl::FsmApply(struct raft_fsm* fsm, const struct raft_buffer* buf
 }
 
 void RaftNode::Impl::ApplyEntry(const struct raft_buffer* buf) {
-  const char* p = static_cast<const char*>(buf->base);
-  if (buf->len < kCommandHeaderBytes || GetU32(p) != kCommandMagic) {
+  std::string error;
+  auto entry = raft_codec::DecodeCommandEntry(buf->base, buf->len, &error);
+  if (!entry) {
     // Deterministic on every node (same bytes), so skipping keeps the replicas equal.
-    LOG_ERROR << "raft: skipping a log entry of " << buf->len << " bytes without a command header";
+    LOG_ERROR << "raft: skipping a malformed log entry: " << error;
     return;
   }
-  size_t length = GetU32(p + 4);
-  uint64_t tag = GetU64(p + 8);
   Result<std::string> outcome = Status::Internal("raft: malformed log entry");
-  if (length > buf->len - kCommandHeaderBytes) {
-    LOG_ERROR << "raft: skipping a log entry of " << buf->len << " bytes claiming " << length;
-  } else {
-    std::string command(p + kCommandHeaderBytes, length);
-    try {
-      outcome = sm_->Apply(command);
-    } catch (const std::exception& e) {
-      LOG_ERROR << "raft: StateMachine::Apply threw: " << e.what();
-      outcome = Status::Internal(std::string("state machine threw: ") + e.what());
-    } catch (...) {
-      LOG_ERROR << "raft: StateMachine::Apply threw";
-      outcome = Status::Internal("state machine threw");
-    }
+  std::string command(entry->command);
+  try {
+    outcome = sm_->Apply(command);
+  } catch (const std::exception& e) {
+    LOG_ERROR << "raft: StateMachine::Apply threw: " << e.what();
+    outcome = Status::Internal(std::string("state machine threw: ") + e.what());
+  } catch (...) {
+    LOG_ERROR << "raft: StateMachine::Apply threw";
+    outcome = Status::Internal("state machine threw");
   }
-  auto it = pending_.find(tag);
+  auto it = pending_.find(entry->tag);
   if (it != pending_.end()) it->second->result = std::move(outcome);
 }
 
@@ -1132,7 +1091,7 @@ int RaftNode::Impl::TakeSnapshot(struct raft_buffer* bufs[], unsigned* n_bufs) {
   }
   snapshot_error_.clear();
   const std::string& data = *state;
-  size_t len = kSnapshotHeaderBytes + PadTo8(data.size());
+  size_t len = raft_codec::SnapshotImageBytes(data.size());
   auto* base = static_cast<char*>(raft_calloc(1, len));
   auto* array = static_cast<struct raft_buffer*>(raft_malloc(sizeof(struct raft_buffer)));
   if (base == nullptr || array == nullptr) {
@@ -1140,10 +1099,7 @@ int RaftNode::Impl::TakeSnapshot(struct raft_buffer* bufs[], unsigned* n_bufs) {
     raft_free(array);
     return RAFT_NOMEM;
   }
-  PutU32(base, kSnapshotMagic);
-  PutU32(base + 4, 0);
-  PutU64(base + 8, data.size());
-  if (!data.empty()) std::memcpy(base + kSnapshotHeaderBytes, data.data(), data.size());
+  raft_codec::EncodeSnapshotImage(data, base);
   array[0].base = base;
   array[0].len = len;
   *bufs = array;
@@ -1171,16 +1127,15 @@ int RaftNode::Impl::FsmRestore(struct raft_fsm* fsm, struct raft_buffer* buf) {
 
 // On success the FSM owns buf->base and must free it; on failure raft frees it.
 int RaftNode::Impl::RestoreSnapshot(struct raft_buffer* buf) {
-  const char* p = static_cast<const char*>(buf->base);
-  if (buf->len < kSnapshotHeaderBytes || GetU32(p) != kSnapshotMagic ||
-      GetU64(p + 8) > buf->len - kSnapshotHeaderBytes) {
+  auto image = raft_codec::DecodeSnapshotImage(buf->base, buf->len);
+  if (!image) {
     LOG_ERROR << "raft: malformed snapshot of " << buf->len << " bytes";
     return RAFT_CORRUPT;
   }
-  size_t length = static_cast<size_t>(GetU64(p + 8));
+  const size_t length = image->size();
   Status st;
   try {
-    st = sm_->Restore(std::string(p + kSnapshotHeaderBytes, length));
+    st = sm_->Restore(std::string(*image));
   } catch (const std::exception& e) {
     st = Status::Internal(std::string("threw: ") + e.what());
   } catch (...) {

@@ -113,6 +113,7 @@ Status JobManager::CheckFeasible(const JobSpec& spec) const {
   node.node_id = options_.node_id;
   node.total = options_.node_resources;
   node.available = node.total;
+  node.gpu_free.assign(static_cast<size_t>(options_.num_gpus), 1.0);
   JobRecord fake;
   return traintl::CheckFeasible({node}, ToPending(fake, spec));
 }
@@ -212,6 +213,14 @@ void JobManager::Tick() {
   node.total = options_.node_resources;
   node.available = node.total;
   for (const auto& [k, v] : UsedResources()) node.available[k] -= v;
+  node.gpu_free.assign(static_cast<size_t>(options_.num_gpus), 1.0);
+  for (const auto& [id, a] : active_) {
+    const double per = a.per_worker.count("GPU") ? a.per_worker.at("GPU") : 0;
+    for (const auto& devices : a.rank_gpus)
+      for (int d : devices)
+        if (d >= 0 && d < options_.num_gpus)
+          node.gpu_free[d] -= per < 1 ? per : 1.0;
+  }
   ScheduleResult result = Schedule({node}, queue);
   for (const auto& p : result.placements) {
     auto& [job, spec] = pending.at(p.job_id);
@@ -250,6 +259,7 @@ void JobManager::StartAttempt(const JobRecord& job, const JobSpec& spec,
   a.world_size = static_cast<int>(placement.rank_nodes.size());
   a.trial_dir = job.trial_dir;
   a.per_worker = spec.resources_per_worker;
+  a.rank_gpus = placement.rank_gpus;
   active_[job.id] = a;  // reserves the resources while start_attempt commits
   proposed_reason_.erase(job.id);
   const std::string restored = ResolveRestore(job, spec);
@@ -285,7 +295,11 @@ void JobManager::LaunchCommitted(const std::string& job_id, const JobRecord& job
   plan.attempt = a.attempt;
   plan.world_size = a.world_size;
   plan.node_rank = 0;
-  for (int r = 0; r < a.world_size; ++r) plan.world_ranks.push_back(r);
+  for (int r = 0; r < a.world_size; ++r) {
+    plan.world_ranks.push_back(r);
+    plan.rank_gpus.push_back(r < static_cast<int>(a.rank_gpus.size()) ? a.rank_gpus[r]
+                                                                       : std::vector<int>{});
+  }
   plan.library_path = job.library_path;
   plan.function = spec.function;
   plan.config = spec.train_loop_config;

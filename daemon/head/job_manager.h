@@ -35,6 +35,7 @@ struct JobManagerOptions {
   std::string node_address = "127.0.0.1";  // where rank 0's TCPStore listens
   std::string default_storage_path;     // required: where trial dirs go without storage_path
   ResourceMap node_resources;           // what this node offers
+  int num_gpus = 0;                     // GPU devices of this node (indices 0..n-1)
   int collective_timeout_s = 300;       // bound on a collective stuck on a dead peer
   std::chrono::milliseconds tick{250};  // how often the queue is looked at
   size_t log_tail_bytes = 4096;         // log tail kept with a failed attempt
@@ -84,6 +85,7 @@ class JobManager : public WorkerPoolListener {
     int world_size = 0;
     std::string trial_dir;
     ResourceMap per_worker;
+    std::vector<std::vector<int>> rank_gpus;  // devices of each rank
     bool launched = false;  // start_attempt committed and processes started
     std::set<int> hellos;
     std::map<int, std::map<int, RankReport>> reports;  // seq -> rank -> report

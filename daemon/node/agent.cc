@@ -76,7 +76,13 @@ Status Agent::Launch(const NodeAttemptPlan& plan) {
     l.env["TRAINTL_WORLD_RANK"] = std::to_string(rank);
     l.env["TRAINTL_WORLD_SIZE"] = std::to_string(plan.world_size);
     l.env["TRAINTL_LOCAL_RANK"] = std::to_string(local);
-    if (!plan.use_gpu) l.env["CUDA_VISIBLE_DEVICES"] = "";
+    // Each worker sees only its devices (cuda:0 is then its first one).
+    std::string devices;
+    if (plan.use_gpu && local < static_cast<int>(plan.rank_gpus.size())) {
+      for (int d : plan.rank_gpus[local])
+        devices += (devices.empty() ? "" : ",") + std::to_string(d);
+    }
+    l.env["CUDA_VISIBLE_DEVICES"] = devices;
 
     Status st = pool_->Launch(l);
     if (!st.ok()) {

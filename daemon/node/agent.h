@@ -25,6 +25,7 @@ struct NodeAttemptPlan {
   int world_size = 1;
   int node_rank = 0;
   std::vector<int> world_ranks;  // ranks on this node, in local-rank order
+  std::vector<std::vector<int>> rank_gpus;  // GPU devices per local rank (may be empty)
   std::string library_path;
   std::string function;
   nlohmann::json config = nlohmann::json::object();

@@ -24,6 +24,20 @@ void Take(ResourceMap& available, const ResourceMap& need) {
     if (amount > 0) available[name] -= amount;
 }
 
+double GpuNeed(const ResourceMap& need) {
+  auto it = need.find("GPU");
+  return it == need.end() ? 0 : it->second;
+}
+
+// How many workers needing `gpu` each the devices can hold (device granularity matters:
+// two 0.6 workers do not fit on one device even though 1.2 <= 2 * 0.6).
+int GpuCapacity(std::vector<double> gpu_free, double gpu) {
+  if (gpu <= 0) return 1 << 20;
+  int n = 0;
+  while (TakeGpus(gpu_free, gpu)) ++n;
+  return n;
+}
+
 int HowMany(const ResourceMap& available, const ResourceMap& need) {
   int n = 1 << 20;
   for (const auto& [name, amount] : need) {
@@ -53,6 +67,12 @@ std::vector<int> Place(const std::vector<NodeSnapshot>& nodes, const PendingJob&
   for (size_t i = 0; i < n; ++i) {
     if (!nodes[i].alive) continue;
     capacity[i] = HowMany(use_total ? nodes[i].total : nodes[i].available, job.per_worker);
+    const double gpu = GpuNeed(job.per_worker);
+    if (gpu > 0 && !nodes[i].gpu_free.empty()) {
+      std::vector<double> devices = nodes[i].gpu_free;
+      if (use_total) devices.assign(devices.size(), 1.0);
+      capacity[i] = std::min(capacity[i], GpuCapacity(devices, gpu));
+    }
   }
   std::vector<int> count(n, 0);
   int left = job.num_workers;
@@ -138,6 +158,29 @@ std::string MissingReason(const std::vector<NodeSnapshot>& nodes, const PendingJ
 
 }  // namespace
 
+std::optional<std::vector<int>> TakeGpus(std::vector<double>& gpu_free, double amount) {
+  if (amount <= 0) return std::vector<int>{};
+  if (amount < 1.0 - kEpsilon) {
+    // Best fit: the device whose remaining fraction is smallest but still enough, so that
+    // fractional workers pack and whole devices stay free for whole-GPU workers.
+    int best = -1;
+    for (size_t d = 0; d < gpu_free.size(); ++d) {
+      if (gpu_free[d] + kEpsilon < amount) continue;
+      if (best < 0 || gpu_free[d] < gpu_free[best]) best = static_cast<int>(d);
+    }
+    if (best < 0) return std::nullopt;
+    gpu_free[best] -= amount;
+    return std::vector<int>{best};
+  }
+  const int whole = static_cast<int>(std::llround(amount));
+  std::vector<int> devices;
+  for (size_t d = 0; d < gpu_free.size() && static_cast<int>(devices.size()) < whole; ++d)
+    if (gpu_free[d] >= 1.0 - kEpsilon) devices.push_back(static_cast<int>(d));
+  if (static_cast<int>(devices.size()) < whole) return std::nullopt;
+  for (int d : devices) gpu_free[d] = 0;
+  return devices;
+}
+
 std::string FormatResources(const ResourceMap& r) {
   std::ostringstream os;
   bool first = true;
@@ -160,10 +203,17 @@ ScheduleResult Schedule(std::vector<NodeSnapshot> nodes, const std::vector<Pendi
     }
     Placement p;
     p.job_id = job.job_id;
+    const double gpu = GpuNeed(job.per_worker);
     for (size_t i = 0; i < nodes.size(); ++i) {
       for (int k = 0; k < count[i]; ++k) {
         p.rank_nodes.push_back(nodes[i].node_id);
         Take(nodes[i].available, job.per_worker);
+        std::vector<int> devices;
+        if (gpu > 0 && !nodes[i].gpu_free.empty()) {
+          auto taken = TakeGpus(nodes[i].gpu_free, gpu);
+          if (taken) devices = *taken;  // Place() counted device capacity, so this holds
+        }
+        p.rank_gpus.push_back(devices);
       }
     }
     result.placements.push_back(std::move(p));

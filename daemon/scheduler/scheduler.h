@@ -11,6 +11,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,10 @@ struct NodeSnapshot {
   std::string address;  // where its workers can be reached (rank 0's node = DDP master)
   ResourceMap total;
   ResourceMap available;
+  // Free fraction of each GPU device (index = device). A worker asking for a fraction
+  // (< 1) shares one device; a worker asking for n >= 1 gets n whole free devices. Empty
+  // when the node has no GPUs; kept consistent with available["GPU"].
+  std::vector<double> gpu_free;
   bool alive = true;
 };
 
@@ -40,6 +45,9 @@ struct Placement {
   std::string job_id;
   // Node of each world rank; ranks on one node are contiguous (local ranks 0..n-1).
   std::vector<std::string> rank_nodes;
+  // GPU devices of each world rank on its node (empty without GPUs): what the worker gets
+  // as CUDA_VISIBLE_DEVICES.
+  std::vector<std::vector<int>> rank_gpus;
 };
 
 struct ScheduleResult {
@@ -54,6 +62,10 @@ ScheduleResult Schedule(std::vector<NodeSnapshot> nodes, const std::vector<Pendi
 // OK when the job could run on an otherwise idle cluster of these nodes; else
 // FailedPrecondition saying what can never be satisfied.
 Status CheckFeasible(const std::vector<NodeSnapshot>& nodes, const PendingJob& job);
+
+// Takes `amount` GPUs from `gpu_free` (best fit for a fraction, whole free devices for
+// n >= 1). Returns the devices, or nothing (and leaves gpu_free unchanged) when it cannot.
+std::optional<std::vector<int>> TakeGpus(std::vector<double>& gpu_free, double amount);
 
 // "CPU=2, GPU=0.5, memory=2.0GiB".
 std::string FormatResources(const ResourceMap& r);

@@ -4,22 +4,25 @@
 // APIs because the Reducer is internal and not fully shipped by Debian:
 //  - parameters are grouped into buckets of about bucket_cap_bytes, in reverse order
 //    (backward produces the last layers' gradients first);
-//  - a post-hook on each parameter's AccumulateGrad node copies the fresh .grad into its
-//    bucket's flat buffer; when a bucket is complete its allreduce starts (asynchronously),
-//    but only in bucket order, so every rank issues the same collectives in the same order
-//    whatever order its hooks fire in;
+//  - a hook on each parameter receives its gradient of this backward pass and copies it
+//    into the bucket's flat buffer; when a bucket is complete its allreduce starts
+//    (asynchronously), but only in bucket order, so every rank issues the same collectives
+//    in the same order whatever order its hooks fire in;
 //  - the first hook of a backward pass queues an autograd-engine final callback, which runs
-//    once backward is done: parameters that got no gradient contribute their .grad (or
-//    zeros) so no rank waits for a bucket that never completes, then every allreduce is
-//    awaited and the averages are copied back into .grad, all before backward() returns.
+//    once backward is done: parameters that got no gradient contribute zeros, so no rank
+//    waits for a bucket that never completes; then every allreduce is awaited and the
+//    averages are added to .grad, all before backward() returns.
+// The hooks are tensor hooks, not post-hooks on the AccumulateGrad nodes as in the Reducer:
+// torch::load() into a prepared module (resuming from a checkpoint) replaces those nodes
+// and their hooks with them, while tensor hooks stay. A tensor hook sees the gradient
+// before it is accumulated, so it hands AccumulateGrad a zero instead and the average is
+// accumulated at the end: .grad ends as (.grad before) + average of this pass's gradients.
 #include <algorithm>
 #include <cstring>
 #include <mutex>
 #include <numeric>
 
 #include <torch/csrc/autograd/engine.h>
-#include <torch/csrc/autograd/utils/lambda_post_hook.h>
-#include <torch/csrc/autograd/variable.h>
 
 #include "traintl/torch.h"
 
@@ -65,19 +68,15 @@ class GradientSynchronizer : public std::enable_shared_from_this<GradientSynchro
   }
 
   // Hooks hold a weak reference: the synchronizer may go away while an old autograd graph
-  // still references the accumulators.
+  // still references the parameters.
   void Install() {
     std::weak_ptr<GradientSynchronizer> weak = weak_from_this();
     for (size_t i = 0; i < params_.size(); ++i) {
-      auto accumulator = ::torch::autograd::impl::grad_accumulator(params_[i]);
-      accumulator->add_post_hook(std::make_unique<::torch::autograd::utils::LambdaPostHook>(
-          [weak, i](const ::torch::autograd::variable_list& outputs,
-                    const ::torch::autograd::variable_list& /*inputs*/) {
-            if (auto self = weak.lock()) self->OnGradReady(i);
-            return outputs;
-          }));
-      // The variable holds its accumulator weakly; keeping it alive keeps the hook.
-      accumulators_.push_back(std::move(accumulator));
+      params_[i].register_hook([weak, i](const at::Tensor& grad) -> at::Tensor {
+        auto self = weak.lock();
+        if (self == nullptr) return at::Tensor();  // undefined: the gradient is unchanged
+        return self->OnGrad(i, grad);
+      });
     }
   }
 
@@ -94,7 +93,8 @@ class GradientSynchronizer : public std::enable_shared_from_this<GradientSynchro
     std::shared_ptr<Work> work;
   };
 
-  void OnGradReady(size_t i) {
+  // Takes parameter i's gradient of this backward pass; returns what AccumulateGrad adds.
+  at::Tensor OnGrad(size_t i, const at::Tensor& grad) {
     std::lock_guard<std::mutex> lock(mu_);
     if (!in_backward_) {
       in_backward_ = true;
@@ -108,17 +108,19 @@ class GradientSynchronizer : public std::enable_shared_from_this<GradientSynchro
           "traintl::torch::prepare_model: a parameter received two gradients in one backward "
           "pass (reentrant backward is not supported)");
     }
-    MarkReady(i);
+    MarkReady(i, grad);
+    // A zero-strided zero: no memory, and AccumulateGrad turns it into a dense .grad when
+    // there is none yet.
+    return at::zeros({}, grad.options()).expand(grad.sizes());
   }
 
-  // Requires mu_.
-  void MarkReady(size_t i) {
+  // Puts parameter i's gradient (undefined: zeros) into its bucket. Requires mu_.
+  void MarkReady(size_t i, const at::Tensor& grad) {
     ready_[i] = 1;
     Bucket& b = buckets_[bucket_of_[i]];
     at::Tensor slot = b.flat.narrow(0, offset_[i], params_[i].numel());
     {
       ::torch::NoGradGuard no_grad;
-      const at::Tensor& grad = params_[i].grad();
       if (grad.defined()) {
         slot.copy_(grad.reshape({-1}));
       } else {
@@ -148,7 +150,7 @@ class GradientSynchronizer : public std::enable_shared_from_this<GradientSynchro
       }
     } reset{this};
     for (size_t i = 0; i < params_.size(); ++i) {
-      if (!ready_[i]) MarkReady(i);
+      if (!ready_[i]) MarkReady(i, at::Tensor());
     }
     ::torch::NoGradGuard no_grad;
     for (Bucket& b : buckets_) {
@@ -157,7 +159,7 @@ class GradientSynchronizer : public std::enable_shared_from_this<GradientSynchro
         at::Tensor& param = params_[i];
         at::Tensor avg = b.flat.narrow(0, offset_[i], param.numel()).view(param.sizes());
         if (param.grad().defined()) {
-          param.mutable_grad().copy_(avg);
+          param.mutable_grad().add_(avg);
         } else {
           param.mutable_grad() = avg.clone();
         }
@@ -174,7 +176,6 @@ class GradientSynchronizer : public std::enable_shared_from_this<GradientSynchro
   std::vector<char> ready_;
   size_t next_launch_ = 0;
   bool in_backward_ = false;
-  std::vector<std::shared_ptr<::torch::autograd::Node>> accumulators_;
 };
 
 // Keeps each prepared module's synchronizer alive as long as the module is.

@@ -83,3 +83,47 @@ TEST_CASE("feasibility against totals, custom resources, fractional GPUs, dead n
   nodes[0].alive = false;
   CHECK(Schedule(nodes, {Job("d", 1, 1)}).placements.empty());
 }
+
+TEST_CASE("fractional GPUs share a device up to 1.0; whole GPUs take free devices") {
+  NodeSnapshot n = Node("g", 16, 2);
+  n.gpu_free = {1.0, 1.0};
+  PendingJob half = Job("half", 4, 1);
+  half.per_worker["GPU"] = 0.5;
+  auto r = Schedule({n}, {half});
+  REQUIRE(r.placements.size() == 1);
+  CHECK(r.placements[0].rank_gpus ==
+        std::vector<std::vector<int>>{{0}, {0}, {1}, {1}});
+  // 0.6 + 0.6 > 1: only one per device, so 3 workers cannot fit on 2 devices.
+  PendingJob sixty = Job("sixty", 3, 1);
+  sixty.per_worker["GPU"] = 0.6;
+  CHECK(Schedule({n}, {sixty}).placements.empty());
+  CHECK(!CheckFeasible({n}, sixty).ok());
+  sixty.num_workers = 2;
+  auto r2 = Schedule({n}, {sixty});
+  REQUIRE(r2.placements.size() == 1);
+  CHECK(r2.placements[0].rank_gpus == std::vector<std::vector<int>>{{0}, {1}});
+  // A whole-GPU job after a fractional one: best fit keeps device 1 whole.
+  PendingJob quarter = Job("q", 1, 1);
+  quarter.per_worker["GPU"] = 0.25;
+  PendingJob whole = Job("w", 1, 1);
+  whole.per_worker["GPU"] = 1;
+  auto r3 = Schedule({n}, {quarter, whole});
+  REQUIRE(r3.placements.size() == 2);
+  CHECK(r3.placements[0].rank_gpus == std::vector<std::vector<int>>{{0}});
+  CHECK(r3.placements[1].rank_gpus == std::vector<std::vector<int>>{{1}});
+  PendingJob two = Job("two", 1, 1);
+  two.per_worker["GPU"] = 2;
+  auto r4 = Schedule({n}, {two});
+  REQUIRE(r4.placements.size() == 1);
+  CHECK(r4.placements[0].rank_gpus == std::vector<std::vector<int>>{{0, 1}});
+}
+
+TEST_CASE("TakeGpus leaves the devices unchanged when it cannot") {
+  std::vector<double> free = {0.5, 1.0};
+  CHECK(!TakeGpus(free, 2).has_value());
+  CHECK(free == std::vector<double>{0.5, 1.0});
+  CHECK(*TakeGpus(free, 0.5) == std::vector<int>{0});
+  CHECK(!TakeGpus(free, 2).has_value());
+  CHECK(*TakeGpus(free, 1) == std::vector<int>{1});
+  CHECK(!TakeGpus(free, 0.1).has_value());
+}

@@ -2,7 +2,7 @@
 // Separate processes (not fork) because LibTorch and Gloo start threads.
 //
 //   torch_test_rank <mode> --rank R --world W --store FILE [--timeout-ms T] [--out FILE]
-//                   [--steps N] [--global-batch G] [--bucket-bytes B]
+//                   [--steps N] [--global-batch G] [--bucket-bytes B] [--reload 0|1]
 //   torch_test_rank entry LIB FUNCTION CONTEXT_JSON OUT_DIR
 //
 // Modes: ddp (train, dump parameters), unused (a model with unused parameters),
@@ -46,6 +46,7 @@ struct Args {
   int steps = 5;
   int global_batch = 16;
   size_t bucket_bytes = 25u << 20;
+  bool reload = false;  // torch::load into the prepared model, as a resumed job does
 };
 
 void Init(const Args& a) {
@@ -90,6 +91,10 @@ int RunDdp(const Args& a) {
   tt::PrepareModelOptions options;
   options.bucket_cap_bytes = a.bucket_bytes;
   model = tt::prepare_model(model, options);
+  if (a.reload) {
+    torch::save(model, a.out + ".pt");
+    torch::load(model, a.out + ".pt");
+  }
   torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
   for (int s = 0; s < a.steps; ++s) {
     auto [x, y] = LocalBatch(a, s, 8, 4);
@@ -336,6 +341,8 @@ int main(int argc, char** argv) {
       a.steps = std::stoi(v);
     else if (k == "--global-batch")
       a.global_batch = std::stoi(v);
+    else if (k == "--reload")
+      a.reload = v == "1";
     else if (k == "--bucket-bytes")
       a.bucket_bytes = std::stoul(v);
     else {

@@ -138,10 +138,12 @@ std::vector<float> ReadFloats(const std::string& path) {
 TEST_CASE("ddp: two ranks stay bit-identical and match one process on both batches") {
   // A tiny bucket cap splits the model into several buckets (one per parameter).
   const std::string bucket = GENERATE(std::string("26214400"), std::string("200"));
-  INFO("bucket_cap_bytes " << bucket);
+  // reload: torch::load into the prepared model (how a job resumes) keeps the hooks working.
+  const std::string reload = GENERATE(std::string("0"), std::string("1"));
+  INFO("bucket_cap_bytes " << bucket << " reload " << reload);
   TempDir dir;
-  const std::vector<std::string> extra = {"--steps",        "6",   "--global-batch", "16",
-                                          "--bucket-bytes", bucket};
+  const std::vector<std::string> extra = {"--steps",        "6",    "--global-batch", "16",
+                                          "--bucket-bytes", bucket, "--reload",       reload};
   REQUIRE((RunRanks(dir, "ddp", 2, extra) == std::vector<int>{0, 0}));
   TempDir single_dir;
   REQUIRE((RunRanks(single_dir, "ddp", 1, extra) == std::vector<int>{0}));
