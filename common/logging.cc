@@ -36,11 +36,16 @@ void SetLogLevel(LogLevel level) { g_level = static_cast<int>(level); }
 LogLevel GetLogLevel() { return static_cast<LogLevel>(g_level.load()); }
 
 bool ParseLogLevel(const std::string& t, LogLevel* out) {
-  if (t == "debug") *out = LogLevel::kDebug;
-  else if (t == "info") *out = LogLevel::kInfo;
-  else if (t == "warning" || t == "warn") *out = LogLevel::kWarning;
-  else if (t == "error") *out = LogLevel::kError;
-  else return false;
+  if (t == "debug")
+    *out = LogLevel::kDebug;
+  else if (t == "info")
+    *out = LogLevel::kInfo;
+  else if (t == "warning" || t == "warn")
+    *out = LogLevel::kWarning;
+  else if (t == "error")
+    *out = LogLevel::kError;
+  else
+    return false;
   return true;
 }
 

@@ -33,9 +33,9 @@ class LogMessage {
 
 }  // namespace traintl
 
-#define TRAINTL_LOG(level)                                                   \
-  if (::traintl::LogLevel::level < ::traintl::GetLogLevel()) {               \
-  } else                                                                     \
+#define TRAINTL_LOG(level)                                     \
+  if (::traintl::LogLevel::level < ::traintl::GetLogLevel()) { \
+  } else                                                       \
     ::traintl::LogMessage(::traintl::LogLevel::level).stream()
 
 #define LOG_DEBUG TRAINTL_LOG(kDebug)

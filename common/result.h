@@ -14,9 +14,9 @@ namespace traintl {
 template <typename T>
 class Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : v_(std::move(value)) {}        // NOLINT: implicit by design
   Result(Status status) : v_(std::move(status)) {  // NOLINT: implicit by design
-    if (std::get<Status>(v_).ok()) std::abort();    // an OK Result must carry a value
+    if (std::get<Status>(v_).ok()) std::abort();   // an OK Result must carry a value
   }
 
   bool ok() const { return std::holds_alternative<T>(v_); }
@@ -41,8 +41,7 @@ class Result {
 #define TRAINTL_CONCAT_INNER(a, b) a##b
 #define TRAINTL_CONCAT(a, b) TRAINTL_CONCAT_INNER(a, b)
 // Declares `lhs` from a Result expression, or returns its Status from the enclosing function.
-#define TRAINTL_ASSIGN_OR_RETURN(lhs, expr)                          \
-  auto TRAINTL_CONCAT(_res_, __LINE__) = (expr);                     \
-  if (!TRAINTL_CONCAT(_res_, __LINE__).ok())                         \
-    return TRAINTL_CONCAT(_res_, __LINE__).status();                 \
+#define TRAINTL_ASSIGN_OR_RETURN(lhs, expr)                                                   \
+  auto TRAINTL_CONCAT(_res_, __LINE__) = (expr);                                              \
+  if (!TRAINTL_CONCAT(_res_, __LINE__).ok()) return TRAINTL_CONCAT(_res_, __LINE__).status(); \
   lhs = std::move(TRAINTL_CONCAT(_res_, __LINE__)).value()

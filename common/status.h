@@ -36,9 +36,7 @@ class Status {
   }
   static Status Unavailable(std::string m) { return {Code::kUnavailable, std::move(m)}; }
   static Status Unauthenticated(std::string m) { return {Code::kUnauthenticated, std::move(m)}; }
-  static Status PermissionDenied(std::string m) {
-    return {Code::kPermissionDenied, std::move(m)};
-  }
+  static Status PermissionDenied(std::string m) { return {Code::kPermissionDenied, std::move(m)}; }
   static Status ResourceExhausted(std::string m) {
     return {Code::kResourceExhausted, std::move(m)};
   }
@@ -59,8 +57,8 @@ const char* StatusCodeName(Status::Code code);
 }  // namespace traintl
 
 // Returns early from the enclosing function when `expr` (a Status) is not ok.
-#define TRAINTL_RETURN_IF_ERROR(expr)          \
-  do {                                         \
-    ::traintl::Status _st = (expr);            \
-    if (!_st.ok()) return _st;                 \
+#define TRAINTL_RETURN_IF_ERROR(expr) \
+  do {                                \
+    ::traintl::Status _st = (expr);   \
+    if (!_st.ok()) return _st;        \
   } while (0)

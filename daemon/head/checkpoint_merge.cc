@@ -44,10 +44,8 @@ Result<std::string> MergeCheckpoint(const std::string& trial_dir, int attempt, i
       files[rel] = {{"rank", rank}, {"size", static_cast<int64_t>(st.st_size)}};
     }
   }
-  nlohmann::json manifest = {{"attempt", attempt},
-                             {"seq", seq},
-                             {"metrics", metrics},
-                             {"files", files}};
+  nlohmann::json manifest = {
+      {"attempt", attempt}, {"seq", seq}, {"metrics", metrics}, {"files", files}};
   TRAINTL_RETURN_IF_ERROR(WriteFileAtomic(tmp + "/manifest.json", manifest.dump(2)));
   for (const auto& d : dirs) TRAINTL_RETURN_IF_ERROR(FsyncDir(d));
   if (::rename(tmp.c_str(), final_dir.c_str()) != 0)

@@ -31,9 +31,9 @@ struct NodeResources {
 };
 
 struct FingerprintOverrides {
-  std::optional<double> num_cpus;  // --num-cpus; default: detected
-  std::optional<int> num_gpus;     // --num-gpus; default: detected (declared GPUs get
-                                   // synthetic names "declared-<i>")
+  std::optional<double> num_cpus;        // --num-cpus; default: detected
+  std::optional<int> num_gpus;           // --num-gpus; default: detected (declared GPUs get
+                                         // synthetic names "declared-<i>")
   std::map<std::string, double> custom;  // --resources '{"name": n}'; default none
 };
 

@@ -1,6 +1,7 @@
 // WorkerPool: the agent's side of the worker processes on this node. It starts one
 // traintl-worker per local rank (own process group, PR_SET_PDEATHSIG, log file as
-// stdout/stderr, a socketpair on fd 3 - docs/WORKER_PROTOCOL.md), reads their messages,
+// stdout/stderr, a socketpair on fd 3 - docs/WORKER_PROTOCOL.md, optionally as an
+// unprivileged user, with exactly the environment it is given), reads their messages,
 // stops them (stop message, grace, SIGTERM, SIGKILL) and reaps them.
 //
 // Thread-safety: not thread-safe; every method and every callback runs on the io_context
@@ -16,10 +17,12 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "common/result.h"
 #include "common/status.h"
 
 namespace traintl {
@@ -32,9 +35,22 @@ struct WorkerPoolOptions {
   std::chrono::milliseconds term_grace{3000};
   // How long to wait for a worker's channel to drain after its process exited; 1 s.
   std::chrono::milliseconds drain_timeout{1000};
-  // Longest accepted message line from a worker; default 4 MiB.
+  // Longest accepted message line from a worker; a longer one (or that much data without
+  // a newline) closes the channel. Default 4 MiB.
   size_t max_message_bytes = 4 << 20;
 };
+
+// The unprivileged account workers run as when the daemon runs as root.
+struct WorkerUser {
+  std::string name;
+  uid_t uid = 0;
+  gid_t gid = 0;                // primary group
+  std::vector<gid_t> groups;    // supplementary groups (getgrouplist), primary included
+};
+
+// Looks `name` up in the user database (a name or a decimal uid). NotFound when there is
+// no such user; InvalidArgument for root (uid 0), which would defeat the purpose.
+Result<WorkerUser> LookupWorkerUser(const std::string& name);
 
 // One rank to start.
 struct WorkerLaunch {
@@ -45,7 +61,37 @@ struct WorkerLaunch {
   std::string log_path;      // stdout + stderr (appended)
   std::string workdir;       // cwd of the process
   std::map<std::string, std::string> env;  // the whole environment of the worker
+  // When set, the worker drops to this account (setgroups, setgid, setuid) before exec;
+  // launching then needs root (or CAP_SETUID/CAP_SETGID). The context file and every
+  // `user_dirs` entry are chown(2)ed to it first so that it can read its context and write
+  // its outputs; the log file is opened by the daemon and inherited. Default: unset (the
+  // worker runs as the daemon's user).
+  std::optional<WorkerUser> user;
+  // Directories the worker must be able to write (trial dir, staging dir); only used with
+  // `user`. Not recursive: only the directories themselves change owner.
+  std::vector<std::string> user_dirs;
 };
+
+// One decoded message from a worker (docs/WORKER_PROTOCOL.md).
+struct WorkerMessage {
+  enum class Type { kHello, kReport, kDone, kUnknown };
+  Type type = Type::kUnknown;
+  std::string type_name;  // as sent; for kUnknown, what an older agent ignores
+  // report
+  int64_t seq = 0;
+  nlohmann::json metrics = nlohmann::json::object();  // always an object
+  std::string checkpoint;                              // "" = none
+  // done
+  bool ok = false;
+  std::string error;
+  bool retryable = true;
+};
+
+// Decodes one line (without its newline) from a worker. Returns nullopt for anything
+// malformed: not JSON, not an object, "type" missing or not a string, a report without an
+// integer "seq" in [0, 2^31). Fields of the wrong type are treated as absent. Never throws:
+// the line comes from user code.
+std::optional<WorkerMessage> ParseWorkerMessage(std::string_view line);
 
 // How a worker ended, as the agent saw it.
 struct WorkerExit {

@@ -1,6 +1,6 @@
+#include <sys/stat.h>
 #include <catch2/catch.hpp>
 #include <cstdlib>
-#include <sys/stat.h>
 
 #include "common/crypto.h"
 #include "common/file_util.h"

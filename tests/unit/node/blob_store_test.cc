@@ -12,7 +12,9 @@ TEST_CASE("blobs are verified and content-addressed") {
   REQUIRE(mkdtemp(tmpl));
   BlobStore blobs(std::string(tmpl) + "/blobs");
   REQUIRE(blobs.Init().ok());
-  const std::string data = "\x7f" "ELF pretend";
+  const std::string data =
+      "\x7f"
+      "ELF pretend";
   const std::string sha = Sha256Hex(data);
   CHECK(!blobs.Has(sha));
   CHECK(blobs.Put(Sha256Hex("other"), data).code() == Status::Code::kInvalidArgument);

@@ -33,8 +33,8 @@ TEST_CASE("gang: all workers or none") {
 }
 
 TEST_CASE("earlier jobs take resources; a big job does not block a small one") {
-  auto r = Schedule({Node("a", 4)}, {Job("big", 8, 1), Job("s1", 2, 1), Job("s2", 2, 1),
-                                     Job("s3", 1, 1)});
+  auto r = Schedule({Node("a", 4)},
+                    {Job("big", 8, 1), Job("s1", 2, 1), Job("s2", 2, 1), Job("s3", 1, 1)});
   CHECK(r.waiting.count("big"));
   CHECK(r.waiting.count("s3"));
   CHECK(r.placements.size() == 2);
@@ -50,8 +50,7 @@ TEST_CASE("PACK prefers the fewest nodes, SPREAD spreads, ranks contiguous per n
   CHECK(spread.placements[0].rank_nodes == std::vector<std::string>{"a", "b", "c"});
   auto spread5 = Schedule(nodes, {Job("s", 5, 1, PlacementStrategy::kSpread)});
   REQUIRE(spread5.placements.size() == 1);
-  CHECK(spread5.placements[0].rank_nodes ==
-        std::vector<std::string>{"a", "b", "b", "c", "c"});
+  CHECK(spread5.placements[0].rank_nodes == std::vector<std::string>{"a", "b", "b", "c", "c"});
 }
 
 TEST_CASE("STRICT_PACK and STRICT_SPREAD") {
@@ -91,8 +90,7 @@ TEST_CASE("fractional GPUs share a device up to 1.0; whole GPUs take free device
   half.per_worker["GPU"] = 0.5;
   auto r = Schedule({n}, {half});
   REQUIRE(r.placements.size() == 1);
-  CHECK(r.placements[0].rank_gpus ==
-        std::vector<std::vector<int>>{{0}, {0}, {1}, {1}});
+  CHECK(r.placements[0].rank_gpus == std::vector<std::vector<int>>{{0}, {0}, {1}, {1}});
   // 0.6 + 0.6 > 1: only one per device, so 3 workers cannot fit on 2 devices.
   PendingJob sixty = Job("sixty", 3, 1);
   sixty.per_worker["GPU"] = 0.6;
