@@ -84,13 +84,15 @@ const VerbDef* FindVerb(const std::string& name) {
 po::options_description GlobalDescription(GlobalOptions* g) {
   po::options_description d("Global options (before or after the command)", 100, 50);
   d.add_options()("address", po::value<std::string>(&g->address)->value_name("HOST:PORT"),
-                  "the traintld to talk to (default: $TRAINTL_ADDRESS, else "
-                  "<data-dir>/api_address, else 127.0.0.1:7450)")(
+                  "the traintld to talk to (default: $TRAINTL_ADDRESS, else the config "
+                  "files' address, else <data-dir>/api_address, else 127.0.0.1:7450)")(
       "token-file", po::value<std::string>(&g->token_file)->value_name("PATH"),
-      "file holding the API token (default: $TRAINTL_TOKEN, else <data-dir>/token)")(
+      "file holding the API token (default: $TRAINTL_TOKEN, else the config files' "
+      "token-file, else <data-dir>/token)")(
       "data-dir", po::value<std::string>(&g->data_dir)->value_name("DIR"),
-      "the daemon's data directory (default: $TRAINTL_DATA_DIR, else /var/lib/traintl when "
-      "its token is readable, else $XDG_STATE_HOME/traintl or ~/.local/state/traintl)")(
+      "the daemon's data directory (default: $TRAINTL_DATA_DIR, else the config files' "
+      "data-dir, else /var/lib/traintl when its token is readable, else "
+      "$XDG_STATE_HOME/traintl or ~/.local/state/traintl)")(
       "json", po::bool_switch(&g->json), "print the daemon's JSON answer (for scripts)")(
       "help,h", po::bool_switch(&g->help), "show help")("version", po::bool_switch(&g->version),
                                                         "show the version");
@@ -243,6 +245,9 @@ std::string HelpText(const std::string& verb_name) {
   }
   out << "\nJOB is a job id or a unique prefix of one.\n\n"
       << GlobalDescription(&g)
+      << "\nConfig files: /etc/traintl/traintl.conf, then ~/.config/traintl/config\n"
+         "($XDG_CONFIG_HOME/traintl/config), which wins; \"key = value\" lines setting\n"
+         "address, token-file or data-dir. Options and environment variables win over both.\n"
       << "\nExit codes:\n"
          "  0  success (submit --wait: the job SUCCEEDED)\n"
          "  1  submit --wait: the job FAILED\n"

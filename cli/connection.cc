@@ -2,11 +2,13 @@
 
 #include <unistd.h>
 
+#include <boost/program_options.hpp>
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 
 #include "common/file_util.h"
 
@@ -41,6 +43,50 @@ Result<std::string> ReadSmallFile(const std::string& path) {
   }
   std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   return data;
+}
+
+// A path from a config file: "~/" is the user's home, a relative path is relative to
+// the file's directory.
+std::string ConfigPath(const DiscoveryInputs& in, const std::string& file,
+                       const std::string& value) {
+  if (value.rfind("~/", 0) == 0) {
+    if (auto home = Env(in, "HOME")) return JoinPath(*home, value.substr(2));
+  }
+  return JoinPath(DirName(file), value);
+}
+
+Status ReadConfigFile(const DiscoveryInputs& in, const std::string& file, ConfigSettings* out) {
+  auto content = ReadSmallFile(file);
+  if (!content.ok()) {
+    if (content.status().code() == Status::Code::kNotFound) return Status::Ok();
+    return Status::InvalidArgument("cannot read the config file " + content.status().message());
+  }
+  namespace po = boost::program_options;
+  po::options_description keys;
+  keys.add_options()("address", po::value<std::string>())("token-file", po::value<std::string>())(
+      "data-dir", po::value<std::string>());
+  po::variables_map vm;
+  try {
+    std::istringstream stream(*content);
+    po::store(po::parse_config_file(stream, keys), vm);
+  } catch (const po::error& e) {
+    return Status::InvalidArgument(file + ": " + e.what() +
+                                   " (the keys are address, token-file, data-dir)");
+  }
+  auto value = [&vm](const char* key) {
+    return vm.count(key) ? Trim(vm[key].as<std::string>()) : std::string();
+  };
+  if (std::string v = value("address"); !v.empty()) {
+    out->address = v;
+    out->address_source = file;
+  }
+  if (std::string v = value("token-file"); !v.empty()) {
+    out->token_file = ConfigPath(in, file, v);
+    out->token_file_source = file;
+  }
+  if (std::string v = value("data-dir"); !v.empty()) out->data_dir = ConfigPath(in, file, v);
+  out->files_read.push_back(file);
+  return Status::Ok();
 }
 
 std::string DefaultDataDir(const DiscoveryInputs& in) {
@@ -103,12 +149,34 @@ Status ParseAddress(const std::string& text, std::string* host, uint16_t* port) 
   return Status::Ok();
 }
 
+std::string UserConfigPath(const DiscoveryInputs& in) {
+  if (!in.user_config_file.empty()) return in.user_config_file;
+  if (auto xdg = Env(in, "XDG_CONFIG_HOME"); xdg && (*xdg)[0] == '/') {
+    return JoinPath(*xdg, "traintl/config");
+  }
+  if (auto home = Env(in, "HOME")) return JoinPath(*home, ".config/traintl/config");
+  return "";
+}
+
+Result<ConfigSettings> ReadConfigFiles(const DiscoveryInputs& in) {
+  ConfigSettings settings;
+  for (const std::string& file : {in.system_config_file, UserConfigPath(in)}) {
+    if (file.empty()) continue;
+    TRAINTL_RETURN_IF_ERROR(ReadConfigFile(in, file, &settings));
+  }
+  return settings;
+}
+
 Result<Connection> DiscoverConnection(const DiscoveryInputs& in) {
   Connection c;
+  TRAINTL_ASSIGN_OR_RETURN(ConfigSettings config, ReadConfigFiles(in));
+  c.config_files = config.files_read;
   if (!in.data_dir_flag.empty()) {
     c.data_dir = in.data_dir_flag;
   } else if (auto env = Env(in, "TRAINTL_DATA_DIR")) {
     c.data_dir = *env;
+  } else if (!config.data_dir.empty()) {
+    c.data_dir = config.data_dir;
   } else {
     c.data_dir = DefaultDataDir(in);
   }
@@ -120,6 +188,9 @@ Result<Connection> DiscoverConnection(const DiscoveryInputs& in) {
   } else if (auto env = Env(in, "TRAINTL_ADDRESS")) {
     address = *env;
     c.address_source = "TRAINTL_ADDRESS";
+  } else if (!config.address.empty()) {
+    address = config.address;
+    c.address_source = config.address_source;
   } else {
     std::string file = JoinPath(c.data_dir, "api_address");
     auto content = ReadSmallFile(file);
@@ -140,18 +211,25 @@ Result<Connection> DiscoverConnection(const DiscoveryInputs& in) {
   c.address = (c.host.find(':') != std::string::npos ? "[" + c.host + "]" : c.host) + ":" +
               std::to_string(c.port);
 
-  c.token_path = in.token_file_flag.empty() ? JoinPath(c.data_dir, "token") : in.token_file_flag;
+  // An explicitly named token file (flag or config) must be readable; the default one
+  // may be missing (the daemon may run elsewhere, or not yet).
+  std::string explicit_token_file =
+      !in.token_file_flag.empty() ? in.token_file_flag : config.token_file;
+  c.token_path = explicit_token_file.empty() ? JoinPath(c.data_dir, "token") : explicit_token_file;
   if (auto env = Env(in, "TRAINTL_TOKEN")) {
     c.token = Trim(*env);
     c.token_source = "TRAINTL_TOKEN";
-  } else if (!in.token_file_flag.empty()) {
-    c.token_source = in.token_file_flag;
-    auto content = ReadSmallFile(in.token_file_flag);
+  } else if (!explicit_token_file.empty()) {
+    c.token_source = explicit_token_file;
+    auto content = ReadSmallFile(explicit_token_file);
     if (!content.ok()) {
-      return Status::PermissionDenied("cannot read the token file " + content.status().message());
+      std::string named_by =
+          in.token_file_flag.empty() ? " (token-file in " + config.token_file_source + ")" : "";
+      return Status::PermissionDenied("cannot read the token file " + content.status().message() +
+                                      named_by);
     }
     c.token = Trim(*content);
-    if (c.token.empty()) c.token_problem = in.token_file_flag + " is empty";
+    if (c.token.empty()) c.token_problem = explicit_token_file + " is empty";
   } else {
     c.token_source = JoinPath(c.data_dir, "token");
     auto content = ReadSmallFile(c.token_source);

@@ -1,11 +1,19 @@
 // Connection discovery: which daemon address, data directory and token the CLI uses.
 //
-//   data_dir = --data-dir, else $TRAINTL_DATA_DIR, else /var/lib/traintl when its token is
-//              readable, else $XDG_STATE_HOME/traintl, else ~/.local/state/traintl (the
-//              daemon's default when it does not run as root).
-//   address  = --address, else $TRAINTL_ADDRESS, else the first line of
-//              <data_dir>/api_address (written by the daemon), else 127.0.0.1:7450.
-//   token    = $TRAINTL_TOKEN, else the file named by --token-file, else <data_dir>/token.
+//   data_dir = --data-dir, else $TRAINTL_DATA_DIR, else `data-dir` of a config file, else
+//              /var/lib/traintl when its token is readable, else $XDG_STATE_HOME/traintl,
+//              else ~/.local/state/traintl (the daemon's default when it does not run as
+//              root).
+//   address  = --address, else $TRAINTL_ADDRESS, else `address` of a config file, else the
+//              first line of <data_dir>/api_address (written by the daemon), else
+//              127.0.0.1:7450.
+//   token    = $TRAINTL_TOKEN, else the file named by --token-file, else `token-file` of a
+//              config file, else <data_dir>/token.
+//
+// Config files (Boost.Program_options syntax: "key = value" lines, '#' comments) may set
+// address, token-file and data-dir: the user's $XDG_CONFIG_HOME/traintl/config (else
+// ~/.config/traintl/config) wins over the system-wide /etc/traintl/traintl.conf. A
+// relative token-file or data-dir is relative to the file's directory; "~/" is $HOME.
 //
 // Thread-safety: free functions over their arguments; no shared state.
 #pragma once
@@ -14,6 +22,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/result.h"
 
@@ -33,7 +42,31 @@ struct DiscoveryInputs {
   std::function<std::optional<std::string>(const std::string&)> getenv;
   // The system-wide data directory of a daemon running as root.
   std::string system_data_dir = "/var/lib/traintl";
+  // The system-wide config file; read when it exists. Empty: none.
+  std::string system_config_file = "/etc/traintl/traintl.conf";
+  // The user's config file; read when it exists. Empty (the default): derived from
+  // XDG_CONFIG_HOME / HOME through getenv.
+  std::string user_config_file;
 };
+
+// Settings from the config files; empty when not set.
+struct ConfigSettings {
+  std::string address;
+  std::string address_source;  // the file that set it
+  std::string token_file;      // resolved against the file's directory
+  std::string token_file_source;
+  std::string data_dir;
+  std::vector<std::string> files_read;  // in the order read
+};
+
+// Reads the config files of `inputs` (system first, then the user's, which wins).
+// Missing files are skipped. Errors (InvalidArgument) name the file: unreadable, unknown
+// key, or a key given twice.
+Result<ConfigSettings> ReadConfigFiles(const DiscoveryInputs& inputs);
+
+// The user's config file for `inputs`: user_config_file, else
+// $XDG_CONFIG_HOME/traintl/config, else $HOME/.config/traintl/config; "" without HOME.
+std::string UserConfigPath(const DiscoveryInputs& inputs);
 
 // DiscoveryInputs::getenv over the process environment.
 std::optional<std::string> ProcessGetenv(const std::string& name);
@@ -53,10 +86,13 @@ struct Connection {
   // Why no token was found (e.g. "/var/lib/traintl/token: permission denied"); empty
   // when there is a token.
   std::string token_problem;
+  // The config files that were read, in order.
+  std::vector<std::string> config_files;
 };
 
-// Resolves the connection. Errors: InvalidArgument for a malformed address;
-// PermissionDenied when an explicit --token-file cannot be read.
+// Resolves the connection. Errors: InvalidArgument for a malformed address or config
+// file; PermissionDenied when an explicit --token-file (or a config file's token-file)
+// cannot be read.
 Result<Connection> DiscoverConnection(const DiscoveryInputs& inputs);
 
 // Splits "host:port", "[v6]:port", "host" (port 7450), optionally prefixed by "http://".

@@ -1,6 +1,7 @@
 // HttpClient: the CLI's view of the daemon's HTTP API (docs/API.md), as an interface so that
 // verbs can be tested without a network. BeastHttpClient is the real implementation: one
-// HTTP/1.1 connection per request, with timeouts.
+// HTTP/1.1 (or HTTPS, with the server's certificate verified) connection per request,
+// with timeouts.
 //
 // Thread-safety: an HttpClient is used from one thread at a time.
 #pragma once
@@ -12,6 +13,10 @@
 #include <string_view>
 
 #include "common/result.h"
+
+namespace boost::asio {
+class io_context;
+}
 
 namespace traintl {
 namespace cli {
@@ -59,6 +64,12 @@ struct BeastHttpClientOptions {
   int64_t connect_timeout_ms = 10000;
   // Default total time of a request (HttpRequest::timeout_ms == 0).
   int64_t request_timeout_ms = 120000;
+  // HTTPS (TLS 1.2+). The daemon's certificate must chain to a CA in `tls_ca_file` (PEM;
+  // "" = the system's default store) and name `tls_server_name` ("" = `host`) as a DNS
+  // name or IP address; otherwise no request is sent. Default false.
+  bool tls = false;
+  std::string tls_ca_file;
+  std::string tls_server_name;
 };
 
 class BeastHttpClient : public HttpClient {
@@ -72,6 +83,10 @@ class BeastHttpClient : public HttpClient {
  private:
   Result<HttpResponse> Exchange(const HttpRequest& request,
                                 const std::function<void(std::string_view)>* on_data);
+  template <class AsyncStream>
+  Result<HttpResponse> ExchangeOn(boost::asio::io_context& ioc, AsyncStream& stream,
+                                  const HttpRequest& request,
+                                  const std::function<void(std::string_view)>* on_data);
 
   BeastHttpClientOptions options_;
 };

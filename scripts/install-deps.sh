@@ -8,7 +8,7 @@ PACKAGES=(
   libboost-dev libboost-program-options-dev libboost-system-dev
   nlohmann-json3-dev libsqlite3-dev libssl-dev
   libraft-dev libuv1-dev
-  libtorch-dev libopenblas0-pthread
+  libtorch-dev libgloo-dev libopenblas0-pthread
   catch2 libsystemd-dev
   python3 procps
 )

@@ -156,7 +156,9 @@ int Run(int argc, char** argv) {
   if (rc == TRAINTL_ENTRY_INCOMPATIBLE) {
     Fail(channel, kExitLibrary, library->function + ": " + message, false);
   }
-  Fail(channel, kExitFailed, library->function + " failed: " + message, true);
+  // Bad data fails every attempt alike: do not burn restarts on it.
+  const std::string bad_data = host->bad_data_error();
+  Fail(channel, kExitFailed, library->function + " failed: " + message, bad_data.empty());
 }
 
 }  // namespace

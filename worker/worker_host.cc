@@ -44,7 +44,8 @@ Status FsyncTreeDirs(const std::string& root) {
 WorkerHost::WorkerHost(WorkerContext context, AgentChannel* channel)
     : context_(std::move(context)),
       context_json_(context_.json.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)),
-      channel_(channel) {
+      channel_(channel),
+      datasets_(context_.json) {
   std::memset(&api_, 0, sizeof api_);
   api_.struct_size = sizeof(traintl_host_api);
   api_.abi_version = TRAINTL_ABI_VERSION;
@@ -54,6 +55,7 @@ WorkerHost::WorkerHost(WorkerContext context, AgentChannel* channel)
   api_.get_checkpoint = &WorkerHost::GetCheckpoint;
   api_.should_stop = &WorkerHost::ShouldStop;
   api_.log = &WorkerHost::Log;
+  api_.datasets = datasets_.api();
 }
 
 Result<std::string> WorkerHost::StageCheckpoint(const std::string& src,

@@ -13,6 +13,7 @@
 #include "common/result.h"
 #include "traintl/abi.h"
 #include "worker/agent_channel.h"
+#include "worker/data/dataset_service.h"
 #include "worker/worker_context.h"
 
 namespace traintl {
@@ -27,6 +28,10 @@ class WorkerHost {
 
   // The struct handed to the entry point; points back at this object.
   const traintl_host_api* api() const { return &api_; }
+
+  // Non-empty once a dataset call failed because of the data (a missing file, a malformed
+  // row, ...): a failure of the attempt is then not worth retrying.
+  std::string bad_data_error() const { return datasets_.bad_data_error(); }
 
   // report(): see traintl_host_api.report.
   Status Report(const char* metrics_json, const char* checkpoint_dir);
@@ -46,6 +51,7 @@ class WorkerHost {
   const WorkerContext context_;
   const std::string context_json_;
   AgentChannel* const channel_;
+  data::DatasetService datasets_;
   traintl_host_api api_;
   std::mutex report_mu_;
   int64_t next_seq_ = 0;  // guarded by report_mu_: K of the next report of this attempt

@@ -252,13 +252,14 @@ def stop_process_group(proc, timeout=10):
 
 
 def read_stamps(out_dir, ranks):
+    """Per rank, (in loop, entry, process forked) in wall-clock ns; None until all wrote."""
     stamps = []
     for r in range(ranks):
         path = os.path.join(out_dir, f"rank{r}.ns")
         if not os.path.exists(path):
             return None
         with open(path) as f:
-            stamps.append(int(f.read()))
+            stamps.append(tuple(int(x) for x in f.read().split()))
     return stamps
 
 

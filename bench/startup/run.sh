@@ -37,6 +37,7 @@ cmake -S "$here" -B "$libs" -G Ninja -DTRAINTL_BUILD_DIR="$build" \
 cmake --build "$libs" -j"${JOBS:-2}" >&2
 
 cd "$here"
+export PYTHONDONTWRITEBYTECODE=1
 if [[ $what == startup || $what == all ]]; then
   echo "== startup latency: traintl vs torchrun" >&2
   python3 startup_latency.py --bin "$build/bin" --libs "$libs"

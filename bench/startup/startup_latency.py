@@ -26,11 +26,20 @@ import time
 import benchlib as bl
 
 LIB_NAME = "libbench_startup_train.so"
+VARIANTS = ("cold", "warm", "torchrun")
+LABELS = {"cold": "traintl, cold (library uploaded)", "warm": "traintl, warm (library stored)",
+          "torchrun": "torchrun (Debian torch 1.13)"}
+
+
+def phases(stamps, t0):
+    """Seconds from t0 to the later rank's loop entry, user-code entry and fork."""
+    loop, entry, forked = (max(s[k] for s in stamps) for k in range(3))
+    return {"loop": (loop - t0) / 1e9, "entry": (entry - t0) / 1e9, "forked": (forked - t0) / 1e9}
 
 
 def run_traintl(daemon, spec_path, out_dir):
-    """One timed submission; returns seconds to (the last rank in its loop, the CLI's exit,
-    the daemon's start of the attempt: the job's started_at, ms resolution)."""
+    """One timed submission; returns its phases (see phases()) plus "cli" (the CLI exited)
+    and "attempt" (the job's started_at: the daemon started the attempt; ms resolution)."""
     t0 = time.time_ns()
     cli = subprocess.Popen([os.path.join(daemon.bin_dir, "traintl"), "--data-dir",
                             daemon.data_dir, "submit", spec_path],
@@ -54,11 +63,14 @@ def run_traintl(daemon, spec_path, out_dir):
     status, job = daemon.get(f"/v1/jobs/{job_id}")
     if job["state"] != "SUCCEEDED":
         raise RuntimeError(f"job {job_id} {job['state']}: {job.get('message')}")
-    return (max(s) - t0) / 1e9, (t_cli - t0) / 1e9, (job["started_at"] * 1000000 - t0) / 1e9
+    result = phases(s, t0)
+    result["cli"] = (t_cli - t0) / 1e9
+    result["attempt"] = (job["started_at"] * 1000000 - t0) / 1e9
+    return result
 
 
 def run_torchrun(out_dir):
-    """One timed torchrun; returns seconds to the last rank in its loop."""
+    """One timed torchrun; returns its phases (see phases())."""
     port = bl.free_port()
     cmd = [bl.TORCH_PYTHON, bl.TORCHRUN, "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
            "--master_port", str(port), bl.PEER, "--out-dir", out_dir]
@@ -73,7 +85,7 @@ def run_torchrun(out_dir):
     s = bl.read_stamps(out_dir, 2)
     if proc.returncode != 0 or s is None:
         raise RuntimeError(f"torchrun failed ({proc.returncode}):\n{out.decode(errors='replace')}")
-    return (max(s) - t0) / 1e9
+    return phases(s, t0)
 
 
 def fresh_dir(root, name):
@@ -81,6 +93,61 @@ def fresh_dir(root, name):
     shutil.rmtree(path, ignore_errors=True)
     os.makedirs(path)
     return path
+
+
+def report(machine, rounds, elapsed, lib_size, runs):
+    """The RESULTS.md section; runs[variant] is the list of phase dicts in run order."""
+    loops = {v: [r["loop"] for r in runs[v]] for v in VARIANTS}
+    tr_med, tr_p90 = bl.median(loops["torchrun"]), bl.p90(loops["torchrun"])
+    main_rows, phase_rows = [], []
+    for v in VARIANTS:
+        xs = loops[v]
+        med, q90 = bl.median(xs), bl.p90(xs)
+        if v == "torchrun":
+            ratios = ["1", "1", "1"]
+        else:
+            paired = [a / b for a, b in zip(xs, loops["torchrun"])]
+            ratios = [f"**{med / tr_med:.2f}**", f"{q90 / tr_p90:.2f}",
+                      f"{bl.median(paired):.2f}"]
+        main_rows.append(f"| {LABELS[v]} | {med:.3f} | {q90:.3f} | {min(xs):.3f} | "
+                         f"{max(xs):.3f} | " + " | ".join(ratios) + " |")
+
+        def col(key):
+            vals = [r[key] for r in runs[v] if key in r]
+            return f"{bl.median(vals):.3f}" if vals else "-"
+        rendezvous = bl.median([r["loop"] - r["entry"] for r in runs[v]])
+        phase_rows.append(f"| {LABELS[v]} | {col('cli')} | {col('attempt')} | {col('forked')} | "
+                          f"{col('entry')} | {col('loop')} | {rendezvous:.3f} |")
+    text = f"""## Startup: submit -> both ranks in the training loop (2-worker job)
+
+{machine}. {rounds} rounds, each running the three variants once in a shuffled order;
+{elapsed:.0f} s in all. Seconds from starting `traintl submit` / `torchrun` to the later
+rank's timestamp on entry to its loop (after the process-group rendezvous). Ratios are
+against torchrun measured in the same rounds; target: traintl/torchrun <= 0.4.
+Library: {LIB_NAME}, {lib_size:.1f} MiB (uploaded by every cold run).
+
+| variant | median s | p90 s | min s | max s | median / torchrun | p90 / torchrun | median of per-round ratios |
+|---|---|---|---|---|---|---|---|
+""" + "\n".join(main_rows) + """
+
+Where the time goes (medians, seconds since the launch, later rank):
+
+| variant | CLI returned | attempt started | workers forked | user code entered | in loop | rendezvous (loop - entered) |
+|---|---|---|---|---|---|---|
+""" + "\n".join(phase_rows) + """
+
+"CLI returned": `traintl submit` exited, the job accepted (committed to the Raft log).
+"attempt started": the job's `started_at` in the daemon (ms resolution). "workers forked":
+the ranks' process start times from /proc (10 ms resolution). "user code entered": the
+traintl entry point was called (library and LibTorch loaded) / the script finished
+`import torch`. "in loop": the process group is ready (the measured time).
+
+Raw seconds (last rank in its loop), in run order:
+
+"""
+    for v in VARIANTS:
+        text += f"- {v}: " + ", ".join(f"{x:.3f}" for x in loops[v]) + "\n"
+    return text
 
 
 def main():
@@ -98,9 +165,7 @@ def main():
         library_bytes = f.read()
     scratch = tempfile.mkdtemp(prefix="traintl-bench-startup-")
     daemon = bl.Daemon(os.path.abspath(args.bin))
-    results = {"cold": [], "warm": [], "torchrun": []}
-    cli_exit = {"cold": [], "warm": []}
-    scheduled = {"cold": [], "warm": []}
+    runs = {v: [] for v in VARIANTS}
     started = time.monotonic()
     try:
         daemon.start()
@@ -117,14 +182,14 @@ def main():
 
         rng = random.Random(20240601)
         for i in range(args.rounds):
-            order = ["cold", "warm", "torchrun"]
+            order = list(VARIANTS)
             rng.shuffle(order)
             line = []
             for variant in order:
                 fresh_dir(scratch, "stamps")
                 time.sleep(args.settle)
                 if variant == "torchrun":
-                    last = run_torchrun(out_dir)
+                    result = run_torchrun(out_dir)
                 else:
                     spec = warm_spec
                     if variant == "cold":
@@ -136,53 +201,15 @@ def main():
                         spec = bl.write_spec(os.path.join(scratch, f"cold-{i}.json"), lib,
                                              "startup_loop", {"out_dir": out_dir}, 2,
                                              "bench-startup-cold")
-                    last, cli_s, sched_s = run_traintl(daemon, spec, out_dir)
-                    cli_exit[variant].append(cli_s)
-                    scheduled[variant].append(sched_s)
-                results[variant].append(last)
-                line.append(f"{variant} {last:.3f}s")
+                    result = run_traintl(daemon, spec, out_dir)
+                runs[variant].append(result)
+                line.append(f"{variant} {result['loop']:.3f}s")
             bl.log(f"round {i + 1}/{args.rounds}: " + ", ".join(line))
     finally:
         daemon.stop()
         shutil.rmtree(scratch, ignore_errors=True)
     elapsed = time.monotonic() - started
-
-    tr_med, tr_p90 = bl.median(results["torchrun"]), bl.p90(results["torchrun"])
-    rows = []
-    labels = {"cold": "traintl, cold (library uploaded)", "warm": "traintl, warm (library stored)",
-              "torchrun": "torchrun (Debian torch 1.13)"}
-    for v in ("cold", "warm", "torchrun"):
-        xs = results[v]
-        med, q90 = bl.median(xs), bl.p90(xs)
-        ratio = f"{med / tr_med:.2f}" if v != "torchrun" else "1"
-        ratio90 = f"{q90 / tr_p90:.2f}" if v != "torchrun" else "1"
-        cli = f"{bl.median(cli_exit[v]):.3f}" if v in cli_exit else "-"
-        sched = f"{bl.median(scheduled[v]):.3f}" if v in scheduled else "-"
-        rows.append(f"| {labels[v]} | {med:.3f} | {q90:.3f} | {min(xs):.3f} | {max(xs):.3f} | "
-                    f"{cli} | {sched} | **{ratio}** | {ratio90} |")
-    lib_size = len(library_bytes) / 1024 / 1024
-    text = f"""## Startup: submit -> both ranks in the training loop (2-worker job)
-
-{machine}. {args.rounds} rounds, each running the three variants once in a shuffled order;
-{elapsed:.0f} s in all. Seconds from starting `traintl submit` / `torchrun` to the later
-rank's timestamp on entry to its loop (after the process-group rendezvous). Ratios are
-against torchrun measured in the same rounds; target: traintl/torchrun <= 0.4.
-Library: {LIB_NAME}, {lib_size:.1f} MiB (uploaded by every cold run).
-
-| variant | median s | p90 s | min s | max s | CLI returned, median s | attempt started, median s | median / torchrun | p90 / torchrun |
-|---|---|---|---|---|---|---|---|---|
-""" + "\n".join(rows) + """
-
-"CLI returned": `traintl submit` exited, the job accepted (committed to the Raft log).
-"attempt started": the daemon's `started_at` of the job (ms resolution): the head placed
-the attempt and the agent starts the workers. The rest, up to the median, is starting
-traintl-worker, loading the library and LibTorch, and the rendezvous.
-
-Raw seconds (last rank), in run order:
-
-"""
-    for v in ("cold", "warm", "torchrun"):
-        text += f"- {v}: " + ", ".join(f"{x:.3f}" for x in results[v]) + "\n"
+    text = report(machine, args.rounds, elapsed, len(library_bytes) / 1024 / 1024, runs)
     bl.write_section("startup", text)
 
 

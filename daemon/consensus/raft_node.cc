@@ -33,6 +33,7 @@ extern "C" {
 
 #include "common/file_util.h"
 #include "common/logging.h"
+#include "daemon/consensus/auth_transport.h"
 #include "daemon/consensus/entry_codec.h"
 
 namespace traintl {
@@ -68,6 +69,13 @@ Status SplitHostPort(const std::string& address, std::string* host, int* port) {
   *host = address.substr(0, colon);
   *port = p;
   return Status::Ok();
+}
+
+// True for "localhost" and IPv4 127.0.0.0/8 literals.
+bool IsLoopbackHost(const std::string& host) {
+  if (host == "localhost") return true;
+  in_addr a{};
+  return inet_pton(AF_INET, host.c_str(), &a) == 1 && (ntohl(a.s_addr) >> 24) == 127;
 }
 
 // A port of `host` that is free right now (bind to port 0, read it back, close). Another
@@ -199,6 +207,7 @@ class RaftNode::Impl {
   void Remove(uint64_t id, StatusCallback done);
   void TransferLeadership(uint64_t id, StatusCallback done);
   Result<std::vector<RaftMember>> Configuration();
+  Result<RaftTransportStats> TransportStats();
 
   bool IsLeader() const { return is_leader_.load(); }
   LeaderInfo Leader() const {
@@ -356,6 +365,7 @@ class RaftNode::Impl {
   struct raft raft_ {};
   bool loop_inited_ = false, async_inited_ = false, poll_inited_ = false;
   bool tcp_inited_ = false, io_inited_ = false, raft_inited_ = false;
+  bool auth_transport_ = false;  // transport_ is an AuthTransport, else C-Raft's TCP one
   bool async_closed_ = false;
   bool failed_start_closed_ = false;
   void (*uv_io_close_)(struct raft_io*, raft_io_close_cb) = nullptr;  // the backend's close
@@ -404,9 +414,23 @@ Status RaftNode::Impl::ValidateOptions() const {
   if (options_.connect_retry_delay_ms == 0) {
     return Status::InvalidArgument("raft: connect_retry_delay_ms must not be 0");
   }
+  if (!options_.cluster_secret.empty() &&
+      options_.cluster_secret.size() < kMinClusterSecretBytes) {
+    return Status::InvalidArgument("raft: cluster_secret must have at least " +
+                                   std::to_string(kMinClusterSecretBytes) + " bytes");
+  }
+  if (options_.auth_handshake_timeout_ms == 0) {
+    return Status::InvalidArgument("raft: auth_handshake_timeout_ms must not be 0");
+  }
   std::string host;
   int port = 0;
-  return SplitHostPort(options_.raft_address, &host, &port);
+  TRAINTL_RETURN_IF_ERROR(SplitHostPort(options_.raft_address, &host, &port));
+  if (options_.cluster_secret.empty() && !IsLoopbackHost(host)) {
+    return Status::PermissionDenied("raft: refusing to listen on non-loopback address " +
+                                    options_.raft_address +
+                                    " without a cluster secret (anyone could join the cluster)");
+  }
+  return Status::Ok();
 }
 
 Status RaftNode::Impl::AcquireLock() {
@@ -640,8 +664,21 @@ Status RaftNode::Impl::InitLoop() {
   poll_.data = this;
   poll_inited_ = true;
 
-  if ((rv = raft_uv_tcp_init(&transport_, &loop_)) != 0) {
-    return Status::Internal("raft: raft_uv_tcp_init: " + RaftError(rv, transport_.errmsg));
+  if (!options_.cluster_secret.empty()) {
+    AuthTransportOptions auth;
+    auth.secret = options_.cluster_secret;
+    auth.handshake_timeout = std::chrono::milliseconds(options_.auth_handshake_timeout_ms);
+    if ((rv = AuthTransportInit(&transport_, &loop_, auth)) != 0) {
+      return Status::Internal("raft: authenticated transport: " +
+                              RaftError(rv, transport_.errmsg));
+    }
+    auth_transport_ = true;
+  } else {
+    LOG_WARN << "raft: no cluster secret; the Raft port " << options_.raft_address
+             << " accepts anyone who can reach it";
+    if ((rv = raft_uv_tcp_init(&transport_, &loop_)) != 0) {
+      return Status::Internal("raft: raft_uv_tcp_init: " + RaftError(rv, transport_.errmsg));
+    }
   }
   tcp_inited_ = true;
   if ((rv = raft_uv_init(&io_, &loop_, options_.data_dir.c_str(), &transport_)) != 0) {
@@ -735,7 +772,13 @@ RaftNode::Impl* RaftNode::Impl::FromIo(struct raft_io* io) {
 
 void RaftNode::Impl::FreeIo() {
   if (io_inited_) raft_uv_close(&io_);
-  if (tcp_inited_) raft_uv_tcp_close(&transport_);
+  if (tcp_inited_) {
+    if (auth_transport_) {
+      AuthTransportFree(&transport_);
+    } else {
+      raft_uv_tcp_close(&transport_);
+    }
+  }
   io_inited_ = tcp_inited_ = false;
 }
 
@@ -1406,6 +1449,24 @@ Result<std::vector<RaftMember>> RaftNode::Impl::ConfigurationOnLoop() {
   return out;
 }
 
+Result<RaftTransportStats> RaftNode::Impl::TransportStats() {
+  auto read = [this]() -> RaftTransportStats {
+    RaftTransportStats out;
+    if (!auth_transport_ || !tcp_inited_) return out;
+    AuthTransportStats s = GetAuthTransportStats(&transport_);
+    out.accepted = s.accepted;
+    out.connected = s.connected;
+    out.rejected = s.rejected;
+    out.refused_busy = s.refused_busy;
+    return out;
+  };
+  if (InLoopThread()) return read();
+  auto promise = std::make_shared<std::promise<Result<RaftTransportStats>>>();
+  auto future = promise->get_future();
+  if (!Post([promise, read] { promise->set_value(read()); })) return NotRunning();
+  return future.get();
+}
+
 Result<std::vector<RaftMember>> RaftNode::Impl::Configuration() {
   if (InLoopThread()) return ConfigurationOnLoop();
   auto promise = std::make_shared<std::promise<Result<std::vector<RaftMember>>>>();
@@ -1441,6 +1502,7 @@ void RaftNode::TransferLeadership(uint64_t id, StatusCallback done) {
   impl_->TransferLeadership(id, std::move(done));
 }
 Result<std::vector<RaftMember>> RaftNode::Configuration() { return impl_->Configuration(); }
+Result<RaftTransportStats> RaftNode::TransportStats() { return impl_->TransportStats(); }
 uint64_t RaftNode::id() const { return impl_->id(); }
 std::string RaftNode::address() const { return impl_->address(); }
 bool RaftNode::InLoopThread() const { return impl_->InLoopThread(); }

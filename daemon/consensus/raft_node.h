@@ -11,9 +11,12 @@
 // (Call and Configuration then run inline), but must not destroy the RaftNode, and
 // Stop() from a callback only requests the shutdown (see Stop).
 //
+// With a cluster secret (RaftOptions::cluster_secret) every Raft connection is mutually
+// authenticated before C-Raft sees it (auth_transport.h): a process without the secret
+// cannot join, vote or append entries. Raft traffic is not encrypted.
+//
 // Not provided by C-Raft, and so not here: forwarding of proposals from followers to the
-// leader (callers get the leader's address and forward themselves), TLS or
-// authentication on the Raft port (bind it to a trusted network), read leases.
+// leader (callers get the leader's address and forward themselves), read leases.
 #pragma once
 
 #include <cstdint>
@@ -105,6 +108,25 @@ struct RaftOptions {
   // Delay before reconnecting to an unreachable peer. Default 50 ms (C-Raft's default is
   // 1000 ms, which slows fail-over).
   unsigned connect_retry_delay_ms = 50;
+
+  // Shared secret of the cluster (at least 16 bytes; every node must have the same one).
+  // Every Raft connection, in and out, runs an HMAC challenge-response keyed with it before
+  // any Raft message flows, so a node without it cannot join, vote or inject entries.
+  // Empty: C-Raft's own TCP transport, which authenticates nothing (a warning is logged);
+  // allowed only on a loopback raft_address (Start refuses others). Default "".
+  std::string cluster_secret;
+
+  // Time a Raft connection may take to authenticate; an unauthenticated peer cannot hold a
+  // connection longer. Default 5000 ms.
+  unsigned auth_handshake_timeout_ms = 5000;
+};
+
+// Counters of the authenticated transport (all zero without a cluster secret).
+struct RaftTransportStats {
+  uint64_t accepted = 0;      // incoming connections authenticated and handed to Raft
+  uint64_t connected = 0;     // outgoing connections authenticated and handed to Raft
+  uint64_t rejected = 0;      // failed handshakes: wrong secret, malformed, timed out
+  uint64_t refused_busy = 0;  // incoming connections refused: too many handshaking at once
 };
 
 class RaftNode {
@@ -194,6 +216,10 @@ class RaftNode {
   // The current configuration (including uncommitted changes), read on the loop thread.
   // Blocks; Unavailable when the node is not running.
   Result<std::vector<RaftMember>> Configuration();
+
+  // The transport's counters, read on the loop thread. Blocks; Unavailable when the node
+  // is not running.
+  Result<RaftTransportStats> TransportStats();
 
   uint64_t id() const;
   // The address this node listens on; with port 0, the chosen one once Start() returned.

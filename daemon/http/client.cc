@@ -3,10 +3,15 @@
 #include <algorithm>
 #include <exception>
 #include <limits>
+#include <memory>
+#include <optional>
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/ssl/host_name_verification.hpp>
+#include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/parser.hpp>
@@ -46,7 +51,7 @@ std::string ClientResponse::header(const std::string& name) const {
 Result<ClientResponse> Fetch(const std::string& host, uint16_t port, const std::string& method,
                              const std::string& target, const std::string& body,
                              const std::map<std::string, std::string>& headers,
-                             std::chrono::milliseconds timeout) {
+                             std::chrono::milliseconds timeout, const ClientTls* tls) {
   if (method.empty() || HasSpaceOrControl(method))
     return Status::InvalidArgument("invalid HTTP method");
   if (target.empty() || HasSpaceOrControl(target))
@@ -56,12 +61,46 @@ Result<ClientResponse> Fetch(const std::string& host, uint16_t port, const std::
       return Status::InvalidArgument("invalid header '" + name + "'");
   }
   const std::string where = host + ":" + std::to_string(port);
-  const std::string what = method + " http://" + where + target;
+  const std::string what = method + (tls ? " https://" : " http://") + where + target;
   try {
     asio::io_context ioc;
     tcp::resolver resolver(ioc);
     tcp::socket socket(ioc);
     asio::steady_timer deadline(ioc);
+    std::optional<asio::ssl::context> tls_context;
+    std::optional<asio::ssl::stream<tcp::socket&>> tls_stream;
+    if (tls) {
+      tls_context.emplace(asio::ssl::context::tls_client);
+      error_code ec;
+      tls_context->set_options(asio::ssl::context::default_workarounds |
+                                   asio::ssl::context::no_sslv2 | asio::ssl::context::no_sslv3 |
+                                   asio::ssl::context::no_tlsv1 | asio::ssl::context::no_tlsv1_1,
+                               ec);
+      if (tls->ca_file.empty()) {
+        tls_context->set_default_verify_paths(ec);
+      } else {
+        tls_context->load_verify_file(tls->ca_file, ec);
+      }
+      if (ec) {
+        return Status::InvalidArgument("TLS CA file '" + tls->ca_file + "': " + ec.message());
+      }
+      tls_context->set_verify_mode(asio::ssl::verify_peer);
+      const std::string name = tls->server_name.empty() ? host : tls->server_name;
+      tls_stream.emplace(socket, *tls_context);
+      tls_stream->set_verify_callback(asio::ssl::host_name_verification(name));
+      error_code not_ip;
+      asio::ip::make_address(name, not_ip);
+      // SNI carries host names only (RFC 6066).
+      if (not_ip) SSL_set_tlsext_host_name(tls_stream->native_handle(), name.c_str());
+    }
+    // Runs `op(stream)` on the TLS stream when there is one, else on the socket.
+    auto with_stream = [&](auto&& op) {
+      if (tls_stream) {
+        op(*tls_stream);
+      } else {
+        op(socket);
+      }
+    };
 
     bhttp::request<bhttp::string_body> req;
     req.method_string(method);
@@ -102,13 +141,24 @@ Result<ClientResponse> Fetch(const std::string& host, uint16_t port, const std::
           stage = "connect";
           asio::async_connect(socket, results, [&](error_code ec, const tcp::endpoint&) {
             if (ec) return finish(ec);
-            stage = "write";
-            bhttp::async_write(socket, req, [&](error_code ec, size_t) {
-              // A server may answer (413, 401) and stop reading before the body is all
-              // sent; its answer is still worth reading.
-              write_error = ec;
-              stage = "read";
-              bhttp::async_read(socket, buffer, parser, [&](error_code ec, size_t) { finish(ec); });
+            auto exchange = [&]() {
+              stage = "write";
+              with_stream([&](auto& stream) {
+                bhttp::async_write(stream, req, [&](error_code ec, size_t) {
+                  // A server may answer (413, 401) and stop reading before the body is all
+                  // sent; its answer is still worth reading.
+                  write_error = ec;
+                  stage = "read";
+                  bhttp::async_read(stream, buffer, parser,
+                                    [&](error_code ec, size_t) { finish(ec); });
+                });
+              });
+            };
+            if (!tls_stream) return exchange();
+            stage = "TLS handshake";
+            tls_stream->async_handshake(asio::ssl::stream_base::client, [&, exchange](error_code ec) {
+              if (ec) return finish(ec);
+              exchange();
             });
           });
         });

@@ -1,5 +1,5 @@
-// Fetch: a small synchronous HTTP/1.1 client, one request per connection, for tests and
-// daemon-to-daemon calls (the CLI has its own).
+// Fetch: a small synchronous HTTP/1.1 (optionally HTTPS) client, one request per
+// connection, for tests and daemon-to-daemon calls (the CLI has its own).
 //
 // Thread-safety: Fetch runs its own private io_context and may be called from any thread
 // concurrently - but never from the thread running the io_context of a Server it calls,
@@ -15,6 +15,16 @@
 
 namespace traintl::http {
 
+// HTTPS for Fetch: the server's certificate must chain to a CA in `ca_file` and name the
+// host (DNS name or IP address).
+struct ClientTls {
+  // PEM file of trusted CA certificates; "" uses the system's default store. Default "".
+  std::string ca_file;
+  // Name checked against the certificate (and sent as SNI when not an IP address);
+  // "" means the `host` passed to Fetch. Default "".
+  std::string server_name;
+};
+
 struct ClientResponse {
   int status = 0;
   std::string body;
@@ -27,12 +37,15 @@ struct ClientResponse {
 
 // Sends `method target` to host:port with `body` (Content-Length set from it) and the
 // extra `headers` (e.g. {"Authorization", "Bearer ..."}), and reads the whole response.
-// `timeout` bounds everything from name resolution to the last byte. Any HTTP status is
-// a successful Result; errors: InvalidArgument (a header, method or target with CR/LF/
-// spaces), Unavailable (resolve/connect/IO failure, timeout, malformed response).
+// `timeout` bounds everything from name resolution to the last byte. With `tls`, the
+// exchange is HTTPS (TLS 1.2+, certificate verified). Any HTTP status is a successful
+// Result; errors: InvalidArgument (a header, method or target with CR/LF/spaces; an
+// unreadable CA file), Unavailable (resolve/connect/IO failure, timeout, malformed
+// response, a failed TLS handshake or certificate verification).
 Result<ClientResponse> Fetch(const std::string& host, uint16_t port, const std::string& method,
                              const std::string& target, const std::string& body = "",
                              const std::map<std::string, std::string>& headers = {},
-                             std::chrono::milliseconds timeout = std::chrono::seconds(10));
+                             std::chrono::milliseconds timeout = std::chrono::seconds(10),
+                             const ClientTls* tls = nullptr);
 
 }  // namespace traintl::http

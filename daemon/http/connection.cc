@@ -88,6 +88,7 @@ Connection::Connection(tcp::socket socket, std::shared_ptr<ServerState> state, u
   error_code ec;
   tcp::endpoint ep = socket_.remote_endpoint(ec);
   if (!ec) remote_ = ep.address().to_string() + ":" + std::to_string(ep.port());
+  if (server_->tls_context) tls_.emplace(socket_, *server_->tls_context);
 }
 
 Connection::~Connection() {
@@ -98,7 +99,27 @@ bool Connection::RunningInIoThread() const {
   return server_->io_context->get_executor().running_in_this_thread();
 }
 
-void Connection::Start() { BeginHeaderRead(); }
+void Connection::Start() {
+  if (!tls_) {
+    BeginHeaderRead();
+    return;
+  }
+  // The handshake is part of the first request's header time: a client that stalls in it
+  // is cut off like one that trickles a header.
+  ArmReadTimer(server_->options.header_timeout);
+  tls_->async_handshake(boost::asio::ssl::stream_base::server,
+                        [self = shared_from_this()](error_code ec) { self->OnHandshake(ec); });
+}
+
+void Connection::OnHandshake(error_code ec) {
+  if (closed()) return;
+  if (ec) {
+    LOG_DEBUG << "http: " << remote_ << " TLS handshake failed: " << ec.message();
+    CloseNow();
+    return;
+  }
+  BeginHeaderRead();
+}
 
 void Connection::CloseNow() {
   if (state_ == State::kClosed) return;
@@ -156,10 +177,13 @@ void Connection::BeginHeaderRead() {
   // otherwise refuse a large Content-Length with its own 1 MiB default. Not boost::none:
   // Beast 1.74 compares `len > optional` there, which is true for every length when none.
   parser_->body_limit(std::numeric_limits<uint64_t>::max());
-  ArmReadTimer(server_->options.header_timeout);
-  bhttp::async_read_header(
-      socket_, buffer_, *parser_,
-      [self = shared_from_this()](error_code ec, size_t) { self->OnHeader(ec); });
+  // Keep-alive requests get their own header time; the first one's includes the handshake.
+  if (request_seq_ > 1 || !tls_) ArmReadTimer(server_->options.header_timeout);
+  WithStream([&](auto& stream) {
+    bhttp::async_read_header(
+        stream, buffer_, *parser_,
+        [self = shared_from_this()](error_code ec, size_t) { self->OnHeader(ec); });
+  });
 }
 
 void Connection::OnHeader(error_code ec) {
@@ -293,8 +317,10 @@ void Connection::ReadBody() {
   // An idle timeout (reset on every progress) rather than a deadline: large uploads on a
   // slow link must still finish.
   ArmReadTimer(server_->options.read_timeout);
-  bhttp::async_read_some(socket_, buffer_, *parser_,
-                         [self = shared_from_this()](error_code ec, size_t) { self->OnBody(ec); });
+  WithStream([&](auto& stream) {
+    bhttp::async_read_some(stream, buffer_, *parser_, [self = shared_from_this()](
+                                                          error_code ec, size_t) { self->OnBody(ec); });
+  });
 }
 
 void Connection::OnBody(error_code ec) {
@@ -527,8 +553,10 @@ void Connection::DoWrite() {
     LOG_DEBUG << "http: " << self->remote_ << " does not read its response; closing";
     self->CloseNow();
   });
-  asio::async_write(socket_, buffers,
-                    [self = shared_from_this()](error_code ec, size_t) { self->OnWrite(ec); });
+  WithStream([&](auto& stream) {
+    asio::async_write(stream, buffers,
+                      [self = shared_from_this()](error_code ec, size_t) { self->OnWrite(ec); });
+  });
 }
 
 void Connection::OnWrite(error_code ec) {
@@ -587,9 +615,12 @@ void Connection::StartLinger() {
 
 void Connection::RawRead() {
   raw_read_pending_ = true;
-  socket_.async_read_some(
-      buffer_.prepare(kRawReadChunk),
-      [self = shared_from_this()](error_code ec, size_t n) { self->OnRawRead(ec, n); });
+  WithStream([&](auto& stream) {
+    stream.async_read_some(buffer_.prepare(kRawReadChunk),
+                           [self = shared_from_this()](error_code ec, size_t n) {
+                             self->OnRawRead(ec, n);
+                           });
+  });
 }
 
 void Connection::OnRawRead(error_code ec, size_t n) {

@@ -3,6 +3,10 @@
 // calls the handler, and writes the responses its Responders queue. Internal to
 // traintl_http; handlers only ever see Request and Responder.
 //
+// With TLS, a handshake (under the header timeout) comes first, and every read and write
+// goes through the TLS stream; the lingering close is a TCP half-close without a TLS
+// close_notify (responses are always length-delimited, so a client never needs it).
+//
 // Life cycle per request: kIdle (waiting for a first byte) -> kReadingHeader ->
 // kReadingBody -> kResponding (handler running or pending; a small read keeps watching
 // the socket so a client that goes away is noticed) -> back to kIdle on keep-alive, or
@@ -23,6 +27,8 @@
 #include <vector>
 
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/parser.hpp>
@@ -43,6 +49,8 @@ struct ServerState {
   boost::asio::io_context* io_context = nullptr;
   ServerOptions options;
   std::shared_ptr<Router> router;
+  // Set when the server speaks TLS.
+  std::shared_ptr<boost::asio::ssl::context> tls_context;
   std::unordered_map<uint64_t, std::weak_ptr<Connection>> connections;
   uint64_t next_connection_id = 1;
   bool stopped = false;
@@ -85,6 +93,16 @@ class Connection : public std::enable_shared_from_this<Connection> {
     bool final = false;  // the last write of the response
   };
 
+  // Runs `op(stream)` on the TLS stream when there is one, else on the socket.
+  template <class Op>
+  void WithStream(Op&& op) {
+    if (tls_) {
+      op(*tls_);
+    } else {
+      op(socket_);
+    }
+  }
+  void OnHandshake(boost::system::error_code ec);
   void BeginHeaderRead();
   void OnHeader(boost::system::error_code ec);
   void ReadBody();
@@ -110,6 +128,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   static void InvokeCallback(const std::function<void(bool)>& cb, bool ok);
 
   boost::asio::ip::tcp::socket socket_;
+  // The TLS layer over socket_, when the server speaks TLS.
+  std::optional<boost::asio::ssl::stream<boost::asio::ip::tcp::socket&>> tls_;
   std::shared_ptr<ServerState> server_;
   uint64_t id_;
   std::string remote_;

@@ -2,9 +2,11 @@
 
 #include <vector>
 
+#include <boost/asio/ssl/context.hpp>
 #include <boost/asio/write.hpp>
 
 #include "common/logging.h"
+#include "common/result.h"
 #include "daemon/http/connection.h"
 
 namespace traintl::http {
@@ -20,15 +22,38 @@ constexpr std::chrono::milliseconds kAcceptBackoff{100};
 // At most one "connection limit reached" warning per this interval.
 constexpr std::chrono::seconds kBusyLogInterval{10};
 
+// Loads the certificate chain and key into a TLS 1.2+ server context.
+Result<std::shared_ptr<asio::ssl::context>> MakeTlsContext(const ServerOptions& o) {
+  auto ctx = std::make_shared<asio::ssl::context>(asio::ssl::context::tls_server);
+  error_code ec;
+  ctx->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                       asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
+                       asio::ssl::context::no_tlsv1_1 | asio::ssl::context::single_dh_use,
+                   ec);
+  if (ec) return Status::Internal("TLS: cannot set context options: " + ec.message());
+  ctx->use_certificate_chain_file(o.tls_cert_file, ec);
+  if (ec) {
+    return Status::InvalidArgument("TLS certificate " + o.tls_cert_file + ": " + ec.message());
+  }
+  ctx->use_private_key_file(o.tls_key_file, asio::ssl::context::pem, ec);
+  if (ec) return Status::InvalidArgument("TLS key " + o.tls_key_file + ": " + ec.message());
+  if (SSL_CTX_check_private_key(ctx->native_handle()) != 1) {
+    return Status::InvalidArgument("TLS key " + o.tls_key_file + " does not match certificate " +
+                                   o.tls_cert_file);
+  }
+  return ctx;
+}
+
 // Best effort: the socket is fresh, so a small non-blocking write normally fits its buffer.
-void RejectBusy(tcp::socket& socket) {
+// A TLS client could not read a plain answer, so it is just closed.
+void RejectBusy(tcp::socket& socket, bool tls) {
   static const std::string kBody = R"({"error":"too many connections"})";
   static const std::string kResponse =
       "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: " +
       std::to_string(kBody.size()) + "\r\nConnection: close\r\n\r\n" + kBody;
   error_code ignored;
   socket.non_blocking(true, ignored);
-  socket.write_some(asio::buffer(kResponse), ignored);
+  if (!tls) socket.write_some(asio::buffer(kResponse), ignored);
   socket.shutdown(tcp::socket::shutdown_both, ignored);
   socket.close(ignored);
 }
@@ -52,9 +77,27 @@ Status Server::Start() {
   if (state_->stopped) return Status::FailedPrecondition("http server was stopped");
   const ServerOptions& o = state_->options;
   const std::string where = o.address + ":" + std::to_string(o.port);
+  if (o.tls_cert_file.empty() != o.tls_key_file.empty()) {
+    return Status::InvalidArgument("TLS needs both a certificate and a key file");
+  }
+  if (!o.tls_cert_file.empty()) {
+    auto ctx = MakeTlsContext(o);
+    if (!ctx.ok()) return ctx.status();
+    state_->tls_context = std::move(*ctx);
+  }
   error_code ec;
   asio::ip::address address = asio::ip::make_address(o.address, ec);
   if (ec) return Status::InvalidArgument("invalid listen address '" + o.address + "'");
+  if (!address.is_loopback() && !state_->tls_context) {
+    if (!o.allow_insecure_remote) {
+      return Status::PermissionDenied(
+          "refusing to serve plain HTTP on non-loopback address " + o.address +
+          ": configure TLS (a certificate and key), or pass "
+          "--insecure-allow-remote-without-tls to accept sending the token in clear");
+    }
+    LOG_WARN << "http: serving plain HTTP on non-loopback address " << o.address
+             << ": the bearer token travels in clear";
+  }
   tcp::endpoint endpoint(address, o.port);
   acceptor_.open(endpoint.protocol(), ec);
   if (ec) return Status::Unavailable("cannot open a socket for " + where + ": " + ec.message());
@@ -79,11 +122,13 @@ Status Server::Start() {
   if (o.token.empty()) {
     LOG_WARN << "http: no bearer token configured; routes requiring auth will answer 401";
   }
-  LOG_INFO << "http: listening on " << local_endpoint_.address().to_string() << ":"
-           << local_endpoint_.port();
+  LOG_INFO << "http: listening on " << (tls() ? "https://" : "http://")
+           << local_endpoint_.address().to_string() << ":" << local_endpoint_.port();
   DoAccept();
   return Status::Ok();
 }
+
+bool Server::tls() const { return state_->tls_context != nullptr; }
 
 void Server::DoAccept() {
   // Handlers capture the shared state, not just `this`: after Stop() (always run by the
@@ -107,7 +152,7 @@ void Server::DoAccept() {
         LOG_WARN << "http: connection limit (" << state->options.max_connections
                  << ") reached; refusing new connections";
       }
-      RejectBusy(socket);
+      RejectBusy(socket, state->tls_context != nullptr);
     } else {
       uint64_t id = state->next_connection_id++;
       auto connection = std::make_shared<internal::Connection>(std::move(socket), state, id);

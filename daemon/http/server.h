@@ -9,6 +9,10 @@
 // (413 when a chunked body overflows) -> handler. Answers given before the body was read
 // close the connection afterwards (lingering briefly so the client still reads them).
 //
+// TLS: with ServerOptions::tls_cert_file and tls_key_file set, the server speaks only
+// HTTPS (TLS 1.2 or later; the handshake counts against header_timeout). Plain HTTP on that
+// port fails the handshake and is closed.
+//
 // Thread-safety: single-threaded. Everything, handlers included, runs on the one thread
 // that runs the io_context passed in. Start() and Stop() must be called on that thread or
 // while the io_context is not running; local_endpoint() is safe from any thread after
@@ -59,6 +63,15 @@ struct ServerOptions {
   std::chrono::milliseconds write_timeout{std::chrono::seconds(30)};
   // Idle time allowed between keep-alive requests. Default 60 s.
   std::chrono::milliseconds keep_alive_timeout{std::chrono::seconds(60)};
+  // TLS certificate chain (PEM: the server's certificate first) and private key (PEM).
+  // Both set: HTTPS only; both empty: plain HTTP; one alone is an error at Start. The key
+  // file should be mode 0600. Default "".
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  // Plain HTTP on an address other than loopback (127.0.0.0/8, ::1) would send the bearer
+  // token and all job data in clear over the network: Start refuses it unless TLS is
+  // configured or this is set (traintld --insecure-allow-remote-without-tls). Default false.
+  bool allow_insecure_remote = false;
   // After an answer that closes the connection with request bytes still unread, how long
   // the server keeps draining input so the client is not reset before reading the answer.
   // Default 2 s.
@@ -75,12 +88,16 @@ class Server {
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
 
-  // Binds and listens, then accepts on the io_context. Errors: InvalidArgument for a bad
-  // address, Unavailable when binding fails (e.g. "address already in use"),
-  // FailedPrecondition when called twice.
+  // Loads the TLS certificate and key (when configured), binds and listens, then accepts
+  // on the io_context. Errors: InvalidArgument for a bad address or an unusable
+  // certificate/key (the message names the file), PermissionDenied for plain HTTP on a
+  // non-loopback address (see allow_insecure_remote), Unavailable when binding fails (e.g.
+  // "address already in use"), FailedPrecondition when called twice.
   Status Start();
   // The bound address (with the real port when options.port was 0).
   boost::asio::ip::tcp::endpoint local_endpoint() const { return local_endpoint_; }
+  // True when the server speaks HTTPS (set by Start).
+  bool tls() const;
   // Closes the acceptor and every connection; pending Responders see closed(). Idempotent.
   void Stop();
 

@@ -1,6 +1,8 @@
 #include "daemon/node/worker_pool.h"
 
 #include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -9,6 +11,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <limits>
 
 #include "common/logging.h"
 
@@ -17,8 +20,109 @@ namespace traintl {
 namespace asio = boost::asio;
 using nlohmann::json;
 
+namespace {
+
+// Exit status of a child that could not become the worker user (before exec, so the
+// worker's own codes 0-3 never mean this).
+constexpr int kCannotSwitchUserExitCode = 4;
+
+void ChildFail(const char* msg, size_t len, int code) {
+  ssize_t unused = ::write(2, msg, len);
+  (void)unused;
+  ::_exit(code);
+}
+
+bool AllDigits(const std::string& s) {
+  return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
+}
+
+}  // namespace
+
+Result<WorkerUser> LookupWorkerUser(const std::string& name) {
+  if (name.empty()) return Status::InvalidArgument("worker user: empty name");
+  long size = ::sysconf(_SC_GETPW_R_SIZE_MAX);
+  std::vector<char> buf(size > 0 ? static_cast<size_t>(size) : 16384);
+  struct passwd pw;
+  struct passwd* found = nullptr;
+  int rc;
+  for (;;) {
+    if (AllDigits(name) && name.size() < 10) {
+      rc = ::getpwuid_r(static_cast<uid_t>(std::stoul(name)), &pw, buf.data(), buf.size(), &found);
+    } else {
+      rc = ::getpwnam_r(name.c_str(), &pw, buf.data(), buf.size(), &found);
+    }
+    if (rc != ERANGE || buf.size() > (1u << 20)) break;
+    buf.resize(buf.size() * 2);
+  }
+  if (rc != 0) {
+    return Status::Internal("worker user '" + name + "': " + std::strerror(rc));
+  }
+  if (found == nullptr) return Status::NotFound("worker user '" + name + "' does not exist");
+  if (pw.pw_uid == 0) {
+    return Status::InvalidArgument("worker user '" + name + "' is root; workers must not run as root");
+  }
+  WorkerUser user;
+  user.name = pw.pw_name;
+  user.uid = pw.pw_uid;
+  user.gid = pw.pw_gid;
+  user.home = pw.pw_dir ? pw.pw_dir : "/";
+  int n = 32;
+  for (int tries = 0; tries < 8; ++tries) {
+    user.groups.assign(static_cast<size_t>(n), 0);
+    int got = n;
+    if (::getgrouplist(pw.pw_name, pw.pw_gid, user.groups.data(), &got) >= 0) {
+      user.groups.resize(static_cast<size_t>(got));
+      return user;
+    }
+    n = std::max(got, n * 2);
+  }
+  user.groups = {pw.pw_gid};
+  return user;
+}
+
+std::optional<WorkerMessage> ParseWorkerMessage(std::string_view line) {
+  json m = json::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);
+  if (!m.is_object()) return std::nullopt;
+  auto type = m.find("type");
+  if (type == m.end() || !type->is_string()) return std::nullopt;
+  WorkerMessage out;
+  out.type_name = type->get<std::string>();
+  if (out.type_name == "hello") {
+    out.type = WorkerMessage::Type::kHello;
+  } else if (out.type_name == "report") {
+    out.type = WorkerMessage::Type::kReport;
+    auto seq = m.find("seq");
+    if (seq == m.end() || !seq->is_number_integer()) return std::nullopt;
+    // Unsigned and signed integers both count; anything outside an int is refused rather
+    // than truncated into another report's number.
+    if (seq->is_number_unsigned()) {
+      uint64_t v = seq->get<uint64_t>();
+      if (v > static_cast<uint64_t>(std::numeric_limits<int>::max())) return std::nullopt;
+      out.seq = static_cast<int64_t>(v);
+    } else {
+      int64_t v = seq->get<int64_t>();
+      if (v < 0 || v > std::numeric_limits<int>::max()) return std::nullopt;
+      out.seq = v;
+    }
+    auto metrics = m.find("metrics");
+    if (metrics != m.end() && metrics->is_object()) out.metrics = std::move(*metrics);
+    auto ckpt = m.find("checkpoint");
+    if (ckpt != m.end() && ckpt->is_string()) out.checkpoint = ckpt->get<std::string>();
+  } else if (out.type_name == "done") {
+    out.type = WorkerMessage::Type::kDone;
+    auto ok = m.find("ok");
+    out.ok = ok != m.end() && ok->is_boolean() && ok->get<bool>();
+    auto error = m.find("error");
+    if (error != m.end() && error->is_string()) out.error = error->get<std::string>();
+    auto retryable = m.find("retryable");
+    if (retryable != m.end() && retryable->is_boolean()) out.retryable = retryable->get<bool>();
+  }
+  return out;
+}
+
 struct WorkerPool::Worker {
-  Worker(asio::io_context& io) : channel(io), grace_timer(io), drain_timer(io) {}
+  Worker(asio::io_context& io, size_t max_line)
+      : channel(io), buffer(max_line), grace_timer(io), drain_timer(io) {}
   std::string job_id;
   int attempt = 0;
   int rank = 0;
@@ -54,8 +158,34 @@ Status WorkerPool::Launch(const WorkerLaunch& l) {
   // Everything the child needs is prepared before fork(): after it, only
   // async-signal-safe calls are allowed.
   std::vector<std::string> args = {options_.worker_binary, "--context", l.context_path};
+  std::map<std::string, std::string> env = l.env;
+  const bool switch_user = l.user.has_value();
+  std::vector<gid_t> groups;
+  uid_t uid = 0;
+  gid_t gid = 0;
+  if (switch_user) {
+    uid = l.user->uid;
+    gid = l.user->gid;
+    groups = l.user->groups;
+    if (groups.empty()) groups.push_back(gid);
+    if (uid == 0) return Status::InvalidArgument("refusing to run a worker as root");
+    env["HOME"] = l.user->home;
+    env["USER"] = l.user->name;
+    env["LOGNAME"] = l.user->name;
+    // The context file is written 0600 by the daemon; the worker must read it.
+    if (::chown(l.context_path.c_str(), uid, gid) != 0) {
+      return Status::PermissionDenied("chown " + l.context_path + " to " + l.user->name + ": " +
+                                      std::strerror(errno));
+    }
+    for (const auto& dir : l.user_dirs) {
+      if (::chown(dir.c_str(), uid, gid) != 0) {
+        return Status::PermissionDenied("chown " + dir + " to " + l.user->name + ": " +
+                                        std::strerror(errno));
+      }
+    }
+  }
   std::vector<std::string> env_strings;
-  for (const auto& [k, v] : l.env) env_strings.push_back(k + "=" + v);
+  for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
   std::vector<char*> argv, envp;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -85,7 +215,19 @@ Status WorkerPool::Launch(const WorkerLaunch& l) {
   }
   if (pid == 0) {
     ::setpgid(0, 0);
-    // The worker must not outlive its agent, even after kill -9 of the daemon.
+    if (switch_user) {
+      // Groups first: after setuid the process may no longer change them. Each call is
+      // checked, and the result verified, since carrying on as root is the one outcome
+      // that must never happen.
+      static const char kFail[] = "traintl-worker: cannot switch to the worker user\n";
+      if (::setgroups(groups.size(), groups.data()) != 0 || ::setgid(gid) != 0 ||
+          ::setuid(uid) != 0 || ::getuid() != uid || ::geteuid() != uid || ::getegid() != gid ||
+          ::setuid(0) == 0) {
+        ChildFail(kFail, sizeof kFail - 1, kCannotSwitchUserExitCode);
+      }
+    }
+    // The worker must not outlive its agent, even after kill -9 of the daemon. Set after
+    // the user switch: changing credentials clears the parent-death signal.
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(127);
     ::dup2(null_fd, 0);
@@ -114,7 +256,7 @@ Status WorkerPool::Launch(const WorkerLaunch& l) {
   ::close(null_fd);
   ::close(sv[1]);
 
-  auto w = std::make_shared<Worker>(io_);
+  auto w = std::make_shared<Worker>(io_, options_.max_message_bytes);
   w->job_id = l.job_id;
   w->attempt = l.attempt;
   w->rank = l.rank;
@@ -141,6 +283,10 @@ void WorkerPool::ReadNext(const std::shared_ptr<Worker>& w) {
       w->channel, w->buffer, '\n',
       [this, w](const boost::system::error_code& ec, size_t n) {
         if (ec) {
+          // not_found: the buffer (max_message_bytes) filled up without a newline.
+          if (ec == asio::error::not_found) {
+            LOG_WARN << "worker pid=" << w->pid << " sent an oversize message; closing channel";
+          }
           w->channel_closed = true;
           boost::system::error_code ignored;
           w->channel.close(ignored);
@@ -151,41 +297,34 @@ void WorkerPool::ReadNext(const std::shared_ptr<Worker>& w) {
                          asio::buffers_begin(w->buffer.data()) + static_cast<long>(n));
         w->buffer.consume(n);
         HandleMessage(w, line);
-        if (w->buffer.size() > options_.max_message_bytes) {
-          LOG_WARN << "worker pid=" << w->pid << " sent an oversize message; closing channel";
-          w->channel_closed = true;
-          boost::system::error_code ignored;
-          w->channel.close(ignored);
-          MaybeFinish(w);
-          return;
-        }
         ReadNext(w);
       });
 }
 
 void WorkerPool::HandleMessage(const std::shared_ptr<Worker>& w, const std::string& line) {
-  json m = json::parse(line, nullptr, /*allow_exceptions=*/false);
-  if (!m.is_object() || !m.contains("type") || !m["type"].is_string()) {
+  std::string_view text(line);
+  if (!text.empty() && text.back() == '\n') text.remove_suffix(1);
+  std::optional<WorkerMessage> m = ParseWorkerMessage(text);
+  if (!m) {
     LOG_WARN << "worker pid=" << w->pid << " sent a malformed message";
     return;
   }
-  const std::string type = m["type"].get<std::string>();
-  if (type == "hello") {
-    listener_->OnWorkerHello(w->job_id, w->attempt, w->rank);
-  } else if (type == "report") {
-    auto seq = m.find("seq");
-    if (seq == m.end() || !seq->is_number_integer()) return;
-    json metrics = m.value("metrics", json::object());
-    if (!metrics.is_object()) metrics = json::object();
-    std::string ckpt;
-    if (m.contains("checkpoint") && m["checkpoint"].is_string()) ckpt = m["checkpoint"];
-    listener_->OnWorkerReport(w->job_id, w->attempt, w->rank, seq->get<int>(), metrics, ckpt);
-  } else if (type == "done") {
-    w->exit.done_seen = true;
-    w->exit.done_ok = m.value("ok", false) == true;
-    if (m.contains("error") && m["error"].is_string()) w->exit.done_error = m["error"];
-    if (m.contains("retryable") && m["retryable"].is_boolean())
-      w->exit.retryable = m["retryable"].get<bool>();
+  switch (m->type) {
+    case WorkerMessage::Type::kHello:
+      listener_->OnWorkerHello(w->job_id, w->attempt, w->rank);
+      break;
+    case WorkerMessage::Type::kReport:
+      listener_->OnWorkerReport(w->job_id, w->attempt, w->rank, static_cast<int>(m->seq),
+                                m->metrics, m->checkpoint);
+      break;
+    case WorkerMessage::Type::kDone:
+      w->exit.done_seen = true;
+      w->exit.done_ok = m->ok;
+      w->exit.done_error = std::move(m->error);
+      w->exit.retryable = m->retryable;
+      break;
+    case WorkerMessage::Type::kUnknown:
+      break;  // newer workers may send more
   }
 }
 
@@ -240,7 +379,9 @@ void WorkerPool::Send(const std::shared_ptr<Worker>& w, const json& msg) {
 }
 
 void WorkerPool::StopAttempt(const std::string& job_id, int attempt) {
-  for (auto& [pid, w] : workers_) {
+  for (auto& entry : workers_) {
+    // A copy of the pointer, not a structured binding: lambdas capture it (C++17).
+    std::shared_ptr<Worker> w = entry.second;
     if (w->job_id != job_id || w->attempt != attempt || w->stopping || w->exited) continue;
     w->stopping = true;
     Send(w, json{{"type", "stop"}});

@@ -46,6 +46,7 @@ struct WorkerUser {
   uid_t uid = 0;
   gid_t gid = 0;                // primary group
   std::vector<gid_t> groups;    // supplementary groups (getgrouplist), primary included
+  std::string home;             // HOME of the worker (from the user database)
 };
 
 // Looks `name` up in the user database (a name or a decimal uid). NotFound when there is
@@ -64,8 +65,9 @@ struct WorkerLaunch {
   // When set, the worker drops to this account (setgroups, setgid, setuid) before exec;
   // launching then needs root (or CAP_SETUID/CAP_SETGID). The context file and every
   // `user_dirs` entry are chown(2)ed to it first so that it can read its context and write
-  // its outputs; the log file is opened by the daemon and inherited. Default: unset (the
-  // worker runs as the daemon's user).
+  // its outputs; the log file is opened by the daemon and inherited. HOME, USER and
+  // LOGNAME of `env` are set to the account's. Default: unset (the worker runs as the
+  // daemon's user).
   std::optional<WorkerUser> user;
   // Directories the worker must be able to write (trial dir, staging dir); only used with
   // `user`. Not recursive: only the directories themselves change owner.

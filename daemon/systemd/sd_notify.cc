@@ -2,6 +2,7 @@
 
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -95,8 +96,8 @@ Notifier Notifier::FromEnvironment() {
     unsigned long long usec = 0, pid = 0;
     // WATCHDOG_PID names the process systemd watches; a child that inherited the
     // variables must not ping in its parent's name.
-    bool ours = pid_env == nullptr ||
-                (ParsePositive(pid_env, &pid) && pid == static_cast<unsigned long long>(::getpid()));
+    bool ours = pid_env == nullptr || (ParsePositive(pid_env, &pid) &&
+                                       pid == static_cast<unsigned long long>(::getpid()));
     if (!ParsePositive(usec_env, &usec)) {
       watchdog_error = Status::InvalidArgument(std::string("WATCHDOG_USEC is not a positive "
                                                            "number of microseconds: '") +
@@ -162,7 +163,11 @@ Status Notifier::Stopping(const std::string& status) {
 }
 
 Status Notifier::Reloading(const std::string& status) {
-  return Notify(WithStatus("RELOADING=1", status));
+  // systemd >= 253 (Type=notify-reload) wants the time of the reload; older ones ignore it.
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  const long long usec = static_cast<long long>(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
+  return Notify(WithStatus("RELOADING=1\nMONOTONIC_USEC=" + std::to_string(usec), status));
 }
 
 Status Notifier::WatchdogPing() { return Notify("WATCHDOG=1"); }

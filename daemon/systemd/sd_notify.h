@@ -12,8 +12,8 @@
 // (WatchdogSec=) kills and restarts the daemon.
 //
 // Thread-safety: Notifier's methods may be called from any thread (each message is one
-// sendto(2) on a socket created at construction). Watchdog is used from the thread that
-// runs its io_context, except for its constructor and destructor.
+// sendto(2) on a socket created at construction). Watchdog is used on the thread that
+// runs its io_context (or before it runs); destroy it once the loop has stopped.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
@@ -68,7 +68,8 @@ class Notifier {
   Status SetStatus(const std::string& text);
   // STOPPING=1 (and STATUS=`status` when not empty): the service began its shutdown.
   Status Stopping(const std::string& status = "");
-  // RELOADING=1 (and STATUS=): a reload began; send Ready() when it is done.
+  // RELOADING=1 with MONOTONIC_USEC= (and STATUS=): a reload began; send Ready() when
+  // it is done.
   Status Reloading(const std::string& status = "");
   // WATCHDOG=1: the service is alive.
   Status WatchdogPing();

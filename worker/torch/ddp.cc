@@ -2,8 +2,9 @@
 //
 // The scheme is c10d::Reducer's (the engine of torch DDP), written against public autograd
 // APIs because the Reducer is internal and not fully shipped by Debian:
-//  - parameters are grouped into buckets of about bucket_cap_bytes, in reverse order
-//    (backward produces the last layers' gradients first);
+//  - parameters are grouped into buckets of about bucket_cap_bytes (the first one
+//    first_bucket_cap_bytes), in reverse order (backward produces the last layers'
+//    gradients first);
 //  - a hook on each parameter receives its gradient of this backward pass and copies it
 //    into the bucket's flat buffer; when a bucket is complete its allreduce starts
 //    (asynchronously), but only in bucket order, so every rank issues the same collectives
@@ -37,7 +38,8 @@ namespace {
 // is guarded by mu_.
 class GradientSynchronizer : public std::enable_shared_from_this<GradientSynchronizer> {
  public:
-  GradientSynchronizer(std::vector<at::Tensor> params, ProcessGroup* group, size_t bucket_cap_bytes)
+  GradientSynchronizer(std::vector<at::Tensor> params, ProcessGroup* group,
+                       const PrepareModelOptions& options)
       : params_(std::move(params)), group_(group) {
     bucket_of_.resize(params_.size());
     offset_.resize(params_.size());
@@ -45,7 +47,9 @@ class GradientSynchronizer : public std::enable_shared_from_this<GradientSynchro
     size_t bytes = 0;
     for (size_t k = params_.size(); k-- > 0;) {
       const at::Tensor& p = params_[k];
-      const bool fits = !buckets_.empty() && bytes < bucket_cap_bytes &&
+      const size_t cap =
+          buckets_.size() <= 1 ? options.first_bucket_cap_bytes : options.bucket_cap_bytes;
+      const bool fits = !buckets_.empty() && bytes < cap &&
                         buckets_.back().dtype == p.scalar_type() &&
                         buckets_.back().device == p.device();
       if (!fits) {
@@ -79,8 +83,6 @@ class GradientSynchronizer : public std::enable_shared_from_this<GradientSynchro
       });
     }
   }
-
-  size_t num_buckets() const { return buckets_.size(); }
 
  private:
   struct Bucket {
@@ -154,6 +156,8 @@ class GradientSynchronizer : public std::enable_shared_from_this<GradientSynchro
     }
     ::torch::NoGradGuard no_grad;
     for (Bucket& b : buckets_) {
+      // No work: its launch threw in a hook, and that error already failed backward.
+      if (b.work == nullptr) throw CollectiveError("gradient allreduce was not started");
       b.work->wait();
       for (size_t i : b.params) {
         at::Tensor& param = params_[i];
@@ -259,8 +263,7 @@ void PrepareModule(const std::shared_ptr<::torch::nn::Module>& module,
     if (p.requires_grad()) trainable.push_back(p);
   }
   if (trainable.empty()) return;
-  auto sync = std::make_shared<GradientSynchronizer>(std::move(trainable), &group,
-                                                     options.bucket_cap_bytes);
+  auto sync = std::make_shared<GradientSynchronizer>(std::move(trainable), &group, options);
   sync->Install();
   std::lock_guard<std::mutex> lock(registry.mu);
   registry.entries.emplace_back(module, std::move(sync));

@@ -9,6 +9,7 @@
 #include "test_util.h"
 
 using namespace traintl::cli;
+using traintl::JoinPath;
 using traintl::cli::testing::TempDir;
 
 namespace {
@@ -24,6 +25,8 @@ struct Env {
       return it->second;
     };
     in.system_data_dir = system_dir;
+    // Hermetic: never the machine's /etc/traintl/traintl.conf.
+    in.system_config_file = JoinPath(system_dir, "etc/traintl.conf");
     return in;
   }
 };
@@ -175,4 +178,126 @@ TEST_CASE("data dir: flag, env, system dir with a readable token, XDG, HOME") {
   c = Discover(in);
   CHECK(c.data_dir == "/from/flag");
   CHECK(c.token_path == "/from/flag/token");
+}
+
+TEST_CASE("config files: the user's wins over the system's; flags and env win over both") {
+  TempDir system;
+  TempDir home;
+  TempDir data;
+  Env env;
+  env.vars["HOME"] = home.path();
+  env.vars["TRAINTL_DATA_DIR"] = data.path();
+  data.Write("api_address", "127.0.0.9:7001\n");
+  data.Write("token", "data-token");
+
+  // No config file: as before.
+  Connection c = Discover(env.Inputs(system.path()));
+  CHECK(c.address == "127.0.0.9:7001");
+  CHECK(c.token == "data-token");
+  CHECK(c.config_files.empty());
+
+  // The system file: address and a token file relative to its directory.
+  std::string sys_conf = system.Write("etc/traintl.conf",
+                                      "# cluster head\naddress = 10.0.0.1:7450\n"
+                                      "token-file = cluster.token\n");
+  system.Write("etc/cluster.token", "cluster-token\n");
+  c = Discover(env.Inputs(system.path()));
+  CHECK(c.address == "10.0.0.1:7450");
+  CHECK(c.address_source == sys_conf);
+  CHECK(c.token == "cluster-token");
+  CHECK(c.token_source == system.path() + "/etc/cluster.token");
+  CHECK(c.token_path == c.token_source);
+  CHECK(c.config_files == std::vector<std::string>{sys_conf});
+
+  // ~/.config/traintl/config overrides what it sets, keeps the rest; "~/" is HOME.
+  std::string user_conf = home.Write(".config/traintl/config", "token-file = ~/my.token\n");
+  home.Write("my.token", "user-token");
+  c = Discover(env.Inputs(system.path()));
+  CHECK(c.address == "10.0.0.1:7450");
+  CHECK(c.token == "user-token");
+  CHECK(c.token_source == home.path() + "/my.token");
+  CHECK(c.config_files == std::vector<std::string>{sys_conf, user_conf});
+
+  // $XDG_CONFIG_HOME moves the user's file.
+  TempDir xdg;
+  xdg.Write("traintl/config", "address = 10.0.0.2:7450\n");
+  env.vars["XDG_CONFIG_HOME"] = xdg.path();
+  c = Discover(env.Inputs(system.path()));
+  CHECK(c.address == "10.0.0.2:7450");
+  CHECK(c.address_source == xdg.path() + "/traintl/config");
+  CHECK(c.token == "cluster-token");  // ~/.config/traintl/config is no longer read
+  env.vars.erase("XDG_CONFIG_HOME");
+
+  // Environment and flags win.
+  env.vars["TRAINTL_ADDRESS"] = "10.0.0.3:7450";
+  auto in = env.Inputs(system.path());
+  c = Discover(in);
+  CHECK(c.address == "10.0.0.3:7450");
+  CHECK(c.address_source == "TRAINTL_ADDRESS");
+  in.address_flag = "10.0.0.4:7450";
+  std::string flag_token = data.Write("flag.token", "flag-token");
+  in.token_file_flag = flag_token;
+  c = Discover(in);
+  CHECK(c.address == "10.0.0.4:7450");
+  CHECK(c.token == "flag-token");
+  env.vars["TRAINTL_TOKEN"] = "env-token";
+  in = env.Inputs(system.path());
+  c = Discover(in);
+  CHECK(c.token == "env-token");
+}
+
+TEST_CASE("config files: data-dir, then the data dir's files") {
+  TempDir system;
+  TempDir data;
+  Env env;
+  data.Write("api_address", "127.0.0.7:7002\n");
+  data.Write("token", "t");
+  system.Write("etc/traintl.conf", "data-dir = " + data.path() + "\n");
+  Connection c = Discover(env.Inputs(system.path()));
+  CHECK(c.data_dir == data.path());
+  CHECK(c.address == "127.0.0.7:7002");
+  CHECK(c.token == "t");
+  // TRAINTL_DATA_DIR wins.
+  TempDir other;
+  env.vars["TRAINTL_DATA_DIR"] = other.path();
+  c = Discover(env.Inputs(system.path()));
+  CHECK(c.data_dir == other.path());
+}
+
+TEST_CASE("config files: mistakes are errors that name the file") {
+  TempDir system;
+  Env env;
+  auto in = env.Inputs(system.path());
+  std::string conf = system.Write("etc/traintl.conf", "adress = 10.0.0.1:7450\n");
+  auto r = DiscoverConnection(in);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().code() == traintl::Status::Code::kInvalidArgument);
+  CHECK_THAT(r.status().message(), Catch::Contains(conf));
+  CHECK_THAT(r.status().message(), Catch::Contains("adress"));
+
+  system.Write("etc/traintl.conf", "address = a:1\naddress = b:2\n");
+  r = DiscoverConnection(in);
+  REQUIRE_FALSE(r.ok());
+  CHECK_THAT(r.status().message(), Catch::Contains(conf));
+
+  system.Write("etc/traintl.conf", "address = host:99999\n");
+  r = DiscoverConnection(in);
+  REQUIRE_FALSE(r.ok());
+  CHECK_THAT(r.status().message(), Catch::Contains(conf));
+
+  // A token file named in a config file must be readable, like --token-file.
+  system.Write("etc/traintl.conf", "token-file = /nonexistent/traintl.token\n");
+  r = DiscoverConnection(in);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().code() == traintl::Status::Code::kPermissionDenied);
+  CHECK_THAT(r.status().message(), Catch::Contains("/nonexistent/traintl.token"));
+  CHECK_THAT(r.status().message(), Catch::Contains(conf));
+
+  if (geteuid() != 0) {
+    system.Write("etc/traintl.conf", "address = a:1\n");
+    REQUIRE(chmod(conf.c_str(), 0) == 0);
+    r = DiscoverConnection(in);
+    REQUIRE_FALSE(r.ok());
+    CHECK_THAT(r.status().message(), Catch::Contains(conf));
+  }
 }

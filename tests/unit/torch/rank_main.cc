@@ -90,6 +90,7 @@ int RunDdp(const Args& a) {
                               torch::nn::Linear(16, 4));
   tt::PrepareModelOptions options;
   options.bucket_cap_bytes = a.bucket_bytes;
+  options.first_bucket_cap_bytes = a.bucket_bytes;
   model = tt::prepare_model(model, options);
   if (a.reload) {
     torch::save(model, a.out + ".pt");
@@ -125,7 +126,8 @@ struct PartlyUsedImpl : torch::nn::Module {
 int RunUnused(const Args& a) {
   Init(a);
   torch::manual_seed(100 + a.rank);
-  auto model = tt::prepare_model(std::make_shared<PartlyUsedImpl>(), {.bucket_cap_bytes = 64});
+  auto model = tt::prepare_model(std::make_shared<PartlyUsedImpl>(),
+                                 {.bucket_cap_bytes = 64, .first_bucket_cap_bytes = 64});
   torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.1));
   for (int s = 0; s < a.steps; ++s) {
     auto [x, y] = LocalBatch(a, s, 8, 4);

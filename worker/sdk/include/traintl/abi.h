@@ -47,6 +47,97 @@ extern "C" {
 #define TRAINTL_LOG_WARNING 2
 #define TRAINTL_LOG_ERROR 3
 
+/* ---- Datasets (traintl_host_api.datasets) ----
+ *
+ * A shard is this rank's part of a dataset named in the job spec's "datasets"; an iterator
+ * streams one epoch of it as batches of columns, prepared on background threads. Options
+ * travel as JSON objects so that later versions can add some; a host refuses keys it does
+ * not know (the message names them). */
+
+/* Element types of batch columns. */
+#define TRAINTL_DTYPE_FLOAT64 1
+#define TRAINTL_DTYPE_INT64 2
+#define TRAINTL_DTYPE_STRING 3
+#define TRAINTL_DTYPE_FLOAT32 4
+#define TRAINTL_DTYPE_INT32 5
+
+/* Results of the dataset calls. */
+#define TRAINTL_DATA_OK 0
+/* iter_next: the epoch has no more batches. */
+#define TRAINTL_DATA_END 1
+/* The data or the request is wrong (missing file, malformed row, unknown column, ...):
+ * retrying cannot help. The host then ends a failing attempt as not retryable. */
+#define TRAINTL_DATA_BAD -1
+/* An I/O or network failure; a later attempt may succeed. */
+#define TRAINTL_DATA_UNAVAILABLE -2
+
+typedef struct traintl_dataset_shard traintl_dataset_shard; /* opaque */
+typedef struct traintl_batch_iter traintl_batch_iter;       /* opaque */
+
+/* One column of a batch. Numeric data is num_rows * (product of shape) values, row-major;
+ * string data is the UTF-8 bytes of every value, value i being
+ * data[offsets[i], offsets[i + 1]). The layout of this struct never changes; a batch
+ * says how large the host's is (column_struct_size) so that fields can be appended. */
+typedef struct traintl_column {
+  const char* name;
+  int32_t dtype;        /* TRAINTL_DTYPE_* */
+  int32_t ndim;         /* dimensions of one row's value: 0 for a scalar */
+  const int64_t* shape; /* ndim sizes */
+  const void* data;
+  const int64_t* offsets; /* strings: num_rows + 1 offsets; NULL otherwise */
+} traintl_column;
+
+/* A batch: valid until passed to batch_release (which every batch must be), independent of
+ * its iterator and shard (they may be closed first). */
+typedef struct traintl_batch {
+  uint32_t struct_size;        /* sizeof(traintl_batch) as compiled by the host */
+  uint32_t column_struct_size; /* the stride of `columns`, in bytes */
+  int64_t num_rows;
+  int64_t num_columns;
+  const traintl_column* columns;
+} traintl_batch;
+
+typedef struct traintl_dataset_api {
+  /* sizeof(traintl_dataset_api) as compiled by the host; check fields with
+   * TRAINTL_DATASET_API_HAS. */
+  uint32_t struct_size;
+  /* Opaque; passed back as the first argument of every call. */
+  void* ctx;
+
+  /* Opens this rank's shard of dataset `name`. options_json: NULL or a JSON object with
+   * "column_names" (CSV without a header row: the column names), "column_types" (name ->
+   * "float64" | "float32" | "int64" | "int32" | "string", replacing inferred types). Reads
+   * the files' heads; may scan every file to balance rows across ranks. Returns
+   * TRAINTL_DATA_OK and sets *shard, or an error code with a message in err. */
+  int (*shard_open)(void* ctx, const char* name, const char* options_json,
+                    traintl_dataset_shard** shard, char* err, size_t err_len);
+  /* The shard as a JSON object: "name", "uri", "format", "files" (their names), "split",
+   * "rank", "world_size", "columns" ([{"name", "dtype", "shape"}]), "total_rows" and
+   * "num_rows" (rows this rank reads per epoch; null while not yet counted). Valid until
+   * the next call of shard_info on the shard or shard_close. */
+  const char* (*shard_info)(void* ctx, traintl_dataset_shard* shard);
+  /* Releases the shard; its iterators and batches stay valid. */
+  void (*shard_close)(void* ctx, traintl_dataset_shard* shard);
+
+  /* Starts one epoch. options_json: NULL or a JSON object with "batch_size" (256),
+   * "drop_last" (false), "shuffle" (false), "seed" (0), "epoch" (0), "columns" ([] = all),
+   * "prefetch_batches" (2), "shuffle_buffer_rows" (10000), "num_threads" (0 = auto),
+   * "block_bytes" (1 MiB). */
+  int (*iter_open)(void* ctx, traintl_dataset_shard* shard, const char* options_json,
+                   traintl_batch_iter** iter, char* err, size_t err_len);
+  /* The next batch: TRAINTL_DATA_OK with *batch set, TRAINTL_DATA_END, or an error code
+   * with a message naming the file and line (the same error again on later calls). */
+  int (*iter_next)(void* ctx, traintl_batch_iter* iter, const traintl_batch** batch, char* err,
+                   size_t err_len);
+  /* Stops the epoch's threads and releases the iterator. */
+  void (*iter_close)(void* ctx, traintl_batch_iter* iter);
+  void (*batch_release)(void* ctx, const traintl_batch* batch);
+} traintl_dataset_api;
+
+/* True when the host's dataset struct contains `field`. */
+#define TRAINTL_DATASET_API_HAS(api, field) \
+  ((api)->struct_size >= offsetof(traintl_dataset_api, field) + sizeof((api)->field))
+
 typedef struct traintl_host_api {
   /* sizeof(traintl_host_api) as compiled by the host. A library reads a field only when
    * TRAINTL_HOST_API_HAS(api, field) holds. */
@@ -77,6 +168,9 @@ typedef struct traintl_host_api {
 
   /* Writes one line to the rank's log, tagged with the level (TRAINTL_LOG_*). */
   void (*log)(void* host, int level, const char* msg);
+
+  /* Appended in the datasets release; NULL when the host serves no datasets. */
+  const traintl_dataset_api* datasets;
 } traintl_host_api;
 
 /* True when the host's struct contains `field` (it may be older than the library). */

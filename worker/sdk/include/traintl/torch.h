@@ -18,6 +18,8 @@
 
 #include <torch/torch.h>
 
+#include "traintl/train.h"
+
 #include <algorithm>
 #include <condition_variable>
 #include <cstddef>
@@ -100,6 +102,9 @@ struct PrepareModelOptions {
   // each bucket's allreduce starts as soon as backward has produced all of its gradients.
   // Default: 25 MiB, as torch.nn.parallel.DistributedDataParallel.
   size_t bucket_cap_bytes = 25u << 20;
+  // The cap of the first bucket (the last layers, whose gradients come first), smaller so
+  // that communication starts early in backward. Default: 1 MiB, as DDP.
+  size_t first_bucket_cap_bytes = 1u << 20;
   // Move the module to get_device() first. Default: true.
   bool move_to_device = true;
 };
@@ -140,10 +145,13 @@ int64_t SizeOf(const T& size) {
 // It moves the module to get_device(), copies rank 0's parameters and buffers to every
 // rank, and hooks every parameter that requires grad so that backward() leaves each rank
 // with the gradients averaged over all ranks (the same result as one process on the
-// concatenated batches). A parameter that gets no gradient in a backward pass on some
-// rank contributes its current .grad, or zeros; afterwards its .grad holds the average.
-// Every rank must run backward the same number of times. With world_size 1 this only
-// moves the module to the device.
+// concatenated batches): each .grad ends as its value before backward() plus the average
+// of the ranks' gradients of that pass, as with plain accumulation. A parameter that gets
+// no gradient on some rank contributes zeros there, so unused parameters never stall the
+// others (their .grad is created if absent). Every rank must run backward the same number
+// of times. Loading a checkpoint into the returned model (torch::load) is fine; preparing
+// the same module twice does nothing the second time. With world_size 1 this only moves
+// the module to the device.
 template <typename ModelType>
 ModelType prepare_model(ModelType model, const PrepareModelOptions& options = {}) {
   using Decayed = std::decay_t<ModelType>;
@@ -376,6 +384,99 @@ DistributedDataLoader<std::decay_t<Dataset>> prepare_data_loader(Dataset&& datas
                                                       detail::WorldRank(), detail::WorldSize(),
                                                       get_device());
 }
+
+// ---- Datasets as tensors
+//
+// iter_torch_batches() streams this rank's shard of a job-spec dataset (see
+// traintl::get_dataset_shard in traintl/train.h) as batches of tensors by column name, each
+// of shape [rows, *row shape], as Ray Train's iter_torch_batches does:
+//
+//   auto shard = traintl::get_dataset_shard("train");
+//   traintl::torch::TorchBatchOptions options;
+//   options.iter.shuffle = true;
+//   options.dtype = torch::kFloat32;
+//   options.dtypes = {{"label", torch::kLong}};
+//   for (int epoch = start; epoch < epochs; ++epoch) {
+//     shard.set_epoch(epoch);
+//     for (auto& batch : traintl::torch::iter_torch_batches(shard, 64, options)) {
+//       auto loss = loss_fn(model->forward(batch["x"]), batch["label"]);  ...
+
+// A batch of tensors by column name.
+using TorchBatch = std::map<std::string, ::torch::Tensor>;
+
+struct TorchBatchOptions {
+  // How the epoch is read: drop_last, shuffle, seed, columns, prefetch_batches, ...
+  ::traintl::IterOptions iter;
+  // The tensor dtype of named columns. Default: none.
+  std::map<std::string, ::torch::Dtype> dtypes;
+  // The tensor dtype of the other columns. Default: none (a column keeps its own: float64,
+  // float32, int64 or int32).
+  std::optional<::torch::Dtype> dtype;
+  // Where the tensors are. Default: get_device().
+  std::optional<::torch::Device> device;
+};
+
+// One batch as tensors. A CPU tensor that keeps its column's dtype shares the batch's
+// memory (no copy); the others are converted copies. Throws std::invalid_argument for a
+// string column (select numeric ones with options.iter.columns) or a `dtypes` name that
+// the batch does not have.
+TorchBatch to_torch_batch(const ::traintl::Batch& batch, const TorchBatchOptions& options = {});
+
+// One epoch of a shard as TorchBatch; a single-pass range (range-for), or next().
+class TorchBatchIterable {
+ public:
+  class iterator {
+   public:
+    using iterator_category = std::input_iterator_tag;
+    using value_type = TorchBatch;
+    using difference_type = std::ptrdiff_t;
+    using pointer = TorchBatch*;
+    using reference = TorchBatch&;
+
+    iterator() = default;
+    explicit iterator(TorchBatchIterable* owner) : owner_(owner) {}
+    TorchBatch& operator*() const { return *owner_->current_; }
+    TorchBatch* operator->() const { return &*owner_->current_; }
+    iterator& operator++() {
+      if (!owner_->Advance()) owner_ = nullptr;
+      return *this;
+    }
+    bool operator==(const iterator& other) const { return owner_ == other.owner_; }
+    bool operator!=(const iterator& other) const { return owner_ != other.owner_; }
+
+   private:
+    TorchBatchIterable* owner_ = nullptr;
+  };
+
+  TorchBatchIterable(::traintl::BatchIterable batches, TorchBatchOptions options)
+      : batches_(std::move(batches)), options_(std::move(options)) {}
+
+  iterator begin() { return Advance() ? iterator(this) : iterator(); }
+  iterator end() { return iterator(); }
+  // The next batch, or nullopt at the end of the epoch.
+  std::optional<TorchBatch> next() {
+    if (!Advance()) return std::nullopt;
+    return std::move(current_);
+  }
+
+ private:
+  bool Advance() {
+    current_.reset();
+    std::optional<::traintl::Batch> batch = batches_.next();
+    if (!batch) return false;
+    current_ = to_torch_batch(*batch, options_);
+    return true;
+  }
+
+  ::traintl::BatchIterable batches_;
+  TorchBatchOptions options_;
+  std::optional<TorchBatch> current_;
+};
+
+// One epoch of `shard` as tensors: shard.iter_batches(batch_size, options.iter), each batch
+// converted by to_torch_batch. Throws traintl::DatasetError as iter_batches does.
+TorchBatchIterable iter_torch_batches(::traintl::DatasetShard& shard, int64_t batch_size,
+                                      const TorchBatchOptions& options = {});
 
 }  // namespace torch
 }  // namespace traintl

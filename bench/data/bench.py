@@ -1,0 +1,238 @@
+"""CSV -> float tensor throughput (bench/README.md, "bench/data").
+
+Measures, on one generated CSV file of a few hundred MB (16 float columns and an int label):
+  traintl    traintl-worker running libdata_bench_train.so: get_dataset_shard +
+             iter_torch_batches(dtype=float32) + torch.stack of the columns, 1 rank, and
+             2 ranks splitting the file (each first counts the rows of the whole file);
+  pandas     Debian's python3-pandas: pd.read_csv(path).to_numpy(dtype=np.float32);
+  raw read   cat FILE > /dev/null, from the page cache (warm) and after evicting the file
+             from it with posix_fadvise(DONTNEED) (cold);
+and the peak resident memory of each reader. Rounds alternate between the readers so that
+load from other processes hits all of them; the result is the median of each. Writes
+RESULTS.md next to this file. Python 3 stdlib only (pandas runs in /usr/bin/python3).
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import random
+import selectors
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PANDAS_READER = r"""
+import json, sys, time
+import numpy as np, pandas as pd
+def status(key):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key):
+                return int(line.split()[1]) * 1024
+before = status("VmRSS:")
+t0 = time.perf_counter()
+a = pd.read_csv(sys.argv[1]).to_numpy(dtype=np.float32)
+seconds = time.perf_counter() - t0
+print(json.dumps({"seconds": seconds, "rows": a.shape[0], "rss_before_bytes": before,
+                  "peak_rss_bytes": status("VmHWM:")}))
+"""
+
+
+def generate(path, rows, features):
+    rng = random.Random(1)
+    with open(path + ".tmp", "w") as f:
+        f.write(",".join([f"f{i}" for i in range(features)] + ["label"]) + "\n")
+        chunk = []
+        for i in range(rows):
+            chunk.append(",".join(f"{rng.uniform(-10, 10):.6f}" for _ in range(features)) +
+                         f",{i % 10}\n")
+            if len(chunk) == 10000:
+                f.write("".join(chunk))
+                chunk = []
+        f.write("".join(chunk))
+    os.rename(path + ".tmp", path)
+
+
+def evict(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def raw_read(path, cold):
+    if cold:
+        evict(path)
+    t0 = time.perf_counter()
+    subprocess.run(["cat", path], stdout=subprocess.DEVNULL, check=True)
+    seconds = time.perf_counter() - t0
+    if cold:  # leave the file cached for the next reader, as it was
+        subprocess.run(["cat", path], stdout=subprocess.DEVNULL, check=True)
+    return seconds
+
+
+def traintl_run(worker, lib, path, world, tmp):
+    """Runs `world` traintl-worker ranks (this script plays the agent); their metrics."""
+    procs, sel, results, buffers = [], selectors.DefaultSelector(), {}, {}
+    for rank in range(world):
+        ctx = {"job_id": "bench", "job_name": "data-bench", "attempt": 1, "world_rank": rank,
+               "world_size": world, "local_rank": rank, "local_world_size": world,
+               "node_rank": 0, "library": lib, "function": "read_loop",
+               "config": {"batch_size": 4096}, "trial_dir": tmp,
+               "staging_dir": os.path.join(tmp, f"staging{rank}"), "master_addr": "127.0.0.1",
+               "master_port": 0, "use_gpu": False,
+               "datasets": {"bench": {"uri": "file://" + path, "format": "csv", "split": True}}}
+        ctx_path = os.path.join(tmp, f"rank{rank}.json")
+        with open(ctx_path, "w") as f:
+            json.dump(ctx, f)
+        ours, theirs = socket.socketpair()
+        log = open(os.path.join(tmp, f"rank{rank}.log"), "w")
+
+        def child_fd3(fd=theirs.fileno()):
+            os.dup2(fd, 3)
+        p = subprocess.Popen([worker, "--context", ctx_path], stdout=log, stderr=log,
+                             preexec_fn=child_fd3, pass_fds=(theirs.fileno(),))
+        theirs.close()
+        log.close()
+        procs.append(p)
+        sel.register(ours, selectors.EVENT_READ, rank)
+        buffers[rank] = b""
+    open_socks = world
+    deadline = time.monotonic() + 600
+    while open_socks and time.monotonic() < deadline:
+        for key, _ in sel.select(timeout=1):
+            sock, rank = key.fileobj, key.data
+            data = sock.recv(65536)
+            if not data:
+                sel.unregister(sock)
+                sock.close()
+                open_socks -= 1
+                continue
+            buffers[rank] += data
+            while b"\n" in buffers[rank]:
+                line, buffers[rank] = buffers[rank].split(b"\n", 1)
+                m = json.loads(line)
+                if m["type"] == "report":
+                    results[rank] = m["metrics"]
+                    sock.sendall(json.dumps({"type": "ack", "seq": m["seq"]}).encode() + b"\n")
+                elif m["type"] == "done" and not m["ok"]:
+                    raise RuntimeError(f"rank {rank} failed: {m.get('error')}")
+    for p in procs:
+        p.wait(timeout=60)
+    if len(results) != world:
+        logs = "".join(open(os.path.join(tmp, f"rank{r}.log")).read() for r in range(world))
+        raise RuntimeError("a rank did not report:\n" + logs)
+    return [results[r] for r in range(world)]
+
+
+def pandas_run(python, path):
+    out = subprocess.run([python, "-c", PANDAS_READER, path], capture_output=True, text=True,
+                         check=True)
+    return json.loads(out.stdout)
+
+
+def mib(n):
+    return f"{n / 2**20:.0f} MiB"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True, help="the build's bin/ (traintl-worker)")
+    ap.add_argument("--lib", required=True, help="libdata_bench_train.so")
+    ap.add_argument("--data", required=True, help="the CSV file (generated when missing)")
+    ap.add_argument("--rows", type=int, default=2_000_000)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--python", default="/usr/bin/python3", help="an interpreter with pandas")
+    ap.add_argument("--results", default=os.path.join(HERE, "RESULTS.md"))
+    args = ap.parse_args()
+
+    if not os.path.exists(args.data):
+        print(f"generating {args.data} ({args.rows} rows)", file=sys.stderr)
+        generate(args.data, args.rows, 16)
+    size = os.path.getsize(args.data)
+    worker = os.path.join(args.bin, "traintl-worker")
+    load_before = os.getloadavg()
+    subprocess.run(["cat", args.data], stdout=subprocess.DEVNULL, check=True)  # warm up
+
+    samples = {k: [] for k in ("raw_warm", "raw_cold", "traintl1", "traintl2", "pandas")}
+    memory = {}
+    rows_seen = None
+    with tempfile.TemporaryDirectory(prefix="traintl-bench-data-") as tmp:
+        for r in range(args.rounds):
+            print(f"round {r + 1}/{args.rounds}", file=sys.stderr)
+            samples["raw_warm"].append(raw_read(args.data, cold=False))
+            samples["raw_cold"].append(raw_read(args.data, cold=True))
+            one = traintl_run(worker, args.lib, args.data, 1, tmp)[0]
+            samples["traintl1"].append(one["seconds"])
+            rows_seen = one["rows"]
+            memory["traintl1"] = one
+            two = traintl_run(worker, args.lib, args.data, 2, tmp)
+            samples["traintl2"].append(max(m["seconds"] for m in two))
+            memory["traintl2"] = max(two, key=lambda m: m["peak_rss_bytes"])
+            pd_result = pandas_run(args.python, args.data)
+            samples["pandas"].append(pd_result["seconds"])
+            memory["pandas"] = pd_result
+            if pd_result["rows"] != rows_seen:
+                raise RuntimeError(f"pandas read {pd_result['rows']} rows, traintl {rows_seen}")
+    load_after = os.getloadavg()
+
+    med = {k: statistics.median(v) for k, v in samples.items()}
+    mbps = {k: size / v / 1e6 for k, v in med.items()}
+    cpu = "unknown"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    lines = [
+        "# bench/data: CSV -> float tensor throughput",
+        "",
+        f"Generated by `bench/data/run.sh` on {datetime.date.today()} "
+        f"({platform.node()}: {os.cpu_count()} CPUs, {cpu}; load average "
+        f"{load_before[0]:.1f} before, {load_after[0]:.1f} after). File: {mib(size)} "
+        f"({size} bytes), {rows_seen} rows x 17 columns (16 floats with 6 decimals, an int "
+        f"label), read from the page cache; median of {args.rounds} rounds.",
+        "",
+        "| reader | seconds | MB/s | vs pandas | vs raw read (warm) | vs raw read (cold) |",
+        "|---|---|---|---|---|---|",
+    ]
+    names = {"traintl1": "traintl, 1 rank (iter_torch_batches -> float32 [B, 17])",
+             "traintl2": "traintl, 2 ranks splitting the file (incl. the row count)",
+             "pandas": "pandas read_csv().to_numpy(float32)",
+             "raw_warm": "raw read: cat > /dev/null, page cache (warm)",
+             "raw_cold": "raw read: cat > /dev/null, evicted first (cold)"}
+    for k in ("traintl1", "traintl2", "pandas", "raw_warm", "raw_cold"):
+        lines.append(f"| {names[k]} | {med[k]:.3f} | {mbps[k]:.0f} | "
+                     f"{mbps[k] / mbps['pandas']:.2f}x | {mbps[k] / mbps['raw_warm']:.3f}x | "
+                     f"{mbps[k] / mbps['raw_cold']:.3f}x |")
+    lines += [
+        "",
+        "Peak memory (VmHWM of the reading process; \"before\" is its VmRSS just before "
+        "reading, with LibTorch or pandas loaded):",
+        "",
+        "| reader | before | peak | peak - before |",
+        "|---|---|---|---|",
+    ]
+    for k, label in (("traintl1", "traintl, 1 rank"), ("traintl2", "traintl, 2 ranks (each)"),
+                     ("pandas", "pandas")):
+        m = memory[k]
+        lines.append(f"| {label} | {mib(m['rss_before_bytes'])} | {mib(m['peak_rss_bytes'])} | "
+                     f"{mib(m['peak_rss_bytes'] - m['rss_before_bytes'])} |")
+    first = memory["traintl1"]["first_batch_seconds"]
+    lines += ["", f"traintl's first batch (1 rank) arrived after {first * 1000:.0f} ms.", ""]
+    lines.append("Raw samples (seconds): " + json.dumps({k: [round(x, 4) for x in v]
+                                                          for k, v in samples.items()}))
+    text = "\n".join(lines) + "\n"
+    with open(args.results, "w") as f:
+        f.write(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

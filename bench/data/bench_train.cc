@@ -1,0 +1,68 @@
+// libdata_bench_train.so, entry point read_loop: reads dataset "bench" once through
+// traintl::torch::iter_torch_batches as float32 tensors and stacks each batch's columns
+// into one [rows, columns] tensor (what pandas' read_csv(...).to_numpy() gives), then
+// reports: rows, seconds (from get_dataset_shard to the last batch, so it includes the
+// row count that a split shard needs), first_batch_seconds, rss_before_bytes and
+// peak_rss_bytes (VmRSS before reading, VmHWM after).
+//
+// train_loop_config: batch_size (4096), threads (0 = the worker's default).
+#include <chrono>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <traintl/torch.h>
+#include <traintl/train.h>
+
+namespace {
+
+int64_t StatusBytes(const std::string& key) {
+  std::ifstream in("/proc/self/status");
+  std::string k;
+  while (in >> k) {
+    if (k == key) {
+      int64_t kb = 0;
+      in >> kb;
+      return kb * 1024;
+    }
+    std::string rest;
+    std::getline(in, rest);
+  }
+  return -1;
+}
+
+void read_loop(const nlohmann::json& config) {
+  const int64_t rss_before = StatusBytes("VmRSS:");
+  const auto start = std::chrono::steady_clock::now();
+  auto seconds = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  auto shard = traintl::get_dataset_shard("bench");
+  traintl::torch::TorchBatchOptions options;
+  options.dtype = torch::kFloat32;
+  options.device = torch::Device(torch::kCPU);
+  options.iter.num_threads = config.value("threads", 0);
+  int64_t rows = 0;
+  double first_batch = -1;
+  double checksum = 0;
+  for (auto& batch :
+       traintl::torch::iter_torch_batches(shard, config.value("batch_size", 4096), options)) {
+    std::vector<torch::Tensor> columns;
+    for (auto& named : batch) columns.push_back(named.second);
+    torch::Tensor x = torch::stack(columns, 1);
+    rows += x.size(0);
+    checksum += x[0][0].item<float>();
+    if (first_batch < 0) first_batch = seconds();
+  }
+  const double total = seconds();
+  traintl::report({{"rows", rows},
+                   {"seconds", total},
+                   {"first_batch_seconds", first_batch},
+                   {"checksum", checksum},
+                   {"rss_before_bytes", rss_before},
+                   {"peak_rss_bytes", StatusBytes("VmHWM:")}});
+}
+
+}  // namespace
+
+TRAINTL_ENTRYPOINT(read_loop)

@@ -1,0 +1,600 @@
+#include "daemon/consensus/auth_transport.h"
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <set>
+
+#include "common/logging.h"
+
+namespace traintl {
+namespace {
+
+constexpr char kMagic[8] = {'T', 'R', 'A', 'U', 'T', 'H', '1', '\0'};
+constexpr size_t kNonceBytes = 32;
+constexpr size_t kMacBytes = 32;
+constexpr size_t kMaxAddressBytes = 1024;
+// acceptor -> connector: magic | nonce_a
+constexpr size_t kHelloBytes = sizeof kMagic + kNonceBytes;
+// connector -> acceptor, before the address: nonce_c | id | address_len
+constexpr size_t kClaimHeadBytes = kNonceBytes + 8 + 8;
+// acceptor -> connector: acceptor id | mac
+constexpr size_t kProofBytes = 8 + kMacBytes;
+constexpr char kConnectorLabel[] = "traintl raft auth v1 connector";
+constexpr char kAcceptorLabel[] = "traintl raft auth v1 acceptor";
+constexpr auto kLogInterval = std::chrono::seconds(10);
+// Same as C-Raft's TCP transport, which this replaces; larger than its 1 so that a burst
+// of reconnecting peers is not refused by the kernel.
+constexpr int kListenBacklog = 64;
+
+void PutU64(std::string* out, uint64_t v) {
+  for (int i = 0; i < 8; i++) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+
+uint64_t GetU64(const char* p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; i++)
+    v |= static_cast<uint64_t>(static_cast<unsigned char>(p[i])) << (8 * i);
+  return v;
+}
+
+struct Transport;
+
+struct Handshake {
+  Transport* t = nullptr;
+  bool incoming = false;
+  uv_tcp_t* tcp = nullptr;  // raft_malloc'd: C-Raft frees it with raft_free once it owns it
+  uv_timer_t timer{};
+  uv_connect_t connect_req{};
+  uv_write_t write_req{};
+  int open_handles = 0;  // of tcp and timer, while closing
+  bool failed = false;   // closing after a failure or cancellation
+  bool handed_over = false;
+  bool writing = false;
+  bool handover_after_write = false;
+  int status = 0;  // for the connect callback of a failed outgoing handshake
+
+  // Outgoing.
+  struct raft_uv_connect* req = nullptr;
+  raft_uv_connect_cb cb = nullptr;
+  raft_id peer_id = 0;
+
+  std::string peer;  // for logs: the address connected to, or the remote ip:port
+  std::string rbuf;
+  size_t rgot = 0;
+  void (*on_read)(Handshake*) = nullptr;
+  std::string wbuf;
+
+  unsigned char nonce_a[kNonceBytes] = {};
+  unsigned char nonce_c[kNonceBytes] = {};
+  raft_id claimed_id = 0;
+  std::string claimed_address;
+};
+
+struct Transport {
+  struct raft_uv_transport* outer = nullptr;
+  uv_loop_t* loop = nullptr;
+  AuthTransportOptions options;
+  raft_id id = 0;
+  std::string address;
+  uv_tcp_t listener{};
+  bool listener_open = false;
+  raft_uv_accept_cb accept_cb = nullptr;
+  std::set<Handshake*> handshakes;
+  size_t incoming = 0;  // incoming handshakes in progress
+  bool closing = false;
+  bool close_fired = false;
+  raft_uv_transport_close_cb close_cb = nullptr;
+  AuthTransportStats stats;
+  std::chrono::steady_clock::time_point last_log{};
+  uint64_t unlogged = 0;
+};
+
+Transport* Get(struct raft_uv_transport* t) { return static_cast<Transport*>(t->impl); }
+
+void SetError(struct raft_uv_transport* t, const std::string& msg) {
+  std::snprintf(t->errmsg, sizeof t->errmsg, "%s", msg.c_str());
+}
+
+bool Mac(const std::string& key, const char* label, const std::string& data,
+         unsigned char out[kMacBytes]) {
+  std::string msg(label);
+  msg.push_back('\0');
+  msg += data;
+  unsigned int len = 0;
+  return HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+              reinterpret_cast<const unsigned char*>(msg.data()), msg.size(), out,
+              &len) != nullptr &&
+         len == kMacBytes;
+}
+
+std::string Bytes(const unsigned char* p, size_t n) {
+  return std::string(reinterpret_cast<const char*>(p), n);
+}
+
+// Resolves "host:port" (IPv4) for connect and listen.
+bool ParseAddress(const std::string& address, struct sockaddr_in* out) {
+  size_t colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) return false;
+  const std::string host = address.substr(0, colon);
+  const std::string port = address.substr(colon + 1);
+  if (port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos) return false;
+  int p = std::stoi(port);
+  if (p > 65535) return false;
+  if (uv_ip4_addr(host.c_str(), p, out) == 0) return true;
+  struct addrinfo hints {};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  struct addrinfo* res = nullptr;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0 || res == nullptr) return false;
+  std::memcpy(out, res->ai_addr, sizeof *out);
+  out->sin_port = htons(static_cast<uint16_t>(p));
+  freeaddrinfo(res);
+  return true;
+}
+
+std::string RemoteOf(uv_tcp_t* tcp) {
+  struct sockaddr_storage ss {};
+  int len = sizeof ss;
+  if (uv_tcp_getpeername(tcp, reinterpret_cast<struct sockaddr*>(&ss), &len) != 0 ||
+      ss.ss_family != AF_INET) {
+    return "?";
+  }
+  char ip[64] = {};
+  auto* sin = reinterpret_cast<struct sockaddr_in*>(&ss);
+  uv_ip4_name(sin, ip, sizeof ip);
+  return std::string(ip) + ":" + std::to_string(ntohs(sin->sin_port));
+}
+
+void LogFailure(Transport* t, const std::string& message) {
+  auto now = std::chrono::steady_clock::now();
+  if (t->last_log != std::chrono::steady_clock::time_point{} && now - t->last_log < kLogInterval) {
+    ++t->unlogged;
+    return;
+  }
+  LOG_WARN << "raft auth: " << message
+           << (t->unlogged > 0
+                   ? " (and " + std::to_string(t->unlogged) + " more failures since the last report)"
+                   : std::string());
+  t->last_log = now;
+  t->unlogged = 0;
+}
+
+void MaybeFireClose(Transport* t) {
+  if (!t->closing || t->close_fired || t->listener_open || !t->handshakes.empty()) return;
+  t->close_fired = true;
+  if (t->close_cb != nullptr) t->close_cb(t->outer);
+}
+
+void Finish(Handshake* h) {
+  Transport* t = h->t;
+  if (!h->incoming && !h->handed_over) {
+    // The handle is closed; C-Raft never saw it.
+    h->req->cb(h->req, nullptr, h->status != 0 ? h->status : RAFT_NOCONNECTION);
+  }
+  if (!h->handed_over) raft_free(h->tcp);
+  if (h->incoming) --t->incoming;
+  t->handshakes.erase(h);
+  delete h;
+  MaybeFireClose(t);
+}
+
+void OnHandleClosed(uv_handle_t* handle) {
+  auto* h = static_cast<Handshake*>(handle->data);
+  if (--h->open_handles == 0) Finish(h);
+}
+
+// Ends a handshake that will not complete: closes its socket and timer; the connect
+// callback (outgoing) runs once both are closed.
+void Fail(Handshake* h, int status, const std::string& why) {
+  if (h->failed || h->handed_over) return;
+  h->failed = true;
+  h->status = status;
+  if (status != RAFT_CANCELED) {
+    ++h->t->stats.rejected;
+    LogFailure(h->t, std::string(h->incoming ? "refused incoming connection from "
+                                             : "could not authenticate to ") +
+                         h->peer + ": " + why);
+  }
+  h->open_handles = 2;
+  uv_close(reinterpret_cast<uv_handle_t*>(h->tcp), OnHandleClosed);
+  uv_close(reinterpret_cast<uv_handle_t*>(&h->timer), OnHandleClosed);
+}
+
+void OnTimeout(uv_timer_t* timer) {
+  auto* h = static_cast<Handshake*>(timer->data);
+  Fail(h, RAFT_NOCONNECTION, "handshake timed out");
+}
+
+void OnTimerClosedAfterHandover(uv_handle_t* handle) {
+  auto* h = static_cast<Handshake*>(handle->data);
+  Transport* t = h->t;
+  if (h->incoming) --t->incoming;
+  t->handshakes.erase(h);
+  delete h;
+  MaybeFireClose(t);
+}
+
+// Gives the authenticated stream to C-Raft. The Handshake lives on until its timer is
+// closed, but never touches the stream again.
+void HandOver(Handshake* h) {
+  Transport* t = h->t;
+  if (t->closing) {
+    Fail(h, RAFT_CANCELED, "transport closing");
+    return;
+  }
+  uv_read_stop(reinterpret_cast<uv_stream_t*>(h->tcp));
+  uv_timer_stop(&h->timer);
+  h->handed_over = true;
+  h->tcp->data = nullptr;
+  uv_close(reinterpret_cast<uv_handle_t*>(&h->timer), OnTimerClosedAfterHandover);
+  auto* stream = reinterpret_cast<struct uv_stream_s*>(h->tcp);
+  if (h->incoming) {
+    ++t->stats.accepted;
+    t->accept_cb(t->outer, h->claimed_id, h->claimed_address.c_str(), stream);
+  } else {
+    ++t->stats.connected;
+    h->req->cb(h->req, stream, 0);
+  }
+}
+
+void OnWritten(uv_write_t* req, int status) {
+  auto* h = static_cast<Handshake*>(req->data);
+  h->writing = false;
+  if (h->failed) return;
+  if (status != 0) {
+    Fail(h, RAFT_NOCONNECTION, std::string("write failed: ") + uv_strerror(status));
+    return;
+  }
+  if (h->handover_after_write) HandOver(h);
+}
+
+void Write(Handshake* h, std::string data) {
+  h->wbuf = std::move(data);
+  uv_buf_t buf = uv_buf_init(h->wbuf.data(), static_cast<unsigned>(h->wbuf.size()));
+  h->write_req.data = h;
+  int rv = uv_write(&h->write_req, reinterpret_cast<uv_stream_t*>(h->tcp), &buf, 1, OnWritten);
+  if (rv != 0) {
+    Fail(h, RAFT_NOCONNECTION, std::string("write failed: ") + uv_strerror(rv));
+    return;
+  }
+  h->writing = true;
+}
+
+void OnAlloc(uv_handle_t* handle, size_t, uv_buf_t* buf) {
+  auto* h = static_cast<Handshake*>(handle->data);
+  // Exactly what the current step still needs: never a byte of what follows, which
+  // belongs to C-Raft.
+  *buf = uv_buf_init(h->rbuf.data() + h->rgot, static_cast<unsigned>(h->rbuf.size() - h->rgot));
+}
+
+void OnRead(uv_stream_t* stream, ssize_t nread, const uv_buf_t*) {
+  auto* h = static_cast<Handshake*>(stream->data);
+  if (h->failed) return;
+  if (nread == 0) return;
+  if (nread < 0) {
+    Fail(h, RAFT_NOCONNECTION,
+         nread == UV_EOF ? "peer closed the connection" : uv_strerror(static_cast<int>(nread)));
+    return;
+  }
+  h->rgot += static_cast<size_t>(nread);
+  if (h->rgot < h->rbuf.size()) return;
+  uv_read_stop(stream);
+  auto next = h->on_read;
+  h->on_read = nullptr;
+  next(h);
+}
+
+void ReadExactly(Handshake* h, size_t n, void (*next)(Handshake*)) {
+  h->rbuf.assign(n, '\0');
+  h->rgot = 0;
+  h->on_read = next;
+  int rv = uv_read_start(reinterpret_cast<uv_stream_t*>(h->tcp), OnAlloc, OnRead);
+  if (rv != 0) Fail(h, RAFT_NOCONNECTION, std::string("read failed: ") + uv_strerror(rv));
+}
+
+std::string ClaimMacInput(const Handshake& h) {
+  std::string d = Bytes(h.nonce_a, kNonceBytes) + Bytes(h.nonce_c, kNonceBytes);
+  PutU64(&d, h.claimed_id);
+  PutU64(&d, h.claimed_address.size());
+  d += h.claimed_address;
+  return d;
+}
+
+std::string ProofMacInput(const Handshake& h, raft_id acceptor_id) {
+  std::string d = Bytes(h.nonce_a, kNonceBytes) + Bytes(h.nonce_c, kNonceBytes);
+  PutU64(&d, h.claimed_id);
+  PutU64(&d, acceptor_id);
+  return d;
+}
+
+// `tcp`: an accepted connection (incoming), or nullptr to create a handle (outgoing).
+Handshake* NewHandshake(Transport* t, bool incoming, uv_tcp_t* tcp) {
+  auto* h = new Handshake();
+  h->t = t;
+  h->incoming = incoming;
+  h->tcp = tcp;
+  if (h->tcp == nullptr) {
+    h->tcp = static_cast<uv_tcp_t*>(raft_malloc(sizeof(uv_tcp_t)));
+    if (h->tcp == nullptr) {
+      delete h;
+      return nullptr;
+    }
+    uv_tcp_init(t->loop, h->tcp);
+  }
+  h->tcp->data = h;
+  uv_timer_init(t->loop, &h->timer);
+  h->timer.data = h;
+  h->connect_req.data = h;
+  t->handshakes.insert(h);
+  if (incoming) ++t->incoming;
+  return h;
+}
+
+void StartTimer(Handshake* h) {
+  uv_timer_start(&h->timer, OnTimeout,
+                 static_cast<uint64_t>(std::max<int64_t>(1, h->t->options.handshake_timeout.count())),
+                 0);
+}
+
+// ---- acceptor ----
+
+void OnClaimRest(Handshake* h) {
+  Transport* t = h->t;
+  const size_t address_len = h->rbuf.size() - kMacBytes;
+  h->claimed_address = h->rbuf.substr(0, address_len);
+  const std::string mac = h->rbuf.substr(address_len);
+  unsigned char expected[kMacBytes];
+  if (!Mac(t->options.secret, kConnectorLabel, ClaimMacInput(*h), expected)) {
+    Fail(h, RAFT_NOCONNECTION, "HMAC failed");
+    return;
+  }
+  if (CRYPTO_memcmp(expected, mac.data(), kMacBytes) != 0) {
+    Fail(h, RAFT_NOCONNECTION, "wrong cluster secret (MAC mismatch)");
+    return;
+  }
+  if (h->claimed_address.find('\0') != std::string::npos || h->claimed_id == 0) {
+    Fail(h, RAFT_NOCONNECTION, "malformed identity");
+    return;
+  }
+  unsigned char proof[kMacBytes];
+  if (!Mac(t->options.secret, kAcceptorLabel, ProofMacInput(*h, t->id), proof)) {
+    Fail(h, RAFT_NOCONNECTION, "HMAC failed");
+    return;
+  }
+  std::string out;
+  PutU64(&out, t->id);
+  out += Bytes(proof, kMacBytes);
+  h->handover_after_write = true;
+  Write(h, std::move(out));
+}
+
+void OnClaimHead(Handshake* h) {
+  std::memcpy(h->nonce_c, h->rbuf.data(), kNonceBytes);
+  h->claimed_id = GetU64(h->rbuf.data() + kNonceBytes);
+  const uint64_t address_len = GetU64(h->rbuf.data() + kNonceBytes + 8);
+  if (address_len == 0 || address_len > kMaxAddressBytes) {
+    Fail(h, RAFT_NOCONNECTION, "malformed handshake (address length " +
+                                   std::to_string(address_len) + ")");
+    return;
+  }
+  ReadExactly(h, static_cast<size_t>(address_len) + kMacBytes, OnClaimRest);
+}
+
+void OnConnection(uv_stream_t* server, int status) {
+  Transport* t = static_cast<Transport*>(server->data);
+  if (status != 0 || t->closing) return;
+  auto* tcp = static_cast<uv_tcp_t*>(raft_malloc(sizeof(uv_tcp_t)));
+  if (tcp == nullptr) return;
+  uv_tcp_init(t->loop, tcp);
+  if (uv_accept(server, reinterpret_cast<uv_stream_t*>(tcp)) != 0) {
+    uv_close(reinterpret_cast<uv_handle_t*>(tcp), [](uv_handle_t* hd) { raft_free(hd); });
+    return;
+  }
+  if (t->incoming >= t->options.max_pending_handshakes) {
+    ++t->stats.refused_busy;
+    LogFailure(t, "too many connections handshaking (" +
+                      std::to_string(t->options.max_pending_handshakes) + "); refused " +
+                      RemoteOf(tcp));
+    uv_close(reinterpret_cast<uv_handle_t*>(tcp), [](uv_handle_t* hd) { raft_free(hd); });
+    return;
+  }
+  Handshake* h = NewHandshake(t, /*incoming=*/true, tcp);
+  h->peer = RemoteOf(tcp);
+  StartTimer(h);
+  if (RAND_bytes(h->nonce_a, kNonceBytes) != 1) {
+    Fail(h, RAFT_NOCONNECTION, "no randomness for a nonce");
+    return;
+  }
+  std::string hello(kMagic, sizeof kMagic);
+  hello += Bytes(h->nonce_a, kNonceBytes);
+  Write(h, std::move(hello));
+  if (!h->failed) ReadExactly(h, kClaimHeadBytes, OnClaimHead);
+}
+
+// ---- connector ----
+
+void OnProof(Handshake* h) {
+  Transport* t = h->t;
+  const raft_id acceptor_id = GetU64(h->rbuf.data());
+  if (h->peer_id != 0 && acceptor_id != h->peer_id) {
+    Fail(h, RAFT_NOCONNECTION, "server there is node " + std::to_string(acceptor_id) +
+                                   ", expected node " + std::to_string(h->peer_id));
+    return;
+  }
+  unsigned char expected[kMacBytes];
+  if (!Mac(t->options.secret, kAcceptorLabel, ProofMacInput(*h, acceptor_id), expected) ||
+      CRYPTO_memcmp(expected, h->rbuf.data() + 8, kMacBytes) != 0) {
+    Fail(h, RAFT_NOCONNECTION, "wrong cluster secret (MAC mismatch)");
+    return;
+  }
+  if (h->writing) {
+    h->handover_after_write = true;
+  } else {
+    HandOver(h);
+  }
+}
+
+void OnHello(Handshake* h) {
+  Transport* t = h->t;
+  if (std::memcmp(h->rbuf.data(), kMagic, sizeof kMagic) != 0) {
+    Fail(h, RAFT_NOCONNECTION, "not an authenticating traintl raft transport");
+    return;
+  }
+  std::memcpy(h->nonce_a, h->rbuf.data() + sizeof kMagic, kNonceBytes);
+  if (RAND_bytes(h->nonce_c, kNonceBytes) != 1) {
+    Fail(h, RAFT_NOCONNECTION, "no randomness for a nonce");
+    return;
+  }
+  h->claimed_id = t->id;
+  h->claimed_address = t->address;
+  unsigned char mac[kMacBytes];
+  if (!Mac(t->options.secret, kConnectorLabel, ClaimMacInput(*h), mac)) {
+    Fail(h, RAFT_NOCONNECTION, "HMAC failed");
+    return;
+  }
+  std::string out = Bytes(h->nonce_c, kNonceBytes);
+  PutU64(&out, t->id);
+  PutU64(&out, t->address.size());
+  out += t->address;
+  out += Bytes(mac, kMacBytes);
+  Write(h, std::move(out));
+  if (!h->failed) ReadExactly(h, kProofBytes, OnProof);
+}
+
+void OnConnected(uv_connect_t* req, int status) {
+  auto* h = static_cast<Handshake*>(req->data);
+  if (h->failed) return;
+  if (status != 0) {
+    // An unreachable peer is routine (it is down or starting): not an auth failure.
+    h->failed = true;
+    h->status = RAFT_NOCONNECTION;
+    h->open_handles = 2;
+    uv_close(reinterpret_cast<uv_handle_t*>(h->tcp), OnHandleClosed);
+    uv_close(reinterpret_cast<uv_handle_t*>(&h->timer), OnHandleClosed);
+    return;
+  }
+  ReadExactly(h, kHelloBytes, OnHello);
+}
+
+// ---- raft_uv_transport interface ----
+
+int TransportInit(struct raft_uv_transport* transport, raft_id id, const char* address) {
+  Transport* t = Get(transport);
+  t->id = id;
+  t->address = address;
+  if (t->address.empty() || t->address.size() > kMaxAddressBytes) {
+    SetError(transport, "invalid address");
+    return RAFT_INVALID;
+  }
+  return 0;
+}
+
+int TransportListen(struct raft_uv_transport* transport, raft_uv_accept_cb cb) {
+  Transport* t = Get(transport);
+  t->accept_cb = cb;
+  struct sockaddr_in addr {};
+  if (!ParseAddress(t->address, &addr)) {
+    SetError(transport, "cannot resolve " + t->address);
+    return RAFT_IOERR;
+  }
+  uv_tcp_init(t->loop, &t->listener);
+  t->listener.data = t;
+  t->listener_open = true;
+  int rv = uv_tcp_bind(&t->listener, reinterpret_cast<const struct sockaddr*>(&addr), 0);
+  if (rv == 0) rv = uv_listen(reinterpret_cast<uv_stream_t*>(&t->listener), kListenBacklog,
+                              OnConnection);
+  if (rv != 0) {
+    SetError(transport, "listen on " + t->address + ": " + uv_strerror(rv));
+    return RAFT_IOERR;  // the listener is closed by TransportClose
+  }
+  return 0;
+}
+
+int TransportConnect(struct raft_uv_transport* transport, struct raft_uv_connect* req,
+                     raft_id id, const char* address, raft_uv_connect_cb cb) {
+  Transport* t = Get(transport);
+  if (t->closing) return RAFT_CANCELED;
+  struct sockaddr_in addr {};
+  if (!ParseAddress(address, &addr)) return RAFT_NOCONNECTION;
+  Handshake* h = NewHandshake(t, /*incoming=*/false, nullptr);
+  if (h == nullptr) return RAFT_NOMEM;
+  h->req = req;
+  h->cb = cb;
+  req->cb = cb;
+  h->peer_id = id;
+  h->peer = address;
+  int rv = uv_tcp_connect(&h->connect_req, h->tcp, reinterpret_cast<const struct sockaddr*>(&addr),
+                          OnConnected);
+  if (rv != 0) {
+    // No callback may run for a request that returned an error: close quietly.
+    h->handed_over = true;  // keeps Finish from calling req->cb; the handle is ours
+    t->handshakes.erase(h);
+    uv_close(reinterpret_cast<uv_handle_t*>(h->tcp), [](uv_handle_t* hd) { raft_free(hd); });
+    uv_close(reinterpret_cast<uv_handle_t*>(&h->timer),
+             [](uv_handle_t* hd) { delete static_cast<Handshake*>(hd->data); });
+    return RAFT_NOCONNECTION;
+  }
+  StartTimer(h);
+  return 0;
+}
+
+void TransportClose(struct raft_uv_transport* transport, raft_uv_transport_close_cb cb) {
+  Transport* t = Get(transport);
+  t->closing = true;
+  t->close_cb = cb;
+  // Copy: Fail may finish (and erase) synchronously in a future version of this code.
+  std::set<Handshake*> pending = t->handshakes;
+  for (Handshake* h : pending) Fail(h, RAFT_CANCELED, "transport closing");
+  if (t->listener_open) {
+    uv_close(reinterpret_cast<uv_handle_t*>(&t->listener), [](uv_handle_t* hd) {
+      Transport* tr = static_cast<Transport*>(hd->data);
+      tr->listener_open = false;
+      MaybeFireClose(tr);
+    });
+  } else {
+    MaybeFireClose(t);
+  }
+}
+
+}  // namespace
+
+int AuthTransportInit(struct raft_uv_transport* t, uv_loop_t* loop,
+                      const AuthTransportOptions& options) {
+  std::memset(t->errmsg, 0, sizeof t->errmsg);
+  if (options.secret.size() < kMinClusterSecretBytes) {
+    SetError(t, "cluster secret shorter than " + std::to_string(kMinClusterSecretBytes) +
+                    " bytes");
+    return RAFT_INVALID;
+  }
+  auto* impl = new (std::nothrow) Transport();
+  if (impl == nullptr) return RAFT_NOMEM;
+  impl->outer = t;
+  impl->loop = loop;
+  impl->options = options;
+  t->impl = impl;
+  t->init = TransportInit;
+  t->listen = TransportListen;
+  t->connect = TransportConnect;
+  t->close = TransportClose;
+  return 0;
+}
+
+void AuthTransportFree(struct raft_uv_transport* t) {
+  delete Get(t);
+  t->impl = nullptr;
+}
+
+AuthTransportStats GetAuthTransportStats(const struct raft_uv_transport* t) {
+  return static_cast<const Transport*>(t->impl)->stats;
+}
+
+}  // namespace traintl

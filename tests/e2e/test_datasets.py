@@ -1,0 +1,87 @@
+"""Datasets: a job reads "datasets" URIs through the SDK; bad data fails the job without
+burning restarts, and the daemon stays healthy."""
+import os
+import shutil
+import tempfile
+
+from harness import DaemonTestCase, lib_path, main
+
+
+def write_ids(path, first, rows):
+    with open(path, "w") as f:
+        f.write("id,x\n")
+        for i in range(first, first + rows):
+            f.write(f"{i},{i * 0.25}\n")
+
+
+class DatasetTest(DaemonTestCase):
+    def setUp(self):
+        super().setUp()
+        self.data = tempfile.mkdtemp(prefix="traintl-e2e-data-")
+
+    def tearDown(self):
+        shutil.rmtree(self.data, ignore_errors=True)
+        super().tearDown()
+
+    def spec(self, datasets, workers=2, max_failures=0, **config):
+        return {
+            "name": "datasets",
+            "entrypoint": {"library": lib_path("libtest_data.so")},
+            "train_loop_config": config,
+            "scaling_config": {"num_workers": workers, "resources_per_worker": {"CPU": 1}},
+            "run_config": {"failure_config": {"max_failures": max_failures}},
+            "datasets": datasets,
+        }
+
+    def test_split_dataset_gives_each_rank_a_balanced_disjoint_shard(self):
+        write_ids(os.path.join(self.data, "train-0.csv"), 0, 100)
+        write_ids(os.path.join(self.data, "train-1.csv"), 100, 3)
+        write_ids(os.path.join(self.data, "val.csv"), 0, 10)
+        uri = f"file://{self.data}/train-*.csv"
+        job_id = self.daemon.submit_spec(self.spec(
+            {"train": {"uri": uri}, "val": {"uri": f"file://{self.data}/val.csv"}},
+            batch_size=8, epochs=2, shuffle=True))
+        job = self.daemon.wait_terminal(job_id)
+        self.assertEqual(job["state"], "SUCCEEDED", job)
+        # Every rank reports; the metrics history holds rank 0's. Rank 0 read 52 rows
+        # (ceil(103 / 2)) in 7 batches, every epoch.
+        history = self.daemon.get(f"/v1/jobs/{job_id}/metrics")[1]["history"]
+        self.assertEqual(len(history), 2)
+        for h in history:
+            m = h["metrics"]
+            self.assertEqual(m["rows"], 52)
+            self.assertEqual(m["batches"], 7)
+            self.assertEqual(m["num_rows"], 52)
+            self.assertEqual(len(set(m["ids"])), 52)
+        # The shuffle differs between epochs.
+        self.assertNotEqual(history[0]["metrics"]["ids"], history[1]["metrics"]["ids"])
+
+    def test_bad_data_fails_the_job_without_restarts(self):
+        with open(os.path.join(self.data, "bad.csv"), "w") as f:
+            f.write("id,x\n1,2\n3,4,5\n")
+        job_id = self.daemon.submit_spec(self.spec(
+            {"train": {"uri": f"file://{self.data}/bad.csv"}}, max_failures=3))
+        job = self.daemon.wait_terminal(job_id)
+        self.assertEqual(job["state"], "FAILED", job)
+        self.assertEqual(job["attempt"], 1)  # max_failures=3 left unused
+        self.assertIn("bad.csv:3", job["message"])
+        self.assertIn("expected 2 fields", job["message"])
+        self.assertIn("not retried", job["message"])
+        self.assertEqual(self.daemon.get("/healthz", auth=False)[0], 200)
+
+    def test_missing_files_fail_the_job_without_restarts(self):
+        job_id = self.daemon.submit_spec(self.spec(
+            {"train": {"uri": f"file://{self.data}/nothing-*.csv"}}, workers=1, max_failures=2))
+        job = self.daemon.wait_terminal(job_id)
+        self.assertEqual(job["state"], "FAILED", job)
+        self.assertEqual(job["attempt"], 1)
+        self.assertIn("matches no files", job["message"])
+        # The daemon still runs jobs.
+        write_ids(os.path.join(self.data, "ok.csv"), 0, 5)
+        ok = self.daemon.submit_spec(self.spec(
+            {"train": {"uri": f"file://{self.data}/ok.csv"}}, workers=1))
+        self.assertEqual(self.daemon.wait_terminal(ok)["state"], "SUCCEEDED")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,406 @@
+"""Security of a running traintld: authentication, limits, hostile input, TLS, Raft
+authentication and the worker user (docs/SECURITY.md).
+
+Tests of features that need flags of traintld (--tls-cert, --worker-user, ...) skip when
+the daemon under test does not offer them; every other test runs against any build.
+"""
+import hashlib
+import json
+import os
+import pwd
+import socket
+import ssl
+import subprocess
+import tempfile
+import time
+import unittest
+import urllib.error
+import urllib.request
+
+from harness import Daemon, DaemonTestCase, bin_path, main, train_spec, wait_for
+
+ZERO_SHA = "0" * 64
+ENDPOINTS = [
+    ("GET", "/v1/jobs"), ("POST", "/v1/jobs"), ("GET", "/v1/jobs/{job}"),
+    ("POST", "/v1/jobs/{job}/stop"), ("GET", "/v1/jobs/{job}/logs"),
+    ("GET", "/v1/jobs/{job}/logs?follow=1"),
+    ("GET", "/v1/jobs/{job}/checkpoints"), ("GET", "/v1/jobs/{job}/metrics"),
+    ("GET", "/v1/nodes"), ("PUT", "/v1/blobs/{sha}"), ("HEAD", "/v1/blobs/{sha}"),
+]
+BAD_AUTH = [
+    None, "Bearer", "Bearer ", "Bearer wrong-token", "Basic dG9rZW46dG9rZW4=",
+    "bearer  {token}x", "{token}", "Bearer {token_prefix}",
+]
+
+
+def daemon_flags():
+    try:
+        out = subprocess.run([bin_path("traintld"), "--help"], capture_output=True, text=True,
+                             timeout=30).stdout
+    except OSError:
+        return ""
+    return out
+
+
+def raw_exchange(address, data, read_timeout=30.0):
+    """Sends raw bytes on a new connection and returns everything read until the server
+    closes it (or read_timeout passes)."""
+    host, port = address.rsplit(":", 1)
+    s = socket.create_connection((host, int(port)), timeout=read_timeout)
+    try:
+        s.sendall(data)
+        s.shutdown(socket.SHUT_WR)
+        out = b""
+        deadline = time.monotonic() + read_timeout
+        while time.monotonic() < deadline:
+            try:
+                chunk = s.recv(65536)
+            except (ConnectionResetError, socket.timeout):
+                break
+            if not chunk:
+                break
+            out += chunk
+        return out
+    finally:
+        s.close()
+
+
+def status_of(response):
+    line = response.split(b"\r\n", 1)[0]
+    parts = line.split(b" ")
+    return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else None
+
+
+class SecurityTest(DaemonTestCase):
+    def assert_healthy(self):
+        status, body = self.daemon.get("/healthz", auth=False)
+        self.assertEqual(status, 200)
+        self.assertEqual(body.get("role"), "head")
+        self.assertEqual(self.daemon.get("/v1/nodes")[0], 200)
+
+    def test_unauthenticated_requests_get_401_and_change_nothing(self):
+        d = self.daemon
+        job_id = d.submit_spec(train_spec(name="victim", workers=1, epochs=200, sleep_ms=100))
+        d.wait_job(job_id, lambda j: j["state"] == "RUNNING", what="RUNNING")
+        blob = b"\x7fELF not really a library"
+        sha = hashlib.sha256(blob).hexdigest()
+        for method, template in ENDPOINTS:
+            path = template.format(job=job_id, sha=sha)
+            for auth in BAD_AUTH:
+                headers = {}
+                if auth is not None:
+                    headers["Authorization"] = auth.format(token=d.token,
+                                                           token_prefix=d.token[:-1])
+                body = None
+                if method == "POST" and path == "/v1/jobs":
+                    body = {"spec": train_spec(name="intruder")}
+                elif method == "PUT":
+                    body = blob
+                status, _ = d.request(method, path, body=body, auth=False, headers=headers)
+                self.assertEqual(status, 401, (method, path, auth))
+            # The token in the query string is not a credential either.
+            status, _ = d.request(method, path + ("&" if "?" in path else "?") +
+                                  "token=" + d.token, auth=False)
+            self.assertEqual(status, 401, (method, path, "query token"))
+        # Nothing changed: one job, still running; the blob was not stored.
+        jobs = d.get("/v1/jobs")[1]["jobs"]
+        self.assertEqual([j["job_id"] for j in jobs], [job_id])
+        self.assertEqual(d.job(job_id)["state"], "RUNNING")
+        self.assertEqual(d.request("HEAD", f"/v1/blobs/{sha}")[0], 404)
+        self.assertNotIn(d.token, d.log(), "the token must never be logged")
+        self.assertEqual(d.post(f"/v1/jobs/{job_id}/stop")[0], 200)
+        d.wait_terminal(job_id)
+
+    def test_oversize_bodies_are_refused(self):
+        d = self.daemon
+        # POST /v1/jobs takes at most 1 MiB; the Content-Length alone decides.
+        big = json.dumps({"spec": train_spec(), "pad": "x" * (2 << 20)}).encode()
+        status, _ = d.request("POST", "/v1/jobs", body=big)
+        self.assertEqual(status, 413)
+        header_only = (f"PUT /v1/blobs/{ZERO_SHA} HTTP/1.1\r\nHost: x\r\n"
+                       f"Authorization: Bearer {d.token}\r\n"
+                       "Content-Length: 1000000000000\r\n\r\n").encode()
+        self.assertEqual(status_of(raw_exchange(d.address, header_only)), 413)
+        chunked = (f"POST /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {d.token}\r\n"
+                   "Transfer-Encoding: chunked\r\n\r\n").encode()
+        chunked += b"".join(b"100000\r\n" + b"x" * 0x100000 + b"\r\n" for _ in range(2))
+        chunked += b"0\r\n\r\n"
+        self.assertEqual(status_of(raw_exchange(d.address, chunked)), 413)
+        huge_header = (f"GET /v1/jobs HTTP/1.1\r\nHost: x\r\nX-Pad: {'a' * 70000}\r\n"
+                       f"Authorization: Bearer {d.token}\r\n\r\n").encode()
+        self.assertEqual(status_of(raw_exchange(d.address, huge_header)), 431)
+        self.assertEqual(d.get("/v1/jobs")[1]["jobs"], [])
+        self.assert_healthy()
+
+    def test_upload_limit_is_configurable(self):
+        d = Daemon(extra_args=["--max-upload-mb", "1"]).start()
+        try:
+            blob = os.urandom((1 << 20) + 1)
+            sha = hashlib.sha256(blob).hexdigest()
+            status, _ = d.request("PUT", f"/v1/blobs/{sha}", body=blob,
+                                  headers={"Content-Type": "application/octet-stream"})
+            self.assertEqual(status, 413)
+            self.assertEqual(d.request("HEAD", f"/v1/blobs/{sha}")[0], 404)
+            small = os.urandom(1000)
+            status, _ = d.request("PUT", f"/v1/blobs/{hashlib.sha256(small).hexdigest()}",
+                                  body=small, headers={"Content-Type": "application/octet-stream"})
+            self.assertEqual(status, 201)
+        finally:
+            d.stop()
+            d.cleanup()
+
+    def test_slow_loris_connections_are_cut_and_do_not_block_others(self):
+        d = self.daemon
+        host, port = d.address.rsplit(":", 1)
+        slow = []
+        for i in range(40):
+            s = socket.create_connection((host, int(port)), timeout=60)
+            s.sendall(b"GET /v1/jobs HTTP/1.1\r\nHost: x\r\n")
+            slow.append(s)
+        idle = socket.create_connection((host, int(port)), timeout=60)  # sends nothing at all
+        # While they trickle, others are served.
+        for _ in range(5):
+            for s in slow:
+                try:
+                    s.sendall(b"X")
+                except OSError:
+                    pass
+            self.assert_healthy()
+            time.sleep(0.5)
+        # The server ends every one of them (header timeout) without an answer.
+        closed = 0
+        for s in slow + [idle]:
+            try:
+                while True:
+                    chunk = s.recv(4096)
+                    if not chunk:
+                        break
+                    self.assertNotIn(b"HTTP/1.1 200", chunk)
+            except (ConnectionResetError, socket.timeout):
+                pass
+            closed += 1
+            s.close()
+        self.assertEqual(closed, len(slow) + 1)
+        self.assert_healthy()
+
+    def test_path_traversal_ids_are_refused(self):
+        d = self.daemon
+        job_id = d.submit_spec(train_spec(name="pt", workers=1, epochs=1, sleep_ms=10))
+        d.wait_terminal(job_id)
+        auth = f"Authorization: Bearer {d.token}\r\n"
+        targets = [
+            "/v1/jobs/../token", "/v1/jobs/..", "/v1/jobs/%2e%2e", "/v1/jobs/%2E%2e/logs",
+            "/v1/jobs/.%2e/logs", "/v1/jobs/..%2f..%2ftoken", "/v1/jobs/..%2F..%2Ftoken/logs",
+            "/v1/jobs/%252e%252e%252ftoken/logs", "/v1/jobs/%2e%2e%5c..%5ctoken/logs",
+            "/v1/jobs/a%00b/logs", "/v1/jobs/%c0%ae%c0%ae/logs", "/v1/jobs/..%c0%af/logs",
+            f"/v1/jobs/{job_id}/logs?rank=../../token", f"/v1/jobs/{job_id}/logs?rank=-1",
+            f"/v1/jobs/{job_id}/logs?attempt=../..", f"/v1/jobs/{job_id}/logs?rank=0%00",
+            f"/v1/jobs/{job_id}/logs?tail=-5", f"/v1/jobs/{job_id}/logs?rank=99999999999999999999",
+            "/v1/blobs/..%2f..%2ftoken", "/v1/blobs/../../token", "/v1/blobs/%2e%2e",
+            "/v1/blobs/" + "0" * 63 + "%2f", "//v1/jobs", "/v1//jobs", "/v1/jobs/./" + job_id,
+        ]
+        for target in targets:
+            for method in ("GET", "HEAD"):
+                req = f"{method} {target} HTTP/1.1\r\nHost: x\r\n{auth}\r\n".encode()
+                resp = raw_exchange(d.address, req)
+                status = status_of(resp)
+                self.assertIsNotNone(status, (method, target, resp[:200]))
+                self.assertIn(status, (400, 404, 405), (method, target, resp[:300]))
+                self.assertNotIn(d.token.encode(), resp, (method, target))
+        self.assert_healthy()
+
+    def test_invalid_utf8_and_deep_json_are_refused(self):
+        d = self.daemon
+        cases = [
+            b'{"spec": {"name": "\xff\xfe", "entrypoint": {"library": "/x.so"}}}',
+            b'{"spec": {"name": "a", "entrypoint": {"library": "/x\xc3\x28.so"}}}',
+            b'{"spec": {"name": "a", "entrypoint": {"library": "/x.so"}, "env": {"K": "\xed\xa0\x80"}}}',
+            b'{"spec": ' + b"[" * 100000 + b"]" * 100000 + b"}",
+            b'{"spec": ' + b'{"a":' * 50000 + b"1" + b"}" * 50000 + b"}",
+            b'{"spec": {"name": "a", "name": "b", "entrypoint": {"library": "/x.so"}}}',
+            b"\x00\x01\x02",
+        ]
+        for body in cases:
+            status, resp = d.request("POST", "/v1/jobs", body=body)
+            self.assertEqual(status, 400, (body[:60], resp))
+            self.assertIn("error", resp)
+        # Invalid UTF-8 in the request line and headers.
+        for raw in (b"GET /v1/jobs/\xff\xfe HTTP/1.1\r\nHost: x\r\n\r\n",
+                    b"GET /v1/jobs HTTP/1.1\r\nHost: \xff\r\nAuthorization: Bearer \xff\r\n\r\n"):
+            status = status_of(raw_exchange(d.address, raw))
+            self.assertIn(status, (400, 401, 404), raw)
+        self.assertEqual(d.get("/v1/jobs")[1]["jobs"], [])
+        self.assert_healthy()
+
+    def test_plain_http_on_a_non_loopback_address_is_refused(self):
+        data_dir = tempfile.mkdtemp(prefix="traintl-e2e-")
+        try:
+            # The refusal comes before any socket is bound.
+            p = subprocess.run(
+                [bin_path("traintld"), "--data-dir", data_dir, "--api-address", "0.0.0.0:0",
+                 "--raft-address", "127.0.0.1:0", "--num-cpus", "1"],
+                capture_output=True, text=True, timeout=60)
+            self.assertNotEqual(p.returncode, 0)
+            self.assertIn("insecure-allow-remote-without-tls", p.stdout + p.stderr)
+        finally:
+            subprocess.run(["rm", "-rf", data_dir])
+
+    def test_raft_port_requires_the_cluster_secret(self):
+        d = self.daemon
+        with open(os.path.join(d.data_dir, "raft", "raft_address")) as f:
+            raft_address = f.read().strip()
+        host, port = raft_address.rsplit(":", 1)
+        s = socket.create_connection((host, int(port)), timeout=5)
+        try:
+            try:
+                hello = s.recv(40)
+            except socket.timeout:
+                hello = b""
+            if not hello.startswith(b"TRAUTH1\0"):
+                self.skipTest("this traintld runs Raft without a cluster secret")
+            # C-Raft's own handshake and a forged RequestVote: refused, connection closed.
+            forged = (1).to_bytes(8, "little") + (99).to_bytes(8, "little") + \
+                (16).to_bytes(8, "little") + b"127.0.0.1:9".ljust(16, b"\0") + b"\x02" * 200
+            s.sendall(forged)
+            s.settimeout(30)
+            rest = b""
+            try:
+                while True:
+                    chunk = s.recv(4096)
+                    if not chunk:
+                        break
+                    rest += chunk
+            except ConnectionResetError:
+                pass
+            self.assertEqual(rest, b"")
+        finally:
+            s.close()
+        self.assert_healthy()
+        job_id = d.submit_spec(train_spec(name="after-raft-probe", workers=1, epochs=1,
+                                          sleep_ms=10))
+        self.assertEqual(d.wait_terminal(job_id)["state"], "SUCCEEDED")
+
+
+def make_pki(directory):
+    """A CA and a server certificate for 127.0.0.1 / localhost, with the openssl CLI."""
+    def run(*args):
+        subprocess.run(["openssl"] + list(args), check=True, capture_output=True, cwd=directory)
+    run("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+        "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=traintl e2e CA")
+    run("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+        "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=traintl e2e server")
+    with open(os.path.join(directory, "ext.cnf"), "w") as f:
+        f.write("subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n")
+    run("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+        "-CAcreateserial", "-out", "server.pem", "-days", "2", "-extfile", "ext.cnf")
+    run("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+        "-keyout", "other.key", "-out", "other-ca.pem", "-days", "2", "-subj", "/CN=other CA")
+    os.chmod(os.path.join(directory, "server.key"), 0o600)
+    return {k: os.path.join(directory, v) for k, v in
+            (("ca", "ca.pem"), ("cert", "server.pem"), ("key", "server.key"),
+             ("other_ca", "other-ca.pem"))}
+
+
+class TlsDaemon(Daemon):
+    """A daemon serving HTTPS; requests verify it against `ca`."""
+
+    def __init__(self, pki, **kw):
+        super().__init__(extra_args=["--tls-cert", pki["cert"], "--tls-key", pki["key"]], **kw)
+        self.context = ssl.create_default_context(cafile=pki["ca"])
+
+    def request(self, method, path, body=None, auth=True, token=None, headers=None, raw=False):
+        address = self.address.split("://", 1)[-1]
+        url = f"https://{address}{path}"
+        data = None
+        hdrs = dict(headers or {})
+        if body is not None:
+            data = body if isinstance(body, bytes) else json.dumps(body).encode()
+            hdrs.setdefault("Content-Type", "application/json")
+        if auth:
+            hdrs["Authorization"] = f"Bearer {token or self.token}"
+        req = urllib.request.Request(url, data=data, method=method, headers=hdrs)
+        try:
+            with urllib.request.urlopen(req, timeout=30, context=self.context) as r:
+                payload, status = r.read(), r.status
+        except urllib.error.HTTPError as e:
+            payload, status = e.read(), e.code
+        if raw:
+            return status, payload
+        return status, json.loads(payload) if payload else {}
+
+
+class TlsTest(unittest.TestCase):
+    def setUp(self):
+        if "--tls-cert" not in daemon_flags():
+            self.skipTest("this traintld has no --tls-cert")
+        self.dir = tempfile.mkdtemp(prefix="traintl-e2e-pki-")
+        self.pki = make_pki(self.dir)
+        self.daemon = TlsDaemon(self.pki).start()
+
+    def tearDown(self):
+        if hasattr(self, "daemon"):
+            self.daemon.stop()
+            self.daemon.cleanup()
+        if hasattr(self, "dir"):
+            subprocess.run(["rm", "-rf", self.dir])
+
+    def test_tls_round_trip_with_a_generated_ca(self):
+        d = self.daemon
+        self.assertEqual(d.get("/healthz", auth=False)[0], 200)
+        self.assertEqual(d.get("/v1/jobs")[0], 200)
+        self.assertEqual(d.get("/v1/jobs", auth=False)[0], 401)
+        job_id = d.submit_spec(train_spec(name="over-tls", workers=2, epochs=2, sleep_ms=10))
+        self.assertEqual(d.wait_terminal(job_id)["state"], "SUCCEEDED")
+        address = d.address.split("://", 1)[-1]
+        # Plain HTTP to the TLS port gets no HTTP answer.
+        with self.assertRaises(Exception):
+            urllib.request.urlopen(f"http://{address}/healthz", timeout=10).read()
+        # A client trusting another CA refuses the daemon.
+        other = ssl.create_default_context(cafile=self.pki["other_ca"])
+        with self.assertRaises(urllib.error.URLError):
+            urllib.request.urlopen(f"https://{address}/healthz", timeout=10, context=other)
+        # The CLI verifies the daemon against --ca-file.
+        help_text = subprocess.run([bin_path("traintl"), "--help"], capture_output=True,
+                                   text=True).stdout
+        if "--ca-file" in help_text:
+            p = d.cli("--ca-file", self.pki["ca"], "list")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            p = d.cli("--ca-file", self.pki["other_ca"], "list")
+            self.assertEqual(p.returncode, 3, p.stderr)
+            self.assertIn("certificate", p.stderr)
+
+
+class WorkerUserTest(unittest.TestCase):
+    def test_worker_started_by_a_root_daemon_runs_as_the_configured_user(self):
+        if os.geteuid() != 0:
+            self.skipTest("needs root")
+        if "--worker-user" not in daemon_flags():
+            self.skipTest("this traintld has no --worker-user")
+        nobody = pwd.getpwnam("nobody")
+        d = Daemon(extra_args=["--worker-user", "nobody"]).start()
+        try:
+            job_id = d.submit_spec(train_spec(name="as-nobody", workers=2, epochs=30,
+                                              sleep_ms=100))
+            pids = wait_for(lambda: len(d.worker_pids()) == 2 and d.worker_pids(), 60,
+                            what="two workers")
+            for pid in pids:
+                with open(f"/proc/{pid}/status") as f:
+                    fields = dict(line.split(":", 1) for line in f if ":" in line)
+                uids = fields["Uid"].split()
+                gids = fields["Gid"].split()
+                self.assertEqual({int(u) for u in uids}, {nobody.pw_uid}, (pid, uids))
+                self.assertEqual({int(g) for g in gids}, {nobody.pw_gid}, (pid, gids))
+                self.assertNotIn("0", fields.get("Groups", "").split())
+            d.post(f"/v1/jobs/{job_id}/stop")
+            d.wait_terminal(job_id)
+            job = d.job(job_id)
+            self.assertEqual(job["state"], "STOPPED", job)
+        finally:
+            leftover = d.worker_pids()
+            d.stop()
+            d.cleanup()
+            self.assertEqual(leftover, [])
+
+
+if __name__ == "__main__":
+    main()

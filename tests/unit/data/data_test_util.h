@@ -1,0 +1,104 @@
+// Helpers for the dataset tests: temp directories, data files, reading whole epochs.
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <stdlib.h>
+
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/file_util.h"
+#include "worker/data/batch_reader.h"
+#include "worker/data/dataset.h"
+
+namespace traintl {
+namespace data {
+namespace testing {
+
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/traintl-data-test-XXXXXX";
+    REQUIRE(::mkdtemp(tmpl) != nullptr);
+    path_ = tmpl;
+  }
+  ~TempDir() { (void)RemoveAll(path_); }
+  const std::string& path() const { return path_; }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+inline void Write(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  REQUIRE(out.good());
+}
+
+// A CSV file "id,x,name" whose ids are [first, first + rows).
+inline void WriteIdCsv(const std::string& path, int64_t first, int64_t rows) {
+  std::string text = "id,x,name\n";
+  for (int64_t i = first; i < first + rows; ++i) {
+    text += std::to_string(i) + "," + std::to_string(i * 0.5) + ",row" + std::to_string(i) + "\n";
+  }
+  Write(path, text);
+}
+
+inline std::shared_ptr<Dataset> OpenDataset(const std::string& uri, int rank = 0, int world = 1,
+                                            bool split = true, const ShardOptions& options = {}) {
+  DatasetConfig c;
+  c.name = "test";
+  c.uri = uri;
+  c.split = split;
+  c.rank = rank;
+  c.world_size = world;
+  auto ds = Dataset::Open(c, options);
+  INFO(ds.status().message());
+  REQUIRE(ds.ok());
+  return *ds;
+}
+
+// Reads an epoch: the values of int64 column `column`, and each batch's row count.
+struct Epoch {
+  std::vector<int64_t> ids;
+  std::vector<int64_t> batch_rows;
+  Status status;
+  IterStats stats;
+};
+
+inline Epoch ReadEpoch(const std::shared_ptr<Dataset>& ds, const IterOptions& options,
+                       const std::string& column = "id") {
+  Epoch e;
+  auto reader = BatchReader::Start(ds, options);
+  if (!reader.ok()) {
+    e.status = reader.status();
+    return e;
+  }
+  size_t col = 0;
+  while (col < (*reader)->schema().size() && (*reader)->schema()[col].name != column) ++col;
+  for (;;) {
+    auto b = (*reader)->Next();
+    if (!b.ok()) {
+      e.status = b.status();
+      break;
+    }
+    if (!*b) break;
+    e.batch_rows.push_back((*b)->num_rows);
+    if (col < (*reader)->schema().size()) {
+      const int64_t* v = (*b)->columns[col].As<int64_t>();
+      e.ids.insert(e.ids.end(), v, v + (*b)->num_rows);
+    }
+  }
+  e.stats = (*reader)->stats();
+  return e;
+}
+
+}  // namespace testing
+}  // namespace data
+}  // namespace traintl

@@ -1,0 +1,321 @@
+// Datasets over http:// from a local server on 127.0.0.1: whole files, split shards with
+// Range requests (honoured or ignored by the server), chunked bodies, missing files.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+#include <cstdlib>
+#include <mutex>
+#include <numeric>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "data_test_util.h"
+#include "worker/data/dataset_service.h"
+#include "worker/data/http_client.h"
+
+using namespace traintl::data;
+using namespace traintl::data::testing;
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+
+namespace ssl = net::ssl;
+
+namespace {
+
+// A self-signed certificate for IP 127.0.0.1 (valid until 2126) and its key, made with
+//   openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 36500
+//     -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1
+constexpr char kTestCert[] =
+    "-----BEGIN CERTIFICATE-----\n"
+    "MIIBjzCCATagAwIBAgIUN8fubo7k8+gJsTGRAYQqclBNLj0wCgYIKoZIzj0EAwIw\n"
+    "FDESMBAGA1UEAwwJMTI3LjAuMC4xMCAXDTI2MTEyOTE4NTcwNloYDzIxMjYxMTA1\n"
+    "MTg1NzA2WjAUMRIwEAYDVQQDDAkxMjcuMC4wLjEwWTATBgcqhkjOPQIBBggqhkjO\n"
+    "PQMBBwNCAASRZRuZORay4PVeevLLNmtghjIICAOoJ6NeTCxxSMdyw+zBxuLbr8ez\n"
+    "wWtImbV0SFsRHgaXTg40mVY5gcgA5x5Jo2QwYjAdBgNVHQ4EFgQUNZSGr1t7L4UV\n"
+    "B9GwVRbskeJrmMAwHwYDVR0jBBgwFoAUNZSGr1t7L4UVB9GwVRbskeJrmMAwDwYD\n"
+    "VR0TAQH/BAUwAwEB/zAPBgNVHREECDAGhwR/AAABMAoGCCqGSM49BAMCA0cAMEQC\n"
+    "IFrpG49u7KI9OnFyUgSYBY9LUripdyvVU4Y1rmTxK2agAiBpLV0VUBF1cVI6Pjku\n"
+    "aALtB8gP8KZ7XUKUSw7Q70uZGA==\n"
+    "-----END CERTIFICATE-----\n";
+constexpr char kTestKey[] =
+    "-----BEGIN PRIVATE KEY-----\n"
+    "MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgqlLJpH2MStVwuaAJ\n"
+    "vGw3bKFM8QYyTKvrFBkvtBYIg9ehRANCAASRZRuZORay4PVeevLLNmtghjIICAOo\n"
+    "J6NeTCxxSMdyw+zBxuLbr8ezwWtImbV0SFsRHgaXTg40mVY5gcgA5x5J\n"
+    "-----END PRIVATE KEY-----\n";
+
+// Serves the files of a directory, one request per connection.
+class TestHttpServer {
+ public:
+  struct Options {
+    bool ranges = true;    // honour Range (206); otherwise answer 200 with everything
+    bool chunked = false;  // chunked transfer encoding instead of Content-Length
+    bool tls = false;      // https with kTestCert
+  };
+  TestHttpServer(std::string root, Options options)
+      : root_(std::move(root)),
+        options_(options),
+        acceptor_(ioc_, tcp::endpoint(net::ip::make_address("127.0.0.1"), 0)),
+        tls_(ssl::context::tls_server) {
+    port_ = acceptor_.local_endpoint().port();
+    if (options_.tls) {
+      tls_.use_certificate_chain(net::buffer(kTestCert, sizeof kTestCert - 1));
+      tls_.use_private_key(net::buffer(kTestKey, sizeof kTestKey - 1), ssl::context::pem);
+    }
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~TestHttpServer() {
+    stop_ = true;
+    beast::error_code ec;
+    tcp::socket s(ioc_);
+    s.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port_), ec);  // wakes accept
+    thread_.join();
+  }
+  int port() const { return port_; }
+  std::string url(const std::string& path) const {
+    return std::string(options_.tls ? "https" : "http") + "://127.0.0.1:" + std::to_string(port_) +
+           "/" + path;
+  }
+  std::vector<std::string> ranges() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return ranges_;
+  }
+
+ private:
+  void Run() {
+    while (!stop_) {
+      tcp::socket socket(ioc_);
+      beast::error_code ec;
+      acceptor_.accept(socket, ec);
+      if (ec || stop_) continue;
+      if (options_.tls) {
+        beast::ssl_stream<tcp::socket&> stream(socket, tls_);
+        stream.handshake(ssl::stream_base::server, ec);
+        if (!ec) Serve(stream);
+      } else {
+        Serve(socket);
+      }
+    }
+  }
+
+  template <typename Stream>
+  void Serve(Stream& socket) {
+    beast::error_code ec;
+    beast::flat_buffer buffer;
+    http::request<http::string_body> req;
+    http::read(socket, buffer, req, ec);
+    if (ec) return;
+    std::string target(req.target());
+    auto text = traintl::ReadFile(root_ + target);
+    http::response<http::string_body> res;
+    res.version(11);
+    res.set(http::field::connection, "close");
+    if (!text.ok()) {
+      res.result(http::status::not_found);
+      res.body() = "not found";
+    } else {
+      std::string body = *text;
+      auto range = req.find(http::field::range);
+      if (range != req.end()) {
+        std::lock_guard<std::mutex> lock(mu_);
+        ranges_.emplace_back(range->value());
+      }
+      if (range != req.end() && options_.ranges) {
+        // "bytes=N-" only: what the client sends.
+        const std::string v(range->value());
+        const uint64_t from = std::stoull(v.substr(6, v.find('-') - 6));
+        const uint64_t size = body.size();
+        if (from >= size) {
+          res.result(http::status::range_not_satisfiable);
+          res.set(http::field::content_range, "bytes */" + std::to_string(size));
+          body.clear();
+        } else {
+          res.result(http::status::partial_content);
+          res.set(http::field::content_range, "bytes " + std::to_string(from) + "-" +
+                                                  std::to_string(size - 1) + "/" +
+                                                  std::to_string(size));
+          body = body.substr(from);
+        }
+      } else {
+        res.result(http::status::ok);
+      }
+      if (options_.ranges) res.set(http::field::accept_ranges, "bytes");
+      res.body() = std::move(body);
+    }
+    if (options_.chunked) {
+      res.chunked(true);
+    } else {
+      res.prepare_payload();
+    }
+    http::write(socket, res, ec);
+    beast::get_lowest_layer(socket).shutdown(tcp::socket::shutdown_both, ec);
+  }
+
+  const std::string root_;
+  const Options options_;
+  net::io_context ioc_;
+  tcp::acceptor acceptor_;
+  ssl::context tls_;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+  std::mutex mu_;
+  std::vector<std::string> ranges_;
+};
+
+net::io_context& ioc_for_port() {
+  static net::io_context ioc;
+  return ioc;
+}
+
+std::vector<int64_t> Iota(int64_t n) {
+  std::vector<int64_t> v(static_cast<size_t>(n));
+  std::iota(v.begin(), v.end(), 0);
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("http: a whole CSV file, with and without ranges, chunked or not") {
+  TempDir dir;
+  WriteIdCsv(dir / "train.csv", 0, 5000);  // ~90 KiB: several blocks
+  for (bool ranges : {true, false}) {
+    for (bool chunked : {false, true}) {
+      INFO("ranges " << ranges << " chunked " << chunked);
+      TestHttpServer server(dir.path(), {ranges, chunked});
+      auto ds = OpenDataset(server.url("train.csv"), 0, 1, true);
+      CHECK(ds->files()[0].file.http);
+      IterOptions o;
+      o.batch_size = 100;
+      o.block_bytes = 8192;
+      Epoch e = ReadEpoch(ds, o);
+      INFO(e.status.message());
+      REQUIRE(e.status.ok());
+      CHECK(e.ids == Iota(5000));
+    }
+  }
+}
+
+TEST_CASE("http: split shards seek with Range requests, or skip when the server ignores them") {
+  TempDir dir;
+  WriteIdCsv(dir / "train.csv", 0, 3001);
+  for (bool ranges : {true, false}) {
+    INFO("ranges " << ranges);
+    TestHttpServer server(dir.path(), {ranges, false});
+    ShardOptions so;
+    so.chunk_bytes = 4096;
+    std::vector<int64_t> all;
+    for (int rank = 0; rank < 3; ++rank) {
+      auto ds = OpenDataset(server.url("train.csv"), rank, 3, true, so);
+      IterOptions o;
+      o.batch_size = 64;
+      Epoch e = ReadEpoch(ds, o);
+      INFO(e.status.message());
+      REQUIRE(e.status.ok());
+      CHECK(e.ids.size() == 1001);
+      all.insert(all.end(), e.ids.begin(), e.ids.end());
+    }
+    // 3 x 1001 rows: every row, and rows 0 and 1 again as the last rank's padding.
+    std::sort(all.begin(), all.end());
+    CHECK(all.size() == 3003);
+    all.erase(std::unique(all.begin(), all.end()), all.end());
+    CHECK(all == Iota(3001));
+    // Ranks 1 and 2 asked for their part of the file only.
+    const auto seen = server.ranges();
+    CHECK(std::count_if(seen.begin(), seen.end(),
+                        [](const std::string& r) { return r != "bytes=0-"; }) >= 2);
+  }
+}
+
+TEST_CASE("http: JSON Lines and .npy over http") {
+  TempDir dir;
+  std::string jsonl;
+  for (int i = 0; i < 300; ++i) jsonl += "{\"id\": " + std::to_string(i) + ", \"v\": [1, 2]}\n";
+  Write(dir / "d.jsonl", jsonl);
+  TestHttpServer server(dir.path(), {true, true});
+  auto ds = OpenDataset(server.url("d.jsonl"), 1, 2, true);
+  IterOptions o;
+  o.batch_size = 32;
+  Epoch e = ReadEpoch(ds, o);
+  REQUIRE(e.status.ok());
+  CHECK(e.ids.front() == 150);
+  CHECK(e.ids.size() == 150);
+}
+
+TEST_CASE("http: a missing file is bad data; a refused connection is not") {
+  TempDir dir;
+  TestHttpServer server(dir.path(), {true, false});
+  DatasetService service(nlohmann::json{{"world_rank", 0},
+                                        {"world_size", 1},
+                                        {"datasets", {{"d", {{"uri", server.url("nope.csv")}}}}}});
+  const traintl_dataset_api* api = service.api();
+  char err[1024];
+  traintl_dataset_shard* shard = nullptr;
+  CHECK(api->shard_open(api->ctx, "d", nullptr, &shard, err, sizeof err) == TRAINTL_DATA_BAD);
+  CHECK_THAT(std::string(err), Catch::Contains(server.url("nope.csv")));
+  CHECK_THAT(std::string(err), Catch::Contains("404"));
+
+  // A loopback port nobody listens on.
+  tcp::acceptor probe(ioc_for_port(), tcp::endpoint(net::ip::make_address("127.0.0.1"), 0));
+  const std::string url =
+      "http://127.0.0.1:" + std::to_string(probe.local_endpoint().port()) + "/x.csv";
+  probe.close();
+  auto refused = HttpBodyReader::Open(url, 0, {});
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().code() == traintl::Status::Code::kUnavailable);
+  CHECK_THAT(refused.status().message(), Catch::Contains(url));
+}
+
+TEST_CASE("http: URL parsing") {
+  auto u = ParseHttpUrl("https://example.com/a/b.csv?x=1#frag");
+  REQUIRE(u.ok());
+  CHECK(u->tls);
+  CHECK(u->host == "example.com");
+  CHECK(u->port == "443");
+  CHECK(u->target == "/a/b.csv?x=1");
+  auto v6 = ParseHttpUrl("http://[::1]:8080");
+  REQUIRE(v6.ok());
+  CHECK(v6->host == "::1");
+  CHECK(v6->port == "8080");
+  CHECK(v6->target == "/");
+  CHECK_FALSE(ParseHttpUrl("http://:80/x").ok());
+  CHECK_FALSE(ParseHttpUrl("http://user:pw@host/x").ok());
+  CHECK_FALSE(ParseHttpUrl("ftp://host/x").ok());
+}
+
+TEST_CASE("https: verified against the CA store, refused when not trusted") {
+  TempDir dir;
+  WriteIdCsv(dir / "train.csv", 0, 2000);
+  Write(dir / "ca.pem", kTestCert);
+  TestHttpServer server(dir.path(), {true, false, true});
+  // Not trusted: the default CA store has no such certificate.
+  ::setenv("SSL_CERT_FILE", (dir / "missing-ca.pem").c_str(), 1);
+  auto untrusted = HttpBodyReader::Open(server.url("train.csv"), 0, {});
+  REQUIRE_FALSE(untrusted.ok());
+  CHECK_THAT(untrusted.status().message(), Catch::Contains("TLS handshake"));
+  // Trusted through SSL_CERT_FILE (OpenSSL's default verify paths honour it).
+  ::setenv("SSL_CERT_FILE", (dir / "ca.pem").c_str(), 1);
+  for (int rank = 0; rank < 2; ++rank) {
+    auto ds = OpenDataset(server.url("train.csv"), rank, 2, true);
+    IterOptions o;
+    o.batch_size = 100;
+    Epoch e = ReadEpoch(ds, o);
+    INFO(e.status.message());
+    REQUIRE(e.status.ok());
+    CHECK(e.ids.size() == 1000);
+    CHECK(e.ids.front() == rank * 1000);
+  }
+  ::unsetenv("SSL_CERT_FILE");
+}

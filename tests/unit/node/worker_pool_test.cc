@@ -1,0 +1,223 @@
+// WorkerPool: decoding of worker messages (never throwing on what user code sends),
+// the process it starts (exact environment, own process group, parent-death signal,
+// optional unprivileged user), and the limit on message size.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <climits>
+#include <string>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <nlohmann/json.hpp>
+
+#include "common/file_util.h"
+#include "daemon/node/worker_pool.h"
+
+using namespace traintl;
+using nlohmann::json;
+
+namespace {
+
+struct TempDir {
+  TempDir() {
+    char tmpl[] = "/tmp/traintl-pool-XXXXXX";
+    REQUIRE(mkdtemp(tmpl) != nullptr);
+    path = tmpl;
+    ::chmod(path.c_str(), 0755);  // the worker user must reach its files
+  }
+  ~TempDir() { RemoveAll(path); }
+  std::string path;
+};
+
+class Recorder : public WorkerPoolListener {
+ public:
+  void OnWorkerHello(const std::string&, int, int) override { ++hellos; }
+  void OnWorkerReport(const std::string&, int, int, int seq, const json& metrics,
+                      const std::string& checkpoint) override {
+    reports.push_back({{"seq", seq}, {"metrics", metrics}, {"checkpoint", checkpoint}});
+  }
+  void OnWorkerExit(const WorkerExit& e) override { exits.push_back(e); }
+  int hellos = 0;
+  std::vector<json> reports;
+  std::vector<WorkerExit> exits;
+};
+
+WorkerLaunch MakeLaunch(const std::string& dir, const std::string& mode) {
+  WorkerLaunch l;
+  l.job_id = "abc";
+  l.attempt = 1;
+  l.rank = 0;
+  l.context_path = dir + "/rank_0.context.json";
+  REQUIRE(WriteFileAtomic(l.context_path, "{}", 0600).ok());
+  l.log_path = dir + "/rank_0.log";
+  l.workdir = dir;
+  l.env = {{"PATH", "/usr/bin:/bin"}, {"LANG", "C.UTF-8"}, {"PROBE_MODE", mode},
+           {"TRAINTL_JOB_ID", "abc"}};
+  return l;
+}
+
+// Runs the pool's io_context until the worker exited (bounded, as a hang guard).
+void RunUntilExit(boost::asio::io_context& io, Recorder& rec) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (rec.exits.empty() && std::chrono::steady_clock::now() < deadline) {
+    io.run_one_for(std::chrono::milliseconds(50));
+  }
+  REQUIRE(!rec.exits.empty());
+}
+
+json ProbeReport(const std::string& log_path) {
+  auto text = ReadFile(log_path);
+  REQUIRE(text.ok());
+  std::string first = text->substr(0, text->find('\n'));
+  return json::parse(first);
+}
+
+WorkerPoolOptions PoolOptions() {
+  WorkerPoolOptions o;
+  o.worker_binary = TRAINTL_WORKER_PROBE;
+  o.stop_grace = std::chrono::milliseconds(200);
+  o.term_grace = std::chrono::milliseconds(200);
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("ParseWorkerMessage decodes the protocol and never throws on odd input") {
+  auto hello = ParseWorkerMessage(R"({"type":"hello","rank":0,"pid":5})");
+  REQUIRE(hello);
+  CHECK(hello->type == WorkerMessage::Type::kHello);
+
+  auto report =
+      ParseWorkerMessage(R"({"type":"report","seq":3,"metrics":{"loss":1},"checkpoint":"/s"})");
+  REQUIRE(report);
+  CHECK(report->type == WorkerMessage::Type::kReport);
+  CHECK(report->seq == 3);
+  CHECK(report->metrics == json{{"loss", 1}});
+  CHECK(report->checkpoint == "/s");
+
+  auto done = ParseWorkerMessage(R"({"type":"done","ok":false,"error":"boom","retryable":false})");
+  REQUIRE(done);
+  CHECK(!done->ok);
+  CHECK(done->error == "boom");
+  CHECK(!done->retryable);
+
+  // Ill-typed fields count as absent (this used to throw out of the io_context).
+  auto odd = ParseWorkerMessage(R"({"type":"done","ok":"yes","error":7,"retryable":"no"})");
+  REQUIRE(odd);
+  CHECK(!odd->ok);
+  CHECK(odd->error.empty());
+  CHECK(odd->retryable);
+  auto odd_report = ParseWorkerMessage(R"({"type":"report","seq":1,"metrics":[1],"checkpoint":5})");
+  REQUIRE(odd_report);
+  CHECK(odd_report->metrics == json::object());
+  CHECK(odd_report->checkpoint.empty());
+
+  CHECK(!ParseWorkerMessage("not json"));
+  CHECK(!ParseWorkerMessage("[1]"));
+  CHECK(!ParseWorkerMessage(R"({"type":7})"));
+  CHECK(!ParseWorkerMessage(R"({"type":"report","seq":"1"})"));
+  CHECK(!ParseWorkerMessage(R"({"type":"report","seq":-1})"));
+  CHECK(!ParseWorkerMessage(R"({"type":"report","seq":2147483648})"));
+  CHECK(!ParseWorkerMessage(R"({"type":"report","seq":18446744073709551615})"));
+  CHECK(ParseWorkerMessage(R"({"type":"report","seq":2147483647})")->seq == INT_MAX);
+  auto future = ParseWorkerMessage(R"({"type":"future"})");
+  REQUIRE(future);
+  CHECK(future->type == WorkerMessage::Type::kUnknown);
+}
+
+TEST_CASE("a worker gets exactly its environment, its own process group and PDEATHSIG") {
+  TempDir dir;
+  boost::asio::io_context io;
+  Recorder rec;
+  WorkerPool pool(io, PoolOptions(), &rec);
+  WorkerLaunch l = MakeLaunch(dir.path, "exit");
+  REQUIRE(pool.Launch(l).ok());
+  RunUntilExit(io, rec);
+  CHECK(rec.exits[0].exit_code == 0);
+  CHECK(rec.exits[0].done_seen);
+  CHECK(rec.exits[0].done_ok);
+  json probe = ProbeReport(l.log_path);
+  std::map<std::string, std::string> env = probe["env"];
+  CHECK(env == l.env);
+  CHECK(probe["pgid"] == probe["pid"]);
+  CHECK(probe["pdeathsig"] == SIGKILL);
+  CHECK(probe["uid"] == ::getuid());
+  CHECK(probe["cwd"] == dir.path);
+}
+
+TEST_CASE("ill-typed worker messages are ignored, not fatal") {
+  TempDir dir;
+  boost::asio::io_context io;
+  Recorder rec;
+  WorkerPool pool(io, PoolOptions(), &rec);
+  REQUIRE(pool.Launch(MakeLaunch(dir.path, "odd")).ok());
+  RunUntilExit(io, rec);
+  CHECK(rec.exits[0].exit_code == 0);
+  CHECK(rec.exits[0].done_seen);
+  CHECK(rec.exits[0].done_ok);  // the last, well-formed done wins
+  REQUIRE(rec.reports.size() == 1);
+  CHECK(rec.reports[0]["seq"] == 3);
+  CHECK(rec.reports[0]["metrics"] == json::object());
+}
+
+TEST_CASE("a worker that writes without newlines is cut off at max_message_bytes") {
+  TempDir dir;
+  boost::asio::io_context io;
+  Recorder rec;
+  WorkerPoolOptions o = PoolOptions();
+  o.max_message_bytes = 256 * 1024;
+  WorkerPool pool(io, o, &rec);
+  REQUIRE(pool.Launch(MakeLaunch(dir.path, "flood")).ok());
+  RunUntilExit(io, rec);
+  // The agent closed the channel; the probe saw EPIPE and exited by itself.
+  CHECK(rec.exits[0].exit_code == 0);
+  CHECK(!rec.exits[0].done_seen);
+}
+
+TEST_CASE("a worker started by a root daemon runs as the configured user") {
+  if (::geteuid() != 0) {
+    WARN("skipped: needs root");
+    return;
+  }
+  auto user = LookupWorkerUser("nobody");
+  REQUIRE(user.ok());
+  CHECK(user->uid != 0);
+  TempDir dir;
+  const std::string out_dir = dir.path + "/outputs";
+  REQUIRE(MakeDirs(out_dir, 0755).ok());
+  boost::asio::io_context io;
+  Recorder rec;
+  WorkerPool pool(io, PoolOptions(), &rec);
+  WorkerLaunch l = MakeLaunch(dir.path, "exit");
+  l.user = *user;
+  l.user_dirs = {out_dir};
+  REQUIRE(pool.Launch(l).ok());
+  RunUntilExit(io, rec);
+  CHECK(rec.exits[0].exit_code == 0);
+  json probe = ProbeReport(l.log_path);
+  CHECK(probe["uid"] == user->uid);
+  CHECK(probe["euid"] == user->uid);
+  CHECK(probe["gid"] == user->gid);
+  CHECK(probe["egid"] == user->gid);
+  for (const auto& g : probe["groups"]) CHECK(g != 0);
+  CHECK(probe["context_readable"] == true);
+  // Changing credentials clears the parent-death signal; the pool sets it afterwards.
+  CHECK(probe["pdeathsig"] == SIGKILL);
+  CHECK(probe["pgid"] == probe["pid"]);
+  CHECK(probe["env"]["HOME"] == user->home);
+  CHECK(probe["env"]["USER"] == user->name);
+  struct stat st;
+  REQUIRE(::stat(out_dir.c_str(), &st) == 0);
+  CHECK(st.st_uid == user->uid);
+}
+
+TEST_CASE("LookupWorkerUser refuses root and unknown users") {
+  CHECK(LookupWorkerUser("root").status().code() == Status::Code::kInvalidArgument);
+  CHECK(LookupWorkerUser("0").status().code() == Status::Code::kInvalidArgument);
+  CHECK(LookupWorkerUser("no-such-user-traintl").status().code() == Status::Code::kNotFound);
+  auto by_uid = LookupWorkerUser("65534");
+  if (by_uid.ok()) CHECK(by_uid->uid == 65534);
+}

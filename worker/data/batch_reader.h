@@ -1,0 +1,143 @@
+// BatchReader: one epoch of one rank's shard of a Dataset, streamed as batches.
+//
+// Three stages run on background threads while the training code consumes batches:
+//   reader   opens each segment of the epoch's plan (PlanEpoch) and cuts its bytes into
+//            blocks of whole records (about block_bytes each), counting rows and lines;
+//   parsers  num_threads threads turn blocks into columns;
+//   batcher  puts the parsed rows, in order, into batches of batch_size rows (through the
+//            local shuffle buffer when shuffling) and queues up to prefetch_batches of them.
+// Memory stays bounded whatever the data size: at most num_threads + 2 blocks (raw or
+// parsed) are in flight, plus the queued batches, the batch being filled and the shuffle
+// buffer. The first batch is ready as soon as its rows are parsed.
+//
+// Shuffling is a streaming shuffle: the order of the index chunks is permuted per epoch
+// (the same on every rank, see PlanEpoch), and rows pass through a shuffle buffer of
+// shuffle_buffer_rows rows from which they leave in random order. It is deterministic for
+// a given (seed, epoch, rank, options) and mixes rows within a window, not globally.
+//
+// Errors (bad data, unreadable files) are returned by Next() in order: the batches before
+// the bad row are delivered first. After an error, Next() keeps returning it.
+//
+// Thread-safety: Next() is called by one thread at a time; stats() from any thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/result.h"
+#include "worker/data/columns.h"
+#include "worker/data/dataset.h"
+#include "worker/data/text_formats.h"
+
+namespace traintl {
+namespace data {
+
+struct IterOptions {
+  // Rows per batch (the last one may be smaller). Default: 256.
+  int64_t batch_size = 256;
+  // Drop the last batch when it has fewer than batch_size rows. Default: false.
+  bool drop_last = false;
+  // Streaming shuffle (see the file comment). Default: false.
+  bool shuffle = false;
+  uint64_t seed = 0;
+  // Seeds the shuffle together with `seed`. Default: 0.
+  int64_t epoch = 0;
+  // The columns to read, in this order; empty = every column. Default: empty.
+  std::vector<std::string> columns;
+  // Batches prepared ahead of the consumer. Default: 2.
+  int prefetch_batches = 2;
+  // Rows held by the shuffle buffer. Default: 10000.
+  int64_t shuffle_buffer_rows = 10000;
+  // Parser threads; 0 = min(4, hardware threads). Default: 0.
+  int num_threads = 0;
+  // Bytes per block read and parsed as one unit. Default: 1 MiB.
+  size_t block_bytes = 1 << 20;
+};
+
+struct IterStats {
+  // The most bytes held at once by the pipeline (blocks, parsed columns, queued and
+  // partly filled batches, shuffle buffer), counted by capacity.
+  int64_t peak_buffered_bytes = 0;
+  int64_t buffered_bytes = 0;
+  // Bytes read from the files so far.
+  int64_t bytes_read = 0;
+  int64_t rows = 0;
+  int64_t batches = 0;
+};
+
+class BatchReader {
+ public:
+  // Starts the epoch. Fails (bad options, unknown columns) before any thread starts.
+  static Result<std::unique_ptr<BatchReader>> Start(std::shared_ptr<Dataset> dataset,
+                                                    const IterOptions& options);
+  ~BatchReader();
+  BatchReader(const BatchReader&) = delete;
+  BatchReader& operator=(const BatchReader&) = delete;
+
+  // The columns batches have.
+  const Schema& schema() const { return schema_; }
+  // The next batch; nullptr at the end of the epoch.
+  Result<std::unique_ptr<RowBlock>> Next();
+  IterStats stats() const;
+
+ private:
+  struct Unit;
+  struct Parsed;
+
+  BatchReader(std::shared_ptr<Dataset> dataset, IterOptions options);
+  void ReaderMain();
+  void ParserMain();
+  void BatcherMain();
+  Status ReadSegments();
+  Status ReadTextSegment(const Segment& seg);
+  Status ReadNpySegment(const Segment& seg);
+  // Hands a block (or the end, or an error) to the parsers; false when stopping.
+  bool Emit(std::unique_ptr<Unit> unit);
+  Status ParseUnit(const Unit& unit, RowBlock* out) const;
+  // Queues a finished batch (or the end / an error) for Next(); false when stopping.
+  bool Deliver(std::unique_ptr<RowBlock> batch, Status status, bool end);
+  void Account(int64_t delta);
+
+  const std::shared_ptr<Dataset> dataset_;
+  const IterOptions options_;
+  Schema schema_;                                    // the output columns
+  std::vector<int> out_of_schema_;                   // schema column -> output column, or -1
+  std::vector<bool> inferred_;                       // per output column
+  std::vector<std::vector<FieldPlan>> field_plans_;  // CSV: per file
+
+  std::atomic<bool> stop_{false};
+  std::vector<std::thread> threads_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;                         // any change below
+  std::deque<std::unique_ptr<Unit>> work_;             // blocks for the parsers
+  std::map<int64_t, std::unique_ptr<Parsed>> parsed_;  // by sequence number
+  int64_t next_seq_ = 0;                               // of the next block the reader emits
+  int64_t in_flight_ = 0;  // blocks emitted and not yet taken by the batcher
+  int64_t max_in_flight_ = 3;
+  struct Ready {
+    std::unique_ptr<RowBlock> batch;
+    Status status;
+    bool end = false;
+  };
+  std::deque<Ready> ready_;
+  bool finished_ = false;  // Next() saw the end or an error
+  Status final_status_;
+
+  std::atomic<int64_t> buffered_bytes_{0};
+  std::atomic<int64_t> peak_bytes_{0};
+  std::atomic<int64_t> bytes_read_{0};
+  std::atomic<int64_t> rows_{0};
+  std::atomic<int64_t> batches_{0};
+};
+
+}  // namespace data
+}  // namespace traintl

@@ -1,0 +1,126 @@
+#include "worker/data/columns.h"
+
+#include <algorithm>
+#include <new>
+
+namespace traintl {
+namespace data {
+
+const char* DTypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat64:
+      return "float64";
+    case DType::kInt64:
+      return "int64";
+    case DType::kString:
+      return "string";
+    case DType::kFloat32:
+      return "float32";
+    case DType::kInt32:
+      return "int32";
+  }
+  return "unknown";
+}
+
+std::optional<DType> DTypeFromName(const std::string& name) {
+  for (DType d : {DType::kFloat64, DType::kInt64, DType::kString, DType::kFloat32, DType::kInt32}) {
+    if (name == DTypeName(d)) return d;
+  }
+  return std::nullopt;
+}
+
+size_t DTypeSize(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat64:
+    case DType::kInt64:
+      return 8;
+    case DType::kFloat32:
+    case DType::kInt32:
+      return 4;
+    case DType::kString:
+      return 0;
+  }
+  return 0;
+}
+
+int64_t ColumnSpec::RowElements() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+bool operator==(const ColumnSpec& a, const ColumnSpec& b) {
+  return a.name == b.name && a.dtype == b.dtype && a.shape == b.shape;
+}
+
+Buffer& Buffer::operator=(Buffer&& other) noexcept {
+  if (this != &other) {
+    std::free(data_);
+    data_ = other.data_;
+    size_ = other.size_;
+    capacity_ = other.capacity_;
+    other.data_ = nullptr;
+    other.size_ = other.capacity_ = 0;
+  }
+  return *this;
+}
+
+void Buffer::Reserve(size_t n) {
+  if (n <= capacity_) return;
+  void* p = std::realloc(data_, n);
+  if (p == nullptr) throw std::bad_alloc();
+  data_ = static_cast<char*>(p);
+  capacity_ = n;
+}
+
+void Buffer::Grow(size_t min_capacity) {
+  Reserve(std::max<size_t>({min_capacity, capacity_ + capacity_ / 2, 64}));
+}
+
+void RowBlock::Reset(const Schema& schema, int64_t rows) {
+  num_rows = 0;
+  columns.resize(schema.size());
+  for (size_t i = 0; i < schema.size(); ++i) {
+    ColumnData& c = columns[i];
+    c.values.Clear();
+    c.offsets.Clear();
+    if (schema[i].dtype == DType::kString) {
+      const int64_t zero = 0;
+      c.offsets.Reserve(sizeof(int64_t) * static_cast<size_t>(rows + 1));
+      c.offsets.Append(&zero, sizeof zero);
+    } else if (rows > 0) {
+      c.values.Reserve(schema[i].RowBytes() * static_cast<size_t>(rows));
+    }
+  }
+}
+
+size_t RowBlock::ByteSize() const {
+  size_t n = 0;
+  for (const auto& c : columns) n += c.values.capacity() + c.offsets.capacity();
+  return n;
+}
+
+void AppendRows(const Schema& schema, const RowBlock& src, int64_t begin, int64_t end,
+                RowBlock* dst) {
+  if (end <= begin) return;
+  for (size_t i = 0; i < schema.size(); ++i) {
+    const ColumnData& s = src.columns[i];
+    ColumnData& d = dst->columns[i];
+    if (schema[i].dtype == DType::kString) {
+      const int64_t* so = s.Offsets();
+      const int64_t base = static_cast<int64_t>(d.values.size());
+      d.values.Append(s.values.data() + so[begin], static_cast<size_t>(so[end] - so[begin]));
+      auto* out = reinterpret_cast<int64_t*>(
+          d.offsets.Extend(sizeof(int64_t) * static_cast<size_t>(end - begin)));
+      for (int64_t r = begin; r < end; ++r) *out++ = base + (so[r + 1] - so[begin]);
+    } else {
+      const size_t row = schema[i].RowBytes();
+      d.values.Append(s.values.data() + row * static_cast<size_t>(begin),
+                      row * static_cast<size_t>(end - begin));
+    }
+  }
+  dst->num_rows += end - begin;
+}
+
+}  // namespace data
+}  // namespace traintl

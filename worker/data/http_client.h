@@ -1,0 +1,76 @@
+// HttpBodyReader: streams the body of one HTTP(S) GET, optionally from a byte offset
+// (a Range request). A small synchronous-looking client over Boost.Beast, for the dataset
+// reader: no connection reuse, redirects followed, TLS verified against the system's CA
+// store (OpenSSL's default paths; SSL_CERT_FILE / SSL_CERT_DIR override them).
+//
+// Range: when `offset` > 0 the request carries "Range: bytes=<offset>-". A server that
+// ignores it (200 instead of 206) is still read correctly: the first `offset` bytes are
+// skipped on the client. range_honoured() tells which happened.
+//
+// Errors: 404/410 are NotFound, other 4xx InvalidArgument (retrying cannot help); refused
+// or dropped connections, timeouts and 5xx are Unavailable (a later attempt may succeed).
+// Messages name the URL.
+//
+// Thread-safety: one object is used by one thread at a time; Cancel() may be called from
+// any thread and makes a blocked Read() return Unavailable soon after.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "common/result.h"
+
+namespace traintl {
+namespace data {
+
+struct HttpOptions {
+  // Seconds without progress (connect, TLS handshake, headers, or any body read) before a
+  // request fails as Unavailable. Default: 60.
+  double timeout_s = 60;
+  // Redirects (301, 302, 303, 307, 308) followed before giving up. Default: 5.
+  int max_redirects = 5;
+};
+
+// scheme://host[:port]/target, split. Only http and https.
+struct HttpUrl {
+  bool tls = false;
+  std::string host;
+  std::string port;    // "80"/"443" when not given
+  std::string target;  // path and query, at least "/"
+};
+Result<HttpUrl> ParseHttpUrl(const std::string& url);
+
+class HttpBodyReader {
+ public:
+  ~HttpBodyReader();
+  HttpBodyReader(const HttpBodyReader&) = delete;
+  HttpBodyReader& operator=(const HttpBodyReader&) = delete;
+
+  // Sends the GET and reads the response head. `cancel`, when non-null, is polled while
+  // waiting: once it is true, the pending operation fails as Unavailable.
+  static Result<std::unique_ptr<HttpBodyReader>> Open(const std::string& url, uint64_t offset,
+                                                      const HttpOptions& options,
+                                                      const std::atomic<bool>* cancel = nullptr);
+
+  // Reads up to `len` bytes of the body (from `offset`); 0 at its end.
+  Result<size_t> Read(char* buf, size_t len);
+
+  // Whether the server answered the Range request with 206 (always true for offset 0).
+  bool range_honoured() const { return range_honoured_; }
+  // The size of the whole resource when the server said (Content-Range or Content-Length).
+  std::optional<uint64_t> total_size() const { return total_size_; }
+
+ private:
+  struct Impl;
+  explicit HttpBodyReader(std::unique_ptr<Impl> impl);
+
+  std::unique_ptr<Impl> impl_;
+  bool range_honoured_ = true;
+  std::optional<uint64_t> total_size_;
+};
+
+}  // namespace data
+}  // namespace traintl

@@ -1,0 +1,191 @@
+#include "worker/data/source.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+namespace traintl {
+namespace data {
+namespace {
+
+std::string ErrnoText(int err) { return std::strerror(err); }
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// %XX escapes of a file URI's path, decoded.
+std::string PercentDecode(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size() && HexValue(s[i + 1]) >= 0 && HexValue(s[i + 2]) >= 0) {
+      out += static_cast<char>(HexValue(s[i + 1]) * 16 + HexValue(s[i + 2]));
+      i += 2;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+bool IsRegularFile(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+bool HasGlobChars(const std::string& s) { return s.find_first_of("*?[") != std::string::npos; }
+
+std::vector<DataFile> ToDataFiles(std::vector<std::string> paths) {
+  std::sort(paths.begin(), paths.end());
+  std::vector<DataFile> out;
+  out.reserve(paths.size());
+  for (auto& p : paths) out.push_back({p, p, false});
+  return out;
+}
+
+Result<std::vector<DataFile>> ResolveGlob(const std::string& pattern, const std::string& uri) {
+  glob_t g;
+  std::memset(&g, 0, sizeof g);
+  const int rc = ::glob(pattern.c_str(), GLOB_NOSORT, nullptr, &g);
+  std::vector<std::string> paths;
+  if (rc == 0) {
+    for (size_t i = 0; i < g.gl_pathc; ++i) {
+      if (IsRegularFile(g.gl_pathv[i])) paths.emplace_back(g.gl_pathv[i]);
+    }
+  }
+  ::globfree(&g);
+  if (rc != 0 && rc != GLOB_NOMATCH) {
+    return Status::Unavailable(uri + ": cannot expand the glob pattern " + pattern);
+  }
+  if (paths.empty()) {
+    return Status::NotFound(uri + ": the glob pattern " + pattern + " matches no files");
+  }
+  return ToDataFiles(std::move(paths));
+}
+
+Result<std::vector<DataFile>> ResolveDirectory(const std::string& dir, const std::string& uri) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return Status::NotFound(uri + ": cannot list " + dir + ": " + ErrnoText(errno));
+  std::vector<std::string> paths;
+  while (struct dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.empty() || name[0] == '.' || name[0] == '_') continue;
+    const std::string path = dir + (dir.back() == '/' ? "" : "/") + name;
+    if (IsRegularFile(path)) paths.push_back(path);
+  }
+  ::closedir(d);
+  if (paths.empty()) return Status::NotFound(uri + ": the directory " + dir + " has no data files");
+  return ToDataFiles(std::move(paths));
+}
+
+class LocalSource : public ByteSource {
+ public:
+  LocalSource(std::string name, int fd, uint64_t offset, uint64_t size)
+      : name_(std::move(name)), fd_(fd), offset_(offset), size_(size) {}
+  ~LocalSource() override { ::close(fd_); }
+
+  Result<size_t> Read(char* buf, size_t len) override {
+    for (;;) {
+      ssize_t n = ::pread(fd_, buf, len, static_cast<off_t>(offset_));
+      if (n >= 0) {
+        offset_ += static_cast<uint64_t>(n);
+        return static_cast<size_t>(n);
+      }
+      if (errno != EINTR) {
+        return Status::Unavailable(name_ + ": read failed at byte " + std::to_string(offset_) +
+                                   ": " + ErrnoText(errno));
+      }
+    }
+  }
+  std::optional<uint64_t> size() const override { return size_; }
+
+ private:
+  const std::string name_;
+  const int fd_;
+  uint64_t offset_;
+  const uint64_t size_;
+};
+
+class HttpSource : public ByteSource {
+ public:
+  explicit HttpSource(std::unique_ptr<HttpBodyReader> reader) : reader_(std::move(reader)) {}
+  Result<size_t> Read(char* buf, size_t len) override { return reader_->Read(buf, len); }
+  std::optional<uint64_t> size() const override { return reader_->total_size(); }
+
+ private:
+  std::unique_ptr<HttpBodyReader> reader_;
+};
+
+}  // namespace
+
+Result<std::vector<DataFile>> ResolveDataFiles(const std::string& uri) {
+  if (uri.rfind("http://", 0) == 0 || uri.rfind("https://", 0) == 0) {
+    TRAINTL_RETURN_IF_ERROR(ParseHttpUrl(uri).status());
+    return std::vector<DataFile>{{uri, "", true}};
+  }
+  if (uri.rfind("file://", 0) != 0) {
+    return Status::InvalidArgument(uri + ": not a file://, http:// or https:// URI");
+  }
+  std::string path = uri.substr(7);
+  if (path.rfind("localhost/", 0) == 0) path = path.substr(9);
+  path = PercentDecode(path);
+  if (path.empty() || path[0] != '/') {
+    return Status::InvalidArgument(uri + ": a file:// URI must name an absolute path");
+  }
+  if (HasGlobChars(path)) return ResolveGlob(path, uri);
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    return Status::NotFound(uri + ": " + path + ": " + ErrnoText(errno));
+  }
+  if (S_ISDIR(st.st_mode)) return ResolveDirectory(path, uri);
+  if (!S_ISREG(st.st_mode)) return Status::InvalidArgument(uri + ": not a regular file");
+  return std::vector<DataFile>{{path, path, false}};
+}
+
+Result<std::unique_ptr<ByteSource>> OpenSource(const DataFile& file, uint64_t offset,
+                                               const SourceOptions& options) {
+  if (file.http) {
+    TRAINTL_ASSIGN_OR_RETURN(auto reader,
+                             HttpBodyReader::Open(file.name, offset, options.http, options.cancel));
+    return std::unique_ptr<ByteSource>(new HttpSource(std::move(reader)));
+  }
+  const int fd = ::open(file.path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    if (err == ENOENT) return Status::NotFound(file.name + ": no such file");
+    return Status::Unavailable(file.name + ": cannot open: " + ErrnoText(err));
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return Status::Unavailable(file.name + ": cannot stat: " + ErrnoText(err));
+  }
+  ::posix_fadvise(fd, static_cast<off_t>(offset), 0, POSIX_FADV_SEQUENTIAL);
+  return std::unique_ptr<ByteSource>(
+      new LocalSource(file.name, fd, offset, static_cast<uint64_t>(st.st_size)));
+}
+
+Result<size_t> ReadFully(ByteSource* source, char* buf, size_t len) {
+  size_t total = 0;
+  while (total < len) {
+    TRAINTL_ASSIGN_OR_RETURN(size_t n, source->Read(buf + total, len - total));
+    if (n == 0) break;
+    total += n;
+  }
+  return total;
+}
+
+}  // namespace data
+}  // namespace traintl
