@@ -177,36 +177,60 @@ bool ClusterRuntime::Forward(const http::Request& req, const ResponderPtr& res,
     res->SendError(503, "this node is not the head and cannot forward again; retry");
     return true;
   }
-  const std::string head = head_address();
-  if (head.empty()) {
-    if (options_.server && !write) return false;
-    res->SendError(503, "no head is reachable right now (election in progress?); retry");
-    return true;
-  }
+  if (options_.server && !write && head_address().empty()) return false;
   auto copy = std::make_shared<http::Request>(req);
   std::map<std::string, std::string> headers = {{kForwardedHeader, "1"}};
   if (!req.header("authorization").empty()) headers["Authorization"] = req.header("authorization");
   if (!req.header("content-type").empty()) headers["Content-Type"] = req.header("content-type");
   auto* io = &io_;
   const bool voter = options_.server;
-  RunOnHttpThread([io, head, headers, copy, res, local, voter, write] {
-    std::string host;
-    uint16_t port = 0;
-    Result<http::ClientResponse> r = Status::Unavailable("bad head address");
-    if (SplitAddress(head, &host, &port))
-      r = http::Fetch(host, port, copy->method, copy->target, copy->body, headers,
-                      std::chrono::seconds(30));
+  RunOnHttpThread([this, io, headers, copy, res, local, voter, write] {
+    // During a failover the head moves: look for the new one for a few seconds. A write
+    // is only retried when it was never sent, so it cannot be applied twice.
+    const auto deadline = Clock::now() + std::chrono::seconds(5);
+    Result<http::ClientResponse> r = Status::Unavailable("no head found");
+    bool sent = false;
+    for (;;) {
+      std::string head = head_address();
+      if (head.empty()) {
+        head = Discover(Candidates());
+        if (!head.empty() && !is_head_) SetHeadAddress(head);
+      }
+      if (!head.empty()) {
+        std::string host;
+        uint16_t port = 0;
+        if (SplitAddress(head, &host, &port)) {
+          sent = true;
+          r = http::Fetch(host, port, copy->method, copy->target, copy->body, headers,
+                          std::chrono::seconds(30));
+          if (r.ok()) break;
+        }
+        std::lock_guard<std::mutex> lock(mu_);
+        if (head_address_ == head) head_address_.clear();
+      }
+      if ((write && sent) || Clock::now() > deadline || stopping_) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
     asio::post(*io, [r = std::move(r), copy, res, local, voter, write]() {
       if (r.ok()) {
         res->Send(r->status, r->header("content-type"), r->body);
       } else if (voter && !write) {
-        local(*copy, res);  // the head is gone: answer from this replica
+        local(*copy, res);  // no head in reach: answer from this replica
       } else {
         res->SendError(503, "the head did not answer (" + r.status().message() + "); retry");
       }
     });
   });
   return true;
+}
+
+std::vector<std::string> ClusterRuntime::Candidates() const {
+  std::vector<std::string> candidates = options_.join;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& k : known_)
+    if (std::find(candidates.begin(), candidates.end(), k) == candidates.end())
+      candidates.push_back(k);
+  return candidates;
 }
 
 // ---- worker events to the head ----
@@ -354,19 +378,18 @@ void ClusterRuntime::HeartbeatMain() {
     const auto started = Clock::now();
     if (is_head_) {
       last_ok = started;
+      // Remember the voters, to find the next head should this node step down.
+      auto promise = std::make_shared<std::promise<std::vector<std::string>>>();
+      auto future = promise->get_future();
+      asio::post(io_, [this, promise] { promise->set_value(jobs_->registry().VoterAddresses()); });
+      const bool ready = future.wait_for(std::chrono::seconds(1)) == std::future_status::ready;
       std::lock_guard<std::mutex> lock(mu_);
+      if (ready) known_ = future.get();
       fenced_ = false;
     } else {
       std::string head = head_address();
       if (head.empty()) {
-        std::vector<std::string> candidates = options_.join;
-        {
-          std::lock_guard<std::mutex> lock(mu_);
-          for (const auto& k : known_)
-            if (std::find(candidates.begin(), candidates.end(), k) == candidates.end())
-              candidates.push_back(k);
-        }
-        head = Discover(candidates);
+        head = Discover(Candidates());
         if (!head.empty() && !is_head_) SetHeadAddress(head);
       }
       if (!head.empty() && !joined) {

@@ -102,6 +102,7 @@ class ClusterRuntime : public RemoteNodes {
   void HttpThreadMain();
   void HeartbeatMain();
   void SenderMain();
+  std::vector<std::string> Candidates() const;
   std::string Discover(const std::vector<std::string>& candidates);
   bool HeartbeatOnce(const std::string& head);
   void SyncBlobs(const std::string& head);

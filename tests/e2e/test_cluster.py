@@ -28,6 +28,9 @@ class ClusterTestCase(unittest.TestCase):
     agent_args = ()
 
     def setUp(self):
+        result = getattr(self._outcome, "result", None)
+        self._failures_before = len(getattr(result, "failures", [])) + \
+            len(getattr(result, "errors", []))
         self.cluster = Cluster(self.voters, self.agents, self.num_cpus,
                                agent_args=self.agent_args)
         try:
@@ -38,8 +41,10 @@ class ClusterTestCase(unittest.TestCase):
             raise
 
     def tearDown(self):
+        result = getattr(self._outcome, "result", None)
         failed = any(err for _, err in getattr(self._outcome, "errors", []) if err) or \
-            bool(getattr(getattr(self._outcome, "result", None), "failures", []))
+            len(getattr(result, "failures", [])) + len(getattr(result, "errors", [])) > \
+            self._failures_before
         if failed:
             self.cluster.dump_logs()
         for d in self.cluster.daemons:
