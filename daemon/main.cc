@@ -117,6 +117,7 @@ int Run(const DaemonConfig& cfg) {
   jopts.num_gpus = static_cast<int>(resources.gpus.size());
   jopts.collective_timeout_s = cfg.collective_timeout_s;
   jopts.role = agent_only ? "agent" : "voter";
+  jopts.raft_id = agent_only ? 0 : ropts.node_id;
   jopts.node_loss_timeout = cfg.node_loss_timeout;
   if (cfg.clustered()) jopts.settle = cfg.node_loss_timeout;
   nlohmann::json gpu_view = nlohmann::json::array();
@@ -159,6 +160,7 @@ int Run(const DaemonConfig& cfg) {
     copts.self.num_gpus = jopts.num_gpus;
     copts.heartbeat_interval = cfg.heartbeat_interval;
     copts.loss_timeout = cfg.node_loss_timeout;
+    copts.peers_file = cfg.data_dir + "/peers.json";
     cluster = std::make_unique<ClusterRuntime>(io, copts, jm, &agent, &blobs, &store,
                                                agent_only ? nullptr : &raft);
     jm->SetCluster(cluster.get(), &blobs);

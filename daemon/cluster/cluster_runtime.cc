@@ -1,5 +1,6 @@
 #include "daemon/cluster/cluster_runtime.h"
 
+#include <algorithm>
 #include <boost/asio/post.hpp>
 #include <functional>
 #include <future>
@@ -72,7 +73,29 @@ ClusterRuntime::ClusterRuntime(asio::io_context& io, ClusterOptions options, Job
 
 ClusterRuntime::~ClusterRuntime() { Stop(); }
 
+void ClusterRuntime::SetKnown(std::vector<std::string> voters) {
+  std::sort(voters.begin(), voters.end());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (voters == known_) return;
+    known_ = voters;
+  }
+  if (!options_.peers_file.empty()) {
+    Status st = WriteFileAtomic(options_.peers_file, json(voters).dump() + "\n", 0644);
+    if (!st.ok()) LOG_WARN << st.message();
+  }
+}
+
 void ClusterRuntime::Start() {
+  if (!options_.peers_file.empty()) {
+    if (auto text = ReadFile(options_.peers_file); text.ok()) {
+      json j = json::parse(*text, nullptr, false);
+      std::lock_guard<std::mutex> lock(mu_);
+      if (j.is_array())
+        for (const auto& v : j)
+          if (v.is_string()) known_.push_back(v.get<std::string>());
+    }
+  }
   for (size_t i = 0; i < options_.http_threads; ++i)
     threads_.emplace_back([this] { HttpThreadMain(); });
   threads_.emplace_back([this] { HeartbeatMain(); });
@@ -319,7 +342,16 @@ std::vector<std::pair<std::string, int>> ClusterRuntime::LiveAttemptsFromIo() {
   return future.get();
 }
 
-std::string ClusterRuntime::Discover(const std::vector<std::string>& candidates) {
+std::string ClusterRuntime::Discover(const std::vector<std::string>& given) {
+  std::vector<std::string> candidates;
+  // A voter knows the Raft leader and, from its replica, that leader's API address.
+  if (raft_ != nullptr && options_.server) {
+    const LeaderInfo leader = raft_->Leader();
+    if (leader.id != 0) {
+      if (auto api = store_->GetMeta("voter_api:" + std::to_string(leader.id))) candidates.push_back(*api);
+    }
+  }
+  candidates.insert(candidates.end(), given.begin(), given.end());
   for (const auto& address : candidates) {
     if (address == options_.self.api_address) continue;
     auto r = Call(address, "GET", "/healthz", "", {}, std::chrono::milliseconds(500));
@@ -338,12 +370,10 @@ bool ClusterRuntime::HeartbeatOnce(const std::string& head) {
   if (!r.ok() || r->status != 200) return false;
   json b = json::parse(r->body, nullptr, false);
   if (!b.is_object()) return false;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    known_.clear();
-    for (const auto& v : b.value("voters", json::array()))
-      if (v.is_string()) known_.push_back(v.get<std::string>());
-  }
+  std::vector<std::string> voters;
+  for (const auto& v : b.value("voters", json::array()))
+    if (v.is_string()) voters.push_back(v.get<std::string>());
+  if (!voters.empty()) SetKnown(std::move(voters));
   for (const auto& st : b.value("stop", json::array())) {
     if (!st.is_object()) continue;
     const std::string job = st.value("job_id", "");
@@ -382,9 +412,9 @@ void ClusterRuntime::HeartbeatMain() {
       auto promise = std::make_shared<std::promise<std::vector<std::string>>>();
       auto future = promise->get_future();
       asio::post(io_, [this, promise] { promise->set_value(jobs_->registry().VoterAddresses()); });
-      const bool ready = future.wait_for(std::chrono::seconds(1)) == std::future_status::ready;
+      if (future.wait_for(std::chrono::seconds(1)) == std::future_status::ready)
+        SetKnown(future.get());
       std::lock_guard<std::mutex> lock(mu_);
-      if (ready) known_ = future.get();
       fenced_ = false;
     } else {
       std::string head = head_address();

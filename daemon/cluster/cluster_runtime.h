@@ -61,6 +61,9 @@ struct ClusterOptions {
   std::chrono::milliseconds loss_timeout{4000};
   double fence_fraction = 0.6;
   size_t http_threads = 8;  // threads for blocking daemon-to-daemon calls
+  // Where the voters' API addresses are remembered across restarts (a restarted first
+  // voter has no --join to find the head with). "" = not kept.
+  std::string peers_file;
 };
 
 class ClusterRuntime : public RemoteNodes {
@@ -108,6 +111,7 @@ class ClusterRuntime : public RemoteNodes {
   void SyncBlobs(const std::string& head);
   std::vector<std::pair<std::string, int>> LiveAttemptsFromIo();
   void SetHeadAddress(const std::string& address);
+  void SetKnown(std::vector<std::string> voters);
   std::map<std::string, std::string> AuthHeaders() const;
 
   boost::asio::io_context& io_;

@@ -71,11 +71,20 @@ void JobManager::RefreshSelf() {
   self.api_address = options_.api_address;
   self.host = options_.node_address;
   self.role = options_.role;
+  self.raft_id = options_.raft_id;
   self.total = options_.node_resources;
   self.num_gpus = options_.num_gpus;
   self.gpus = options_.gpus;
   self.running = agent_->LiveAttempts();
   registry_.Heartbeat(std::move(self), std::chrono::steady_clock::now(), commands::NowMs());
+}
+
+void JobManager::RecordVoterAddress(uint64_t raft_id, const std::string& api_address) {
+  if (raft_id == 0 || api_address.empty()) return;
+  const std::string key = "voter_api:" + std::to_string(raft_id);
+  if (store_->GetMeta(key) == api_address) return;
+  if (!voter_address_proposed_.insert(key + "=" + api_address).second) return;
+  log_->Propose(commands::SetVoterAddress(raft_id, api_address), [](Result<json>) {});
 }
 
 void JobManager::StopStaleLocal() {
@@ -167,6 +176,7 @@ json JobManager::OnHeartbeat(NodeStatus status) {
     if (!placed_here) stop.push_back({{"job_id", job}, {"attempt", attempt}});
   }
   const std::string id = status.node_id;
+  RecordVoterAddress(status.raft_id, status.api_address);
   if (registry_.Heartbeat(std::move(status), std::chrono::steady_clock::now(), commands::NowMs())) {
     LOG_INFO << "node " << id << " joined (" << registry_.Get(id)->api_address << ")";
     ScheduleTick();
@@ -235,7 +245,11 @@ void JobManager::SetLeader(bool leader) {
   registry_.Clear();
   stale_stopped_.clear();
   leader_since_ = std::chrono::steady_clock::now();
-  if (leader) RefreshSelf();
+  voter_address_proposed_.clear();
+  if (leader) {
+    RefreshSelf();
+    RecordVoterAddress(options_.raft_id, options_.api_address);
+  }
   LOG_INFO << (leader ? "this node is now the head" : "this node is no longer the head");
   if (!leader) {
     // Another head may start these jobs again: never let two attempts run at once.

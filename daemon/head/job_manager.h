@@ -46,6 +46,7 @@ struct JobManagerOptions {
   // the node registry shows them.
   std::string api_address;
   std::string role = "voter";
+  uint64_t raft_id = 0;  // this node's Raft id (0: not a voter)
   nlohmann::json gpus = nlohmann::json::array();  // this node's GPUs as /v1/nodes shows them
   // A node silent for this long is LOST and its workers count as failed. Default 4 s.
   std::chrono::milliseconds node_loss_timeout{4000};
@@ -138,6 +139,8 @@ class JobManager : public WorkerPoolListener {
   ActiveAttempt* Find(const std::string& job_id, int attempt);
   void OnNodeLost(const std::string& node_id);
   void RefreshSelf();
+  // Replicates a voter's API address (keyed by Raft id) when the store lacks it.
+  void RecordVoterAddress(uint64_t raft_id, const std::string& api_address);
   void StopStaleLocal();
   int RemoteLive(const ActiveAttempt& a) const;
   void StopRemote(const ActiveAttempt& a);
@@ -166,7 +169,8 @@ class JobManager : public WorkerPoolListener {
   std::map<std::string, std::string> proposed_reason_;  // last pending reason proposed
   NodeRegistry registry_;
   std::chrono::steady_clock::time_point leader_since_{};
-  std::set<std::pair<std::string, int>> stale_stopped_;  // local stale attempts told to stop
+  std::set<std::pair<std::string, int>> stale_stopped_;
+  std::set<std::string> voter_address_proposed_;  // local stale attempts told to stop
 };
 
 }  // namespace traintl
