@@ -112,8 +112,10 @@ void ClusterRuntime::Stop() {
 
 void ClusterRuntime::SetHead(bool head) {
   is_head_ = head;
-  if (head) SetHeadAddress(options_.self.api_address);
-  else SetHeadAddress("");
+  if (head)
+    SetHeadAddress(options_.self.api_address);
+  else
+    SetHeadAddress("");
 }
 
 std::string ClusterRuntime::head_address() const {
@@ -162,8 +164,8 @@ void ClusterRuntime::Launch(const std::string& api_address, json plan,
   auto* io = &io_;
   const auto headers = AuthHeaders();
   RunOnHttpThread([io, api_address, headers, body = plan.dump(), done] {
-    auto r = Call(api_address, "POST", "/v1/internal/launch", body, headers,
-                  std::chrono::seconds(30));
+    auto r =
+        Call(api_address, "POST", "/v1/internal/launch", body, headers, std::chrono::seconds(30));
     Status st = Status::Ok();
     if (!r.ok()) {
       st = r.status();
@@ -175,8 +177,7 @@ void ClusterRuntime::Launch(const std::string& api_address, json plan,
   });
 }
 
-void ClusterRuntime::Stop(const std::string& api_address, const std::string& job_id,
-                          int attempt) {
+void ClusterRuntime::Stop(const std::string& api_address, const std::string& job_id, int attempt) {
   const auto headers = AuthHeaders();
   const std::string body = json{{"job_id", job_id}, {"attempt", attempt}}.dump();
   RunOnHttpThread([api_address, headers, body] {
@@ -261,7 +262,8 @@ std::vector<std::string> ClusterRuntime::Candidates() const {
 void ClusterRuntime::EnqueueHello(const std::string& job_id, int attempt, int rank) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    events_.push_back({{"type", "hello"}, {"job_id", job_id}, {"attempt", attempt}, {"rank", rank}});
+    events_.push_back(
+        {{"type", "hello"}, {"job_id", job_id}, {"attempt", attempt}, {"rank", rank}});
   }
   cv_.notify_all();
 }
@@ -270,20 +272,30 @@ void ClusterRuntime::EnqueueReport(const std::string& job_id, int attempt, int r
                                    const json& metrics, const std::string& checkpoint) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    events_.push_back({{"type", "report"}, {"job_id", job_id}, {"attempt", attempt},
-                       {"rank", rank}, {"seq", seq}, {"metrics", metrics},
+    events_.push_back({{"type", "report"},
+                       {"job_id", job_id},
+                       {"attempt", attempt},
+                       {"rank", rank},
+                       {"seq", seq},
+                       {"metrics", metrics},
                        {"checkpoint", checkpoint}});
   }
   cv_.notify_all();
 }
 
 void ClusterRuntime::EnqueueExit(const WorkerExit& e, const std::string& log_tail) {
-  json ev = {{"type", "exit"},         {"job_id", e.job_id},
-             {"attempt", e.attempt},   {"rank", e.rank},
-             {"exit_code", nullptr},   {"signal", nullptr},
-             {"done_seen", e.done_seen}, {"done_ok", e.done_ok},
-             {"done_error", e.done_error}, {"retryable", e.retryable},
-             {"stopped_by_agent", e.stopped_by_agent}, {"log_tail", log_tail}};
+  json ev = {{"type", "exit"},
+             {"job_id", e.job_id},
+             {"attempt", e.attempt},
+             {"rank", e.rank},
+             {"exit_code", nullptr},
+             {"signal", nullptr},
+             {"done_seen", e.done_seen},
+             {"done_ok", e.done_ok},
+             {"done_error", e.done_error},
+             {"retryable", e.retryable},
+             {"stopped_by_agent", e.stopped_by_agent},
+             {"log_tail", log_tail}};
   if (e.exit_code) ev["exit_code"] = *e.exit_code;
   if (e.signal) ev["signal"] = *e.signal;
   {
@@ -348,7 +360,8 @@ std::string ClusterRuntime::Discover(const std::vector<std::string>& given) {
   if (raft_ != nullptr && options_.server) {
     const LeaderInfo leader = raft_->Leader();
     if (leader.id != 0) {
-      if (auto api = store_->GetMeta("voter_api:" + std::to_string(leader.id))) candidates.push_back(*api);
+      if (auto api = store_->GetMeta("voter_api:" + std::to_string(leader.id)))
+        candidates.push_back(*api);
     }
   }
   candidates.insert(candidates.end(), given.begin(), given.end());
@@ -432,8 +445,8 @@ void ClusterRuntime::HeartbeatMain() {
           joined = true;
           LOG_INFO << "joined the cluster as a voter (raft id " << options_.self.raft_id << ")";
         } else {
-          LOG_WARN << "join via " << head << " failed: "
-                   << (r.ok() ? r->body : r.status().message());
+          LOG_WARN << "join via " << head
+                   << " failed: " << (r.ok() ? r->body : r.status().message());
         }
       }
       if (!head.empty() && joined) {
@@ -453,7 +466,8 @@ void ClusterRuntime::HeartbeatMain() {
           first = !fenced_;
           fenced_ = true;
         }
-        if (first) LOG_WARN << "no head for " << fence_after.count() << " ms; stopping every worker here";
+        if (first)
+          LOG_WARN << "no head for " << fence_after.count() << " ms; stopping every worker here";
         asio::post(io_, [this] {
           for (const auto& [job, attempt] : agent_->LiveAttempts()) agent_->Stop(job, attempt);
         });
@@ -465,7 +479,8 @@ void ClusterRuntime::HeartbeatMain() {
       }
     }
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_until(lock, started + options_.heartbeat_interval, [this] { return stopping_.load(); });
+    cv_.wait_until(lock, started + options_.heartbeat_interval,
+                   [this] { return stopping_.load(); });
   }
 }
 
@@ -520,47 +535,51 @@ void ClusterRuntime::RegisterRoutes(http::Router& router) {
 
   http::RouteOptions big;
   big.max_body_bytes = 64u << 20;
-  router.Add("POST", "/v1/internal/events", [this](const http::Request& req, ResponderPtr res) {
-    if (!jobs_->leader()) {
-      res->SendError(503, "not the head");
-      return;
-    }
-    json body = json::parse(req.body, nullptr, false);
-    if (!body.is_object() || !body.contains("events") || !body["events"].is_array()) {
-      res->SendError(400, "malformed events");
-      return;
-    }
-    for (const auto& ev : body["events"]) {
-      try {
-        const std::string type = ev.at("type").get<std::string>();
-        const std::string job = ev.at("job_id").get<std::string>();
-        const int attempt = ev.at("attempt").get<int>();
-        const int rank = ev.at("rank").get<int>();
-        if (type == "hello") {
-          jobs_->OnWorkerHello(job, attempt, rank);
-        } else if (type == "report") {
-          jobs_->OnWorkerReport(job, attempt, rank, ev.at("seq").get<int>(), ev.at("metrics"),
-                                ev.at("checkpoint").get<std::string>());
-        } else if (type == "exit") {
-          WorkerExit e;
-          e.job_id = job;
-          e.attempt = attempt;
-          e.rank = rank;
-          if (!ev.at("exit_code").is_null()) e.exit_code = ev["exit_code"].get<int>();
-          if (!ev.at("signal").is_null()) e.signal = ev["signal"].get<int>();
-          e.done_seen = ev.at("done_seen").get<bool>();
-          e.done_ok = ev.at("done_ok").get<bool>();
-          e.done_error = ev.at("done_error").get<std::string>();
-          e.retryable = ev.at("retryable").get<bool>();
-          e.stopped_by_agent = ev.at("stopped_by_agent").get<bool>();
-          jobs_->OnRemoteWorkerExit(e, ev.at("log_tail").get<std::string>());
+  router.Add(
+      "POST", "/v1/internal/events",
+      [this](const http::Request& req, ResponderPtr res) {
+        if (!jobs_->leader()) {
+          res->SendError(503, "not the head");
+          return;
         }
-      } catch (const std::exception& e) {
-        LOG_WARN << "malformed worker event from " << body.value("node_id", "?") << ": " << e.what();
-      }
-    }
-    res->SendJson(200, {{"ok", true}});
-  }, big);
+        json body = json::parse(req.body, nullptr, false);
+        if (!body.is_object() || !body.contains("events") || !body["events"].is_array()) {
+          res->SendError(400, "malformed events");
+          return;
+        }
+        for (const auto& ev : body["events"]) {
+          try {
+            const std::string type = ev.at("type").get<std::string>();
+            const std::string job = ev.at("job_id").get<std::string>();
+            const int attempt = ev.at("attempt").get<int>();
+            const int rank = ev.at("rank").get<int>();
+            if (type == "hello") {
+              jobs_->OnWorkerHello(job, attempt, rank);
+            } else if (type == "report") {
+              jobs_->OnWorkerReport(job, attempt, rank, ev.at("seq").get<int>(), ev.at("metrics"),
+                                    ev.at("checkpoint").get<std::string>());
+            } else if (type == "exit") {
+              WorkerExit e;
+              e.job_id = job;
+              e.attempt = attempt;
+              e.rank = rank;
+              if (!ev.at("exit_code").is_null()) e.exit_code = ev["exit_code"].get<int>();
+              if (!ev.at("signal").is_null()) e.signal = ev["signal"].get<int>();
+              e.done_seen = ev.at("done_seen").get<bool>();
+              e.done_ok = ev.at("done_ok").get<bool>();
+              e.done_error = ev.at("done_error").get<std::string>();
+              e.retryable = ev.at("retryable").get<bool>();
+              e.stopped_by_agent = ev.at("stopped_by_agent").get<bool>();
+              jobs_->OnRemoteWorkerExit(e, ev.at("log_tail").get<std::string>());
+            }
+          } catch (const std::exception& e) {
+            LOG_WARN << "malformed worker event from " << body.value("node_id", "?") << ": "
+                     << e.what();
+          }
+        }
+        res->SendJson(200, {{"ok", true}});
+      },
+      big);
 
   router.Add("POST", "/v1/internal/launch", [this](const http::Request& req, ResponderPtr res) {
     json body = json::parse(req.body, nullptr, false);
@@ -605,9 +624,12 @@ void ClusterRuntime::RegisterRoutes(http::Router& router) {
       auto r = Call(source, "GET", "/v1/blobs/" + p->library_sha256, "", headers,
                     std::chrono::seconds(60));
       Status st = Status::Ok();
-      if (!r.ok()) st = r.status();
-      else if (r->status != 200) st = Status::NotFound("the head has no blob " + p->library_sha256);
-      else st = blobs->Put(p->library_sha256, r->body);
+      if (!r.ok())
+        st = r.status();
+      else if (r->status != 200)
+        st = Status::NotFound("the head has no blob " + p->library_sha256);
+      else
+        st = blobs->Put(p->library_sha256, r->body);
       asio::post(*io, [st, p, res, launch] {
         if (!st.ok()) {
           res->SendError(500, "cannot fetch the training library: " + st.message());

@@ -50,10 +50,10 @@ namespace traintl {
 class RaftNode;
 
 struct ClusterOptions {
-  bool server = false;             // --server: a Raft voter
-  std::vector<std::string> join;   // --join: API addresses of existing daemons
-  std::string token;               // the cluster's bearer token (shared by all daemons)
-  NodeStatus self;                 // this node as heartbeats describe it (no "running")
+  bool server = false;            // --server: a Raft voter
+  std::vector<std::string> join;  // --join: API addresses of existing daemons
+  std::string token;              // the cluster's bearer token (shared by all daemons)
+  NodeStatus self;                // this node as heartbeats describe it (no "running")
   // Heartbeat period. Default 500 ms.
   std::chrono::milliseconds heartbeat_interval{500};
   // The head marks a node LOST after this much silence; the node stops its own workers
@@ -127,11 +127,11 @@ class ClusterRuntime : public RemoteNodes {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::string head_address_;             // guarded by mu_
-  std::vector<std::string> known_;       // voter API addresses, guarded by mu_
-  std::deque<nlohmann::json> events_;    // guarded by mu_
+  std::string head_address_;                     // guarded by mu_
+  std::vector<std::string> known_;               // voter API addresses, guarded by mu_
+  std::deque<nlohmann::json> events_;            // guarded by mu_
   std::deque<std::function<void()>> http_work_;  // guarded by mu_
-  bool fenced_ = false;                  // guarded by mu_
+  bool fenced_ = false;                          // guarded by mu_
 
   std::vector<std::thread> threads_;
 };

@@ -56,10 +56,11 @@ std::vector<std::string> NodeRegistry::VoterAddresses() const {
 
 json NodeStatusToJson(const NodeStatus& s) {
   json running = json::array();
-  for (const auto& [job, attempt] : s.running) running.push_back({{"job_id", job}, {"attempt", attempt}});
+  for (const auto& [job, attempt] : s.running)
+    running.push_back({{"job_id", job}, {"attempt", attempt}});
   return {{"node_id", s.node_id}, {"api_address", s.api_address}, {"host", s.host},
-          {"role", s.role},       {"raft_id", s.raft_id},          {"resources_total", s.total},
-          {"gpus", s.gpus},       {"num_gpus", s.num_gpus},        {"running", running}};
+          {"role", s.role},       {"raft_id", s.raft_id},         {"resources_total", s.total},
+          {"gpus", s.gpus},       {"num_gpus", s.num_gpus},       {"running", running}};
 }
 
 bool NodeStatusFromJson(const json& j, NodeStatus* out) {

@@ -23,8 +23,8 @@ namespace traintl {
 // What a node says about itself in a heartbeat, plus what the head derives from it.
 struct NodeStatus {
   std::string node_id;
-  std::string api_address;  // "host:port" of its daemon API
-  std::string host;         // address its workers listen on (DDP master when rank 0 is here)
+  std::string api_address;     // "host:port" of its daemon API
+  std::string host;            // address its workers listen on (DDP master when rank 0 is here)
   std::string role = "agent";  // "voter" | "agent" ("head" is decided when viewed)
   uint64_t raft_id = 0;        // 0 for agents
   ResourceMap total;
