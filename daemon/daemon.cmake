@@ -3,6 +3,8 @@ add_library(traintl_head STATIC
   head/command_log.cc
   head/checkpoint_merge.cc
   head/job_manager.cc
+  head/node_registry.cc
+  cluster/cluster_runtime.cc
   api/views.cc
   api/api_routes.cc
   daemon_config.cc)

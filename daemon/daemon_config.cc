@@ -55,6 +55,8 @@ bool ParseDaemonConfig(int argc, char** argv, DaemonConfig* cfg, int* exit_code)
   double num_cpus = -1;
   int num_gpus = -1;
   int64_t stop_grace_ms = 3000, max_upload_mb = 512;
+  int64_t heartbeat_ms = 500, loss_ms = 4000;
+  std::string join;
   po::options_description opts("traintld options");
   opts.add_options()
       ("help,h", "show this help")
@@ -81,7 +83,18 @@ bool ParseDaemonConfig(int argc, char** argv, DaemonConfig* cfg, int* exit_code)
        "grace between the stop request and SIGTERM, and between SIGTERM and SIGKILL")
       ("max-upload-mb", po::value(&max_upload_mb)->default_value(512),
        "largest training library accepted, in MiB")
-      ("log-level", po::value(&log_level)->default_value("info"), "debug|info|warning|error");
+      ("log-level", po::value(&log_level)->default_value("info"), "debug|info|warning|error")
+      ("server", po::bool_switch(&cfg->server), "be a Raft voter (a head candidate); with "
+       "--join, ask the head to add this node as a voter")
+      ("join", po::value(&join), "comma-separated API addresses (host:port) of daemons of "
+       "the cluster to join; without --server this daemon is an agent")
+      ("token-file", po::value(&cfg->token_file), "the cluster's bearer token (every daemon "
+       "of a cluster uses the same one); default <data-dir>/token, created when missing")
+      ("heartbeat-interval-ms", po::value(&heartbeat_ms)->default_value(500),
+       "how often a node heartbeats to the head")
+      ("node-loss-timeout-ms", po::value(&loss_ms)->default_value(4000),
+       "a node silent this long is lost and its workers fail; a node without a head stops "
+       "its workers after 60% of it");
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, opts), vm);
@@ -144,6 +157,22 @@ bool ParseDaemonConfig(int argc, char** argv, DaemonConfig* cfg, int* exit_code)
   cfg->worker_stop_grace = std::chrono::milliseconds(stop_grace_ms);
   if (max_upload_mb <= 0) return fail("--max-upload-mb must be > 0");
   cfg->max_upload_bytes = static_cast<size_t>(max_upload_mb) << 20;
+  for (size_t pos = 0; pos < join.size();) {
+    size_t comma = join.find(',', pos);
+    std::string item = join.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    pos = comma == std::string::npos ? join.size() : comma + 1;
+    if (item.empty()) continue;
+    std::string h;
+    uint16_t p = 0;
+    if (!SplitHostPort(item, &h, &p) || p == 0)
+      return fail("--join: '" + item + "' is not host:port");
+    cfg->join.push_back(item);
+  }
+  if (heartbeat_ms <= 0 || loss_ms <= 2 * heartbeat_ms)
+    return fail("--node-loss-timeout-ms must exceed twice --heartbeat-interval-ms (> 0)");
+  cfg->heartbeat_interval = std::chrono::milliseconds(heartbeat_ms);
+  cfg->node_loss_timeout = std::chrono::milliseconds(loss_ms);
+  if (!cfg->token_file.empty()) cfg->token_file = AbsolutePath(cfg->token_file);
   return true;
 }
 

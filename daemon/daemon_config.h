@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/logging.h"
 #include "common/result.h"
@@ -26,6 +27,15 @@ struct DaemonConfig {
   std::chrono::milliseconds worker_stop_grace{3000};  // --worker-stop-grace-ms
   size_t max_upload_bytes = 512u << 20;  // --max-upload-mb
   LogLevel log_level = LogLevel::kInfo;  // --log-level
+  // Multi-node (DESIGN §5). --server: a Raft voter; --join: API addresses (host:port) of
+  // daemons already in the cluster. A daemon with neither is a one-node cluster; with
+  // --join but no --server it is an agent.
+  bool server = false;
+  std::vector<std::string> join;
+  std::string token_file;  // --token-file: the cluster's shared token; default <data-dir>/token
+  std::chrono::milliseconds heartbeat_interval{500};  // --heartbeat-interval-ms
+  std::chrono::milliseconds node_loss_timeout{4000};  // --node-loss-timeout-ms
+  bool clustered() const { return server || !join.empty(); }
 };
 
 // /var/lib/traintl for root, else $XDG_STATE_HOME/traintl or ~/.local/state/traintl.

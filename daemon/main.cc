@@ -12,6 +12,7 @@
 #include "common/file_util.h"
 #include "common/logging.h"
 #include "daemon/api/api_routes.h"
+#include "daemon/cluster/cluster_runtime.h"
 #include "daemon/consensus/raft_node.h"
 #include "daemon/daemon_config.h"
 #include "daemon/head/command_log.h"
@@ -35,7 +36,7 @@ int Run(const DaemonConfig& cfg) {
     LOG_ERROR << "data dir: " << st.message();
     return 1;
   }
-  auto token = LoadOrCreateSecret(cfg.data_dir + "/token");
+  auto token = LoadOrCreateSecret(cfg.token_file.empty() ? cfg.data_dir + "/token" : cfg.token_file);
   if (!token.ok()) {
     LOG_ERROR << token.status().message();
     return 1;
@@ -64,6 +65,13 @@ int Run(const DaemonConfig& cfg) {
   ropts.node_id = 1;
   ropts.data_dir = cfg.data_dir + "/raft";
   ropts.raft_address = cfg.raft_address;
+  // The first voter bootstraps as id 1; voters that join get an id of their own.
+  const bool joining_voter = cfg.server && !cfg.join.empty();
+  const bool agent_only = !cfg.server && !cfg.join.empty();
+  if (joining_voter) {
+    ropts.node_id = RaftIdForNode(*node_id);
+    ropts.join = true;
+  }
   RaftNode raft(ropts, &fsm);
 
   asio::io_context io(1);
@@ -72,15 +80,28 @@ int Run(const DaemonConfig& cfg) {
   wopts.stop_grace = cfg.worker_stop_grace;
   wopts.term_grace = cfg.worker_stop_grace;
   std::unique_ptr<JobManager> jobs;
+  std::unique_ptr<ClusterRuntime> cluster;
   // The pool reports worker events to the job manager, which is built after it.
   struct Forwarder : WorkerPoolListener {
     JobManager* target = nullptr;
-    void OnWorkerHello(const std::string& j, int a, int r) override { target->OnWorkerHello(j, a, r); }
+    // Multi-node: while another node is the head, events go to it over HTTP.
+    ClusterRuntime* cluster = nullptr;
+    Agent* agent = nullptr;
+    bool Remote() const { return cluster != nullptr && !target->leader(); }
+    void OnWorkerHello(const std::string& j, int a, int r) override {
+      if (Remote()) return cluster->EnqueueHello(j, a, r);
+      target->OnWorkerHello(j, a, r);
+    }
     void OnWorkerReport(const std::string& j, int a, int r, int s, const nlohmann::json& m,
                         const std::string& c) override {
+      if (Remote()) return cluster->EnqueueReport(j, a, r, s, m, c);
       target->OnWorkerReport(j, a, r, s, m, c);
     }
-    void OnWorkerExit(const WorkerExit& e) override { target->OnWorkerExit(e); }
+    void OnWorkerExit(const WorkerExit& e) override {
+      if (Remote())
+        return cluster->EnqueueExit(e, TailFile(agent->LogPath(e.job_id, e.attempt, e.rank), 4096));
+      target->OnWorkerExit(e);
+    }
   } forwarder;
   WorkerPool pool(io, wopts, &forwarder);
   AgentOptions aopts;
@@ -95,17 +116,15 @@ int Run(const DaemonConfig& cfg) {
   jopts.node_resources = resources.AsResourceMap();
   jopts.num_gpus = static_cast<int>(resources.gpus.size());
   jopts.collective_timeout_s = cfg.collective_timeout_s;
-  jobs = std::make_unique<JobManager>(io, jopts, &store, &command_log, &agent);
-  forwarder.target = jobs.get();
-
-  JobManager* jm = jobs.get();
-  raft.SetLeadershipCallback([&io, jm](bool leader) {
-    asio::post(io, [jm, leader] { jm->SetLeader(leader); });
-  });
-  if (Status st = raft.Start(); !st.ok()) {
-    LOG_ERROR << "cannot start the replicated log: " << st.message();
-    return 1;
-  }
+  jopts.role = agent_only ? "agent" : "voter";
+  jopts.raft_id = agent_only ? 0 : ropts.node_id;
+  jopts.node_loss_timeout = cfg.node_loss_timeout;
+  if (cfg.clustered()) jopts.settle = cfg.node_loss_timeout;
+  nlohmann::json gpu_view = nlohmann::json::array();
+  for (const auto& g : resources.gpus)
+    gpu_view.push_back({{"index", g.index}, {"name", g.name}, {"uuid", g.uuid},
+                        {"memory", g.memory_bytes}});
+  jopts.gpus = gpu_view;
 
   auto router = std::make_shared<http::Router>();
   http::ServerOptions sopts;
@@ -116,11 +135,51 @@ int Run(const DaemonConfig& cfg) {
   if (Status st = server.Start(); !st.ok()) {
     LOG_ERROR << "cannot serve the API on " << cfg.api_host << ":" << cfg.api_port << ": "
               << st.message();
-    raft.Stop();
     return 1;
   }
   const auto ep = server.local_endpoint();
   const std::string api_address = ep.address().to_string() + ":" + std::to_string(ep.port());
+  jopts.api_address = api_address;
+  jopts.node_address = ep.address().to_string();
+
+  jobs = std::make_unique<JobManager>(io, jopts, &store, &command_log, &agent);
+  forwarder.target = jobs.get();
+  JobManager* jm = jobs.get();
+  if (cfg.clustered()) {
+    ClusterOptions copts;
+    copts.server = cfg.server;
+    copts.join = cfg.join;
+    copts.token = *token;
+    copts.self.node_id = *node_id;
+    copts.self.api_address = api_address;
+    copts.self.host = jopts.node_address;
+    copts.self.role = jopts.role;
+    copts.self.raft_id = cfg.server ? ropts.node_id : 0;
+    copts.self.total = jopts.node_resources;
+    copts.self.gpus = gpu_view;
+    copts.self.num_gpus = jopts.num_gpus;
+    copts.heartbeat_interval = cfg.heartbeat_interval;
+    copts.loss_timeout = cfg.node_loss_timeout;
+    copts.peers_file = cfg.data_dir + "/peers.json";
+    cluster = std::make_unique<ClusterRuntime>(io, copts, jm, &agent, &blobs, &store,
+                                               agent_only ? nullptr : &raft);
+    jm->SetCluster(cluster.get(), &blobs);
+    forwarder.cluster = cluster.get();
+    forwarder.agent = &agent;
+  }
+  ClusterRuntime* cl = cluster.get();
+  raft.SetLeadershipCallback([&io, jm, cl](bool leader) {
+    asio::post(io, [jm, cl, leader] {
+      if (cl != nullptr) cl->SetHead(leader);
+      jm->SetLeader(leader);
+    });
+  });
+  if (!agent_only) {
+    if (Status st = raft.Start(); !st.ok()) {
+      LOG_ERROR << "cannot start the replicated log: " << st.message();
+      return 1;
+    }
+  }
 
   ApiContext actx;
   actx.io = &io;
@@ -133,6 +192,13 @@ int Run(const DaemonConfig& cfg) {
   actx.api_address = api_address;
   actx.version = TRAINTL_VERSION;
   actx.max_upload_bytes = cfg.max_upload_bytes;
+  if (cl != nullptr) {
+    actx.role_when_not_head = jopts.role;
+    actx.head_address = [cl] { return cl->head_address(); };
+    actx.forward = [cl](const http::Request& req, const std::shared_ptr<http::Responder>& res,
+                        const http::Handler& local) { return cl->Forward(req, res, local); };
+    cl->RegisterRoutes(*router);
+  }
   RegisterApiRoutes(*router, actx);
 
   if (Status st = WriteFileAtomic(cfg.data_dir + "/api_address", api_address + "\n", 0644);
@@ -142,17 +208,43 @@ int Run(const DaemonConfig& cfg) {
   LOG_INFO << "traintld " << TRAINTL_VERSION << " serving on http://" << api_address
            << " (data dir " << cfg.data_dir << ")";
   jm->Start();
+  if (cl != nullptr) cl->Start();
 
   asio::signal_set stop_signals(io, SIGTERM, SIGINT);
   stop_signals.async_wait([&](const boost::system::error_code& ec, int sig) {
     if (ec) return;
     LOG_INFO << "received " << (sig == SIGTERM ? "SIGTERM" : "SIGINT") << "; shutting down";
-    jm->Shutdown();
-    server.Stop();
-    pool.KillAll();
-    io.stop();
+    auto finish = [&] {
+      jm->Shutdown();
+      server.Stop();
+      pool.KillAll();
+      io.stop();
+    };
+    if (cl == nullptr || !jm->leader()) {
+      finish();
+      return;
+    }
+    // A head hands leadership over before it goes (raft_transfer), so that the cluster
+    // does not wait for an election timeout.
+    auto once = std::make_shared<bool>(false);
+    auto fallback = std::make_shared<asio::steady_timer>(io, std::chrono::seconds(2));
+    auto done = [once, finish, fallback] {
+      if (*once) return;
+      *once = true;
+      fallback->cancel();
+      finish();
+    };
+    fallback->async_wait([done](const boost::system::error_code& e) {
+      if (!e) done();
+    });
+    raft.TransferLeadership(0, [&io, done](Status st) {
+      if (st.ok()) LOG_INFO << "handed leadership over";
+      else LOG_WARN << "leadership transfer failed: " << st.message();
+      asio::post(io, done);
+    });
   });
   io.run();
+  if (cl != nullptr) cl->Stop();
   raft.Stop();
   ::unlink((cfg.data_dir + "/api_address").c_str());
   LOG_INFO << "traintld stopped";

@@ -260,15 +260,30 @@ void RegisterApiRoutes(http::Router& router, const ApiContext& ctx) {
   http::RouteOptions open;
   open.require_auth = false;
   router.Add("GET", "/healthz", [ctx](const Request&, ResponderPtr res) {
-    res->SendJson(200, {{"status", "ok"},
-                        {"node_id", ctx.node_id},
-                        {"role", ctx.jobs->leader() ? "head" : "voter"},
-                        {"version", ctx.version}});
+    json out = {{"status", "ok"},
+                {"node_id", ctx.node_id},
+                {"role", ctx.jobs->leader() ? "head" : ctx.role_when_not_head},
+                {"version", ctx.version}};
+    if (ctx.head_address) out["head"] = ctx.head_address();
+    res->SendJson(200, out);
   }, open);
+  // Every /v1 route may be forwarded to the head (multi-node) before it is served here.
+  auto add = [&router, ctx](std::string method, std::string pattern, http::Handler handler,
+                            http::RouteOptions options = {}) {
+    if (!ctx.forward) {
+      router.Add(std::move(method), std::move(pattern), std::move(handler), options);
+      return;
+    }
+    router.Add(std::move(method), std::move(pattern),
+               [ctx, handler](const Request& req, ResponderPtr res) {
+                 if (!ctx.forward(req, res, handler)) handler(req, res);
+               },
+               options);
+  };
 
   http::RouteOptions upload;
   upload.max_body_bytes = ctx.max_upload_bytes;
-  router.Add("PUT", "/v1/blobs/{sha}", [ctx](const Request& req, ResponderPtr res) {
+  add("PUT", "/v1/blobs/{sha}", [ctx](const Request& req, ResponderPtr res) {
     const std::string& sha = req.params.at("sha");
     Status st = ctx.blobs->Put(sha, req.body);
     if (!st.ok()) {
@@ -277,23 +292,23 @@ void RegisterApiRoutes(http::Router& router, const ApiContext& ctx) {
     }
     res->SendJson(201, {{"sha256", sha}, {"size", req.body.size()}});
   }, upload);
-  router.Add("HEAD", "/v1/blobs/{sha}", [ctx](const Request& req, ResponderPtr res) {
+  add("HEAD", "/v1/blobs/{sha}", [ctx](const Request& req, ResponderPtr res) {
     res->Send(ctx.blobs->Has(req.params.at("sha")) ? 200 : 404, "application/json", "");
   });
 
-  router.Add("POST", "/v1/jobs", [ctx](const Request& req, ResponderPtr res) {
+  add("POST", "/v1/jobs", [ctx](const Request& req, ResponderPtr res) {
     HandleSubmit(ctx, req, res);
   });
-  router.Add("GET", "/v1/jobs", [ctx](const Request&, ResponderPtr res) {
+  add("GET", "/v1/jobs", [ctx](const Request&, ResponderPtr res) {
     json jobs = json::array();
     for (const auto& j : ctx.store->ListJobs()) jobs.push_back(JobSummaryJson(j));
     res->SendJson(200, {{"jobs", jobs}});
   });
-  router.Add("GET", "/v1/jobs/{job}", [ctx](const Request& req, ResponderPtr res) {
+  add("GET", "/v1/jobs/{job}", [ctx](const Request& req, ResponderPtr res) {
     auto job = ResolveJob(ctx, req, res);
     if (job) res->SendJson(200, JobDetailJson(*job, *ctx.store));
   });
-  router.Add("POST", "/v1/jobs/{job}/stop", [ctx](const Request& req, ResponderPtr res) {
+  add("POST", "/v1/jobs/{job}/stop", [ctx](const Request& req, ResponderPtr res) {
     auto job = ResolveJob(ctx, req, res);
     if (!job) return;
     const std::string id = job->id;
@@ -305,10 +320,10 @@ void RegisterApiRoutes(http::Router& router, const ApiContext& ctx) {
       res->SendJson(200, {{"job_id", id}, {"state", *state}});
     });
   });
-  router.Add("GET", "/v1/jobs/{job}/logs", [ctx](const Request& req, ResponderPtr res) {
+  add("GET", "/v1/jobs/{job}/logs", [ctx](const Request& req, ResponderPtr res) {
     HandleLogs(ctx, req, res);
   });
-  router.Add("GET", "/v1/jobs/{job}/checkpoints", [ctx](const Request& req, ResponderPtr res) {
+  add("GET", "/v1/jobs/{job}/checkpoints", [ctx](const Request& req, ResponderPtr res) {
     auto job = ResolveJob(ctx, req, res);
     if (!job) return;
     auto cks = ctx.store->ListCheckpoints(job->id);
@@ -316,7 +331,7 @@ void RegisterApiRoutes(http::Router& router, const ApiContext& ctx) {
     for (size_t i = 0; i < cks.size(); ++i) out.push_back(CheckpointJson(cks[i], i + 1 == cks.size()));
     res->SendJson(200, {{"job_id", job->id}, {"checkpoints", out}});
   });
-  router.Add("GET", "/v1/jobs/{job}/metrics", [ctx](const Request& req, ResponderPtr res) {
+  add("GET", "/v1/jobs/{job}/metrics", [ctx](const Request& req, ResponderPtr res) {
     auto job = ResolveJob(ctx, req, res);
     if (!job) return;
     json history = json::array();
@@ -332,14 +347,18 @@ void RegisterApiRoutes(http::Router& router, const ApiContext& ctx) {
                         {"latest", latest.is_discarded() ? json::object() : latest},
                         {"history", history}});
   });
-  router.Add("GET", "/v1/nodes", [ctx](const Request&, ResponderPtr res) {
+  add("GET", "/v1/nodes", [ctx](const Request&, ResponderPtr res) {
     json gpus = json::array();
     for (const auto& g : ctx.node.gpus)
       gpus.push_back({{"index", g.index}, {"name", g.name}, {"uuid", g.uuid},
                       {"memory", g.memory_bytes}});
+    if (ctx.jobs->leader()) {
+      res->SendJson(200, {{"nodes", ctx.jobs->NodesView()}});
+      return;
+    }
     json node = {{"node_id", ctx.node_id},
                  {"address", ctx.api_address},
-                 {"role", ctx.jobs->leader() ? "head" : "voter"},
+                 {"role", ctx.role_when_not_head},
                  {"state", "ALIVE"},
                  {"resources_total", ctx.node.AsResourceMap()},
                  {"resources_used", ctx.jobs->UsedResources()},

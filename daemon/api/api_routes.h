@@ -6,10 +6,12 @@
 #pragma once
 
 #include <boost/asio/io_context.hpp>
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "daemon/head/job_manager.h"
+#include "daemon/http/responder.h"
 #include "daemon/http/router.h"
 #include "daemon/node/agent.h"
 #include "daemon/node/blob_store.h"
@@ -29,6 +31,15 @@ struct ApiContext {
   std::string api_address;
   std::string version;
   size_t max_upload_bytes = 512u << 20;  // largest library upload
+  // Multi-node: the role this daemon shows when it is not the head ("voter" | "agent"),
+  // the head's API address as far as it knows, and a hook that may forward a /v1 request
+  // to the head instead of serving it (returns true when it took the request; `local`
+  // serves it here, possibly later).
+  std::string role_when_not_head = "voter";
+  std::function<std::string()> head_address;
+  std::function<bool(const http::Request&, const std::shared_ptr<http::Responder>&,
+                     const http::Handler& local)>
+      forward;
 };
 
 void RegisterApiRoutes(http::Router& router, const ApiContext& ctx);

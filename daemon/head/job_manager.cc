@@ -5,12 +5,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstring>
 
 #include "common/crypto.h"
 #include "common/file_util.h"
 #include "common/logging.h"
 #include "daemon/head/checkpoint_merge.h"
+#include "daemon/node/plan_json.h"
 
 namespace traintl {
 
@@ -60,7 +62,168 @@ JobManager::JobManager(asio::io_context& io, JobManagerOptions options, StateSto
       store_(store),
       log_(log),
       agent_(agent),
-      timer_(io) {}
+      timer_(io),
+      registry_(options_.node_loss_timeout) {}
+
+void JobManager::RefreshSelf() {
+  NodeStatus self;
+  self.node_id = options_.node_id;
+  self.api_address = options_.api_address;
+  self.host = options_.node_address;
+  self.role = options_.role;
+  self.raft_id = options_.raft_id;
+  self.total = options_.node_resources;
+  self.num_gpus = options_.num_gpus;
+  self.gpus = options_.gpus;
+  self.running = agent_->LiveAttempts();
+  registry_.Heartbeat(std::move(self), std::chrono::steady_clock::now(), commands::NowMs());
+}
+
+void JobManager::RecordVoterAddress(uint64_t raft_id, const std::string& api_address) {
+  if (raft_id == 0 || api_address.empty()) return;
+  const std::string key = "voter_api:" + std::to_string(raft_id);
+  if (store_->GetMeta(key) == api_address) return;
+  if (!voter_address_proposed_.insert(key + "=" + api_address).second) return;
+  log_->Propose(commands::SetVoterAddress(raft_id, api_address), [](Result<json>) {});
+}
+
+void JobManager::StopStaleLocal() {
+  // Workers of attempts this head does not run (started by a previous head) must stop:
+  // their job restarts from its checkpoint, and two attempts never run at once.
+  for (const auto& [job, attempt] : agent_->LiveAttempts()) {
+    if (Find(job, attempt) != nullptr) continue;
+    if (!stale_stopped_.insert({job, attempt}).second) continue;
+    LOG_WARN << "stopping workers of job " << job << " attempt " << attempt
+             << ": not an attempt of this head";
+    agent_->Stop(job, attempt);
+  }
+}
+
+int JobManager::RemoteLive(const ActiveAttempt& a) const {
+  int n = 0;
+  for (int r : a.remote_ranks)
+    if (!a.exits.count(r)) ++n;
+  return n;
+}
+
+void JobManager::StopRemote(const ActiveAttempt& a) {
+  if (remote_ == nullptr) return;
+  std::set<std::string> done;
+  for (int r : a.remote_ranks) {
+    const std::string& node = a.rank_nodes[static_cast<size_t>(r)];
+    if (!done.insert(node).second) continue;
+    if (const NodeStatus* n = registry_.Get(node)) remote_->Stop(n->api_address, a.job_id, a.attempt);
+  }
+}
+
+void JobManager::UsedOn(const std::string& node_id, ResourceMap* used,
+                        std::vector<double>* gpu_free) const {
+  for (const auto& [id, a] : active_) {
+    const double per_gpu = a.per_worker.count("GPU") ? a.per_worker.at("GPU") : 0;
+    for (size_t r = 0; r < a.rank_nodes.size(); ++r) {
+      if (a.rank_nodes[r] != node_id) continue;
+      for (const auto& [k, v] : a.per_worker) (*used)[k] += v;
+      if (gpu_free == nullptr || r >= a.rank_gpus.size()) continue;
+      for (int d : a.rank_gpus[r])
+        if (d >= 0 && d < static_cast<int>(gpu_free->size()))
+          (*gpu_free)[static_cast<size_t>(d)] -= per_gpu < 1 ? per_gpu : 1.0;
+    }
+  }
+}
+
+std::vector<NodeSnapshot> JobManager::Snapshots(bool alive_only) const {
+  std::vector<NodeSnapshot> out;
+  for (const auto& [id, n] : registry_.nodes()) {
+    if (alive_only && !n.alive) continue;
+    NodeSnapshot s;
+    s.node_id = id;
+    s.address = n.host;
+    s.total = n.total;
+    s.available = n.total;
+    s.gpu_free.assign(static_cast<size_t>(n.num_gpus), 1.0);
+    ResourceMap used;
+    UsedOn(id, &used, &s.gpu_free);
+    for (const auto& [k, v] : used) s.available[k] -= v;
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+nlohmann::json JobManager::NodesView() const {
+  json nodes = json::array();
+  for (const auto& [id, n] : registry_.nodes()) {
+    ResourceMap used;
+    UsedOn(id, &used, nullptr);
+    nodes.push_back({{"node_id", id},
+                     {"address", n.api_address},
+                     {"role", id == options_.node_id ? "head" : n.role},
+                     {"state", n.alive ? "ALIVE" : "LOST"},
+                     {"resources_total", n.total},
+                     {"resources_used", used},
+                     {"gpus", n.gpus},
+                     {"last_heartbeat", n.last_heartbeat_ms}});
+  }
+  return nodes;
+}
+
+json JobManager::OnHeartbeat(NodeStatus status) {
+  json stop = json::array();
+  for (const auto& [job, attempt] : status.running) {
+    const ActiveAttempt* a = Find(job, attempt);
+    bool placed_here = false;
+    if (a != nullptr)
+      for (const auto& n : a->rank_nodes) placed_here = placed_here || n == status.node_id;
+    if (!placed_here) stop.push_back({{"job_id", job}, {"attempt", attempt}});
+  }
+  const std::string id = status.node_id;
+  RecordVoterAddress(status.raft_id, status.api_address);
+  if (registry_.Heartbeat(std::move(status), std::chrono::steady_clock::now(), commands::NowMs())) {
+    LOG_INFO << "node " << id << " joined (" << registry_.Get(id)->api_address << ")";
+    ScheduleTick();
+  }
+  return {{"head", options_.node_id}, {"stop", stop}, {"voters", registry_.VoterAddresses()}};
+}
+
+void JobManager::OnNodeLost(const std::string& node_id) {
+  LOG_WARN << "node " << node_id << " lost: no heartbeat for "
+           << registry_.loss_timeout().count() << " ms";
+  std::vector<std::string> affected;
+  for (auto& [job_id, a] : active_) {
+    bool hit = false;
+    for (size_t r = 0; r < a.rank_nodes.size(); ++r) {
+      const int rank = static_cast<int>(r);
+      if (a.rank_nodes[r] != node_id || !a.remote_ranks.count(rank) || a.exits.count(rank))
+        continue;
+      hit = true;
+      WorkerExit e;
+      e.job_id = job_id;
+      e.attempt = a.attempt;
+      e.rank = rank;
+      e.signal = SIGKILL;
+      a.exits[rank] = e;
+      if (!a.failure && !a.ending) {
+        commands::AttemptOutcome o;
+        o.state = kJobFailed;
+        o.failed_rank = rank;
+        o.reason = "rank " + std::to_string(rank) + " lost with its node " + node_id;
+        a.failure = o;
+      }
+    }
+    if (hit) affected.push_back(job_id);
+  }
+  for (const auto& job_id : affected) {
+    BeginEnding(active_.at(job_id));
+    MaybeFinishAttempt(job_id);
+  }
+  ScheduleTick();
+}
+
+void JobManager::OnRemoteWorkerExit(const WorkerExit& e, const std::string& log_tail) {
+  ActiveAttempt* a = Find(e.job_id, e.attempt);
+  if (a == nullptr || !a->remote_ranks.count(e.rank)) return;
+  a->remote_tails[e.rank] = log_tail;
+  OnWorkerExit(e);
+}
 
 void JobManager::Start() {
   timer_.expires_after(options_.tick);
@@ -79,12 +242,21 @@ void JobManager::Shutdown() {
 void JobManager::SetLeader(bool leader) {
   if (leader == leader_) return;
   leader_ = leader;
+  registry_.Clear();
+  stale_stopped_.clear();
+  leader_since_ = std::chrono::steady_clock::now();
+  voter_address_proposed_.clear();
+  if (leader) {
+    RefreshSelf();
+    RecordVoterAddress(options_.raft_id, options_.api_address);
+  }
   LOG_INFO << (leader ? "this node is now the head" : "this node is no longer the head");
   if (!leader) {
     // Another head may start these jobs again: never let two attempts run at once.
     for (auto& [id, a] : active_) {
       a.ending = true;
       agent_->Stop(a.job_id, a.attempt);
+      StopRemote(a);
     }
   }
   ScheduleTick();
@@ -109,13 +281,25 @@ PendingJob JobManager::ToPending(const JobRecord& job, const JobSpec& spec) {
 }
 
 Status JobManager::CheckFeasible(const JobSpec& spec) const {
-  NodeSnapshot node;
-  node.node_id = options_.node_id;
-  node.total = options_.node_resources;
-  node.available = node.total;
-  node.gpu_free.assign(static_cast<size_t>(options_.num_gpus), 1.0);
+  std::vector<NodeSnapshot> nodes;
+  for (const auto& [id, n] : registry_.nodes()) {
+    NodeSnapshot s;
+    s.node_id = id;
+    s.total = n.total;
+    s.available = n.total;
+    s.gpu_free.assign(static_cast<size_t>(n.num_gpus), 1.0);
+    nodes.push_back(std::move(s));
+  }
+  if (nodes.empty()) {
+    NodeSnapshot node;
+    node.node_id = options_.node_id;
+    node.total = options_.node_resources;
+    node.available = node.total;
+    node.gpu_free.assign(static_cast<size_t>(options_.num_gpus), 1.0);
+    nodes.push_back(node);
+  }
   JobRecord fake;
-  return traintl::CheckFeasible({node}, ToPending(fake, spec));
+  return traintl::CheckFeasible(nodes, ToPending(fake, spec));
 }
 
 ResourceMap JobManager::UsedResources() const {
@@ -167,12 +351,18 @@ void JobManager::Stop(const std::string& job_id, std::function<void(Result<std::
 
 void JobManager::Tick() {
   if (!leader_ || shutting_down_) return;
+  RefreshSelf();
+  for (const auto& id : registry_.ExpireLost(std::chrono::steady_clock::now())) OnNodeLost(id);
+  StopStaleLocal();
+  const bool settling = std::chrono::steady_clock::now() - leader_since_ < options_.settle;
   std::vector<PendingJob> queue;
   std::map<std::string, std::pair<JobRecord, JobSpec>> pending;
   for (const JobRecord& job : store_->ListActiveJobs()) {
     auto it = active_.find(job.id);
     if (job.state == kJobPending) {
       if (it != active_.end()) continue;  // its start is being committed
+      // A job that ran before must not start while old workers of it may still run.
+      if (job.attempt > 0 && (settling || registry_.HasLiveWorkersOf(job.id))) continue;
       auto spec = ParseJobSpecText(job.spec);
       if (!spec.ok()) {
         LOG_ERROR << "job " << job.id << " has an unreadable spec: " << spec.status().message();
@@ -207,21 +397,7 @@ void JobManager::Tick() {
   }
   if (queue.empty()) return;
 
-  NodeSnapshot node;
-  node.node_id = options_.node_id;
-  node.address = options_.node_address;
-  node.total = options_.node_resources;
-  node.available = node.total;
-  for (const auto& [k, v] : UsedResources()) node.available[k] -= v;
-  node.gpu_free.assign(static_cast<size_t>(options_.num_gpus), 1.0);
-  for (const auto& [id, a] : active_) {
-    const double per = a.per_worker.count("GPU") ? a.per_worker.at("GPU") : 0;
-    for (const auto& devices : a.rank_gpus)
-      for (int d : devices)
-        if (d >= 0 && d < options_.num_gpus)
-          node.gpu_free[d] -= per < 1 ? per : 1.0;
-  }
-  ScheduleResult result = Schedule({node}, queue);
+  ScheduleResult result = Schedule(Snapshots(/*alive_only=*/true), queue);
   for (const auto& p : result.placements) {
     auto& [job, spec] = pending.at(p.job_id);
     StartAttempt(job, spec, p);
@@ -260,6 +436,9 @@ void JobManager::StartAttempt(const JobRecord& job, const JobSpec& spec,
   a.trial_dir = job.trial_dir;
   a.per_worker = spec.resources_per_worker;
   a.rank_gpus = placement.rank_gpus;
+  a.rank_nodes = placement.rank_nodes;
+  for (size_t r = 0; r < a.rank_nodes.size(); ++r)
+    if (a.rank_nodes[r] != options_.node_id) a.remote_ranks.insert(static_cast<int>(r));
   active_[job.id] = a;  // reserves the resources while start_attempt commits
   proposed_reason_.erase(job.id);
   const std::string restored = ResolveRestore(job, spec);
@@ -289,43 +468,100 @@ void JobManager::LaunchCommitted(const std::string& job_id, const JobRecord& job
     EndAttemptNow(a, o);
     return;
   }
-  NodeAttemptPlan plan;
-  plan.job_id = job_id;
-  plan.job_name = job.name;
-  plan.attempt = a.attempt;
-  plan.world_size = a.world_size;
-  plan.node_rank = 0;
-  for (int r = 0; r < a.world_size; ++r) {
-    plan.world_ranks.push_back(r);
-    plan.rank_gpus.push_back(r < static_cast<int>(a.rank_gpus.size()) ? a.rank_gpus[r]
-                                                                       : std::vector<int>{});
+  NodeAttemptPlan base;
+  base.job_id = job_id;
+  base.job_name = job.name;
+  base.attempt = a.attempt;
+  base.world_size = a.world_size;
+  base.library_path = job.library_path;
+  base.library_sha256 = job.library_sha256;
+  if (blobs_ != nullptr && !job.library_sha256.empty()) {
+    // The recorded path is the first head's; every node resolves the hash in its own store.
+    if (auto local = blobs_->PathOf(job.library_sha256); local.ok()) base.library_path = *local;
   }
-  plan.library_path = job.library_path;
-  plan.function = spec.function;
-  plan.config = spec.train_loop_config;
-  plan.checkpoint_dir = restored_from;
-  plan.trial_dir = job.trial_dir;
-  plan.master_addr = options_.node_address;
-  plan.master_port = PickFreePort(options_.node_address);
-  plan.collective_timeout_s = options_.collective_timeout_s;
-  plan.use_gpu = spec.use_gpu;
+  base.function = spec.function;
+  base.config = spec.train_loop_config;
+  base.checkpoint_dir = restored_from;
+  base.trial_dir = job.trial_dir;
+  const NodeStatus* master = registry_.Get(a.rank_nodes.empty() ? options_.node_id : a.rank_nodes[0]);
+  base.master_addr = master != nullptr ? master->host : options_.node_address;
+  base.master_port = PickFreePort(base.master_addr);
+  base.collective_timeout_s = options_.collective_timeout_s;
+  base.use_gpu = spec.use_gpu;
   json datasets = json::object();
   for (const auto& [name, d] : spec.datasets)
     datasets[name] = {{"uri", d.uri}, {"format", d.format}, {"split", d.split}};
-  plan.datasets = datasets;
-  plan.user_env = spec.env;
+  base.datasets = datasets;
+  base.user_env = spec.env;
   auto cpu = spec.resources_per_worker.find("CPU");
-  plan.cpus_per_worker = cpu == spec.resources_per_worker.end() ? 1 : cpu->second;
+  base.cpus_per_worker = cpu == spec.resources_per_worker.end() ? 1 : cpu->second;
+  // One plan per node, in the order of their first rank (node_rank), ranks contiguous.
+  std::vector<std::string> order;
+  std::map<std::string, NodeAttemptPlan> plans;
+  for (int r = 0; r < a.world_size; ++r) {
+    const std::string node =
+        r < static_cast<int>(a.rank_nodes.size()) ? a.rank_nodes[r] : options_.node_id;
+    if (!plans.count(node)) {
+      order.push_back(node);
+      plans[node] = base;
+      plans[node].node_rank = static_cast<int>(order.size()) - 1;
+    }
+    plans[node].world_ranks.push_back(r);
+    plans[node].rank_gpus.push_back(r < static_cast<int>(a.rank_gpus.size()) ? a.rank_gpus[r]
+                                                                             : std::vector<int>{});
+  }
   LOG_INFO << "job " << job_id << ": starting attempt " << a.attempt << " with " << a.world_size
-           << " worker(s)" << (restored_from.empty() ? "" : " from " + restored_from);
-  Status st = agent_->Launch(plan);
-  if (!st.ok()) {
-    commands::AttemptOutcome o;
-    o.state = kJobFailed;
-    o.reason = st.message();
-    a.failure = o;
-    BeginEnding(a);
+           << " worker(s) on " << order.size() << " node(s)"
+           << (restored_from.empty() ? "" : " from " + restored_from);
+  const int attempt = a.attempt;
+  auto fail_node = [this, job_id, attempt](const std::string& node, const std::string& why) {
+    ActiveAttempt* at = Find(job_id, attempt);
+    if (at == nullptr) return;
+    for (size_t r = 0; r < at->rank_nodes.size(); ++r) {
+      const int rank = static_cast<int>(r);
+      if (at->rank_nodes[r] != node || !at->remote_ranks.count(rank) || at->exits.count(rank))
+        continue;
+      WorkerExit e;
+      e.job_id = job_id;
+      e.attempt = attempt;
+      e.rank = rank;
+      e.exit_code = 1;
+      at->exits[rank] = e;
+    }
+    if (!at->failure) {
+      commands::AttemptOutcome o;
+      o.state = kJobFailed;
+      o.reason = why;
+      at->failure = o;
+    }
+    BeginEnding(*at);
     MaybeFinishAttempt(job_id);
+  };
+  for (const auto& node : order) {
+    NodeAttemptPlan& plan = plans[node];
+    if (node == options_.node_id) {
+      Status st = agent_->Launch(plan);
+      if (!st.ok()) {
+        ActiveAttempt* at = Find(job_id, attempt);
+        if (at == nullptr) return;
+        commands::AttemptOutcome o;
+        o.state = kJobFailed;
+        o.reason = st.message();
+        if (!at->failure) at->failure = o;
+        BeginEnding(*at);
+        MaybeFinishAttempt(job_id);
+        return;
+      }
+      continue;
+    }
+    const NodeStatus* n = registry_.Get(node);
+    if (remote_ == nullptr || n == nullptr || !n->alive) {
+      fail_node(node, "node " + node + " is gone");
+      continue;
+    }
+    remote_->Launch(n->api_address, NodeAttemptPlanToJson(plan), [fail_node, node](Status st) {
+      if (!st.ok()) fail_node(node, "node " + node + " could not start its ranks: " + st.message());
+    });
   }
 }
 
@@ -358,8 +594,9 @@ void JobManager::OnWorkerReport(const std::string& job_id, int attempt, int rank
       ckpt.clear();
     }
   }
-  // The worker copied its files durably before reporting, so it may go on at once.
-  agent_->Ack(job_id, attempt, rank, seq);
+  // The worker copied its files durably before reporting, so it may go on at once. A
+  // remote rank is acked by its agent when this call returns.
+  if (!a->remote_ranks.count(rank)) agent_->Ack(job_id, attempt, rank, seq);
   a->reports[seq][rank] = RankReport{metrics, ckpt};
   if (static_cast<int>(a->reports[seq].size()) == a->world_size) CommitReport(*a, seq);
 }
@@ -408,7 +645,12 @@ commands::AttemptOutcome JobManager::DescribeFailure(const ActiveAttempt& a,
   o.failed_rank = e.rank;
   o.exit_code = e.exit_code;
   o.signal = e.signal;
-  o.log_tail = TailFile(agent_->LogPath(a.job_id, a.attempt, e.rank), options_.log_tail_bytes);
+  if (a.remote_ranks.count(e.rank)) {
+    auto t = a.remote_tails.find(e.rank);
+    o.log_tail = t == a.remote_tails.end() ? "" : t->second;
+  } else {
+    o.log_tail = TailFile(agent_->LogPath(a.job_id, a.attempt, e.rank), options_.log_tail_bytes);
+  }
   const std::string r = "rank " + std::to_string(e.rank);
   if (e.signal) {
     o.reason = r + " was killed by " + SignalName(*e.signal);
@@ -446,6 +688,7 @@ void JobManager::BeginEnding(ActiveAttempt& a) {
   if (a.ending) return;
   a.ending = true;
   agent_->Stop(a.job_id, a.attempt);
+  StopRemote(a);
 }
 
 void JobManager::MaybeFinishAttempt(const std::string& job_id) {
@@ -455,7 +698,7 @@ void JobManager::MaybeFinishAttempt(const std::string& job_id) {
   if (!a.launched || a.end_proposed) return;
   // Wait for every process this node started for the attempt (after a launch failure,
   // some ranks never started and never exit).
-  if (agent_->LiveWorkers(a.job_id, a.attempt) > 0) return;
+  if (agent_->LiveWorkers(a.job_id, a.attempt) + RemoteLive(a) > 0) return;
   commands::AttemptOutcome o;
   if (a.stop_requested) {
     o.state = kJobStopped;

@@ -21,6 +21,9 @@
 #include <string>
 
 #include "daemon/head/command_log.h"
+#include "daemon/head/node_registry.h"
+#include "daemon/head/remote_nodes.h"
+#include "daemon/node/blob_store.h"
 #include "daemon/node/agent.h"
 #include "daemon/node/worker_pool.h"
 #include "daemon/scheduler/scheduler.h"
@@ -39,6 +42,18 @@ struct JobManagerOptions {
   int collective_timeout_s = 300;       // bound on a collective stuck on a dead peer
   std::chrono::milliseconds tick{250};  // how often the queue is looked at
   size_t log_tail_bytes = 4096;         // log tail kept with a failed attempt
+  // Multi-node (see SetCluster). This node's API address and role ("voter" | "agent") as
+  // the node registry shows them.
+  std::string api_address;
+  std::string role = "voter";
+  uint64_t raft_id = 0;  // this node's Raft id (0: not a voter)
+  nlohmann::json gpus = nlohmann::json::array();  // this node's GPUs as /v1/nodes shows them
+  // A node silent for this long is LOST and its workers count as failed. Default 4 s.
+  std::chrono::milliseconds node_loss_timeout{4000};
+  // After becoming head, jobs that ran before wait this long before a new attempt starts,
+  // so that every node that ran their old workers has either reported them (and been told
+  // to stop them) or fenced itself. 0 for a single node.
+  std::chrono::milliseconds settle{0};
 };
 
 class JobManager : public WorkerPoolListener {
@@ -46,6 +61,12 @@ class JobManager : public WorkerPoolListener {
   JobManager(boost::asio::io_context& io, JobManagerOptions options, StateStore* store,
              CommandLog* log, Agent* agent);
 
+  // Multi-node: other nodes are reached through `remote`; libraries are resolved by hash
+  // in `blobs`. Call before Start. Without it the head only uses its own node.
+  void SetCluster(RemoteNodes* remote, BlobStore* blobs) {
+    remote_ = remote;
+    blobs_ = blobs;
+  }
   void Start();  // starts the scheduling tick
   void Shutdown();
   // Called when this node becomes the ready leader (true) or stops being leader.
@@ -66,6 +87,12 @@ class JobManager : public WorkerPoolListener {
   void Stop(const std::string& job_id, std::function<void(Result<std::string>)> done);
   // Node view for /v1/nodes.
   ResourceMap UsedResources() const;
+  nlohmann::json NodesView() const;
+  // A node's heartbeat (head only). Returns the answer: attempts it must stop, voters.
+  nlohmann::json OnHeartbeat(NodeStatus status);
+  // Worker events of another node (head only); `log_tail` accompanies an exit.
+  void OnRemoteWorkerExit(const WorkerExit& exit, const std::string& log_tail);
+  const NodeRegistry& registry() const { return registry_; }
   const JobManagerOptions& options() const { return options_; }
 
   // WorkerPoolListener
@@ -86,6 +113,9 @@ class JobManager : public WorkerPoolListener {
     std::string trial_dir;
     ResourceMap per_worker;
     std::vector<std::vector<int>> rank_gpus;  // devices of each rank
+    std::vector<std::string> rank_nodes;      // node of each rank
+    std::set<int> remote_ranks;               // ranks on other nodes
+    std::map<int, std::string> remote_tails;  // log tails sent with remote exits
     bool launched = false;  // start_attempt committed and processes started
     std::set<int> hellos;
     std::map<int, std::map<int, RankReport>> reports;  // seq -> rank -> report
@@ -107,6 +137,16 @@ class JobManager : public WorkerPoolListener {
   void CommitReport(ActiveAttempt& a, int seq);
   commands::AttemptOutcome DescribeFailure(const ActiveAttempt& a, const WorkerExit& e) const;
   ActiveAttempt* Find(const std::string& job_id, int attempt);
+  void OnNodeLost(const std::string& node_id);
+  void RefreshSelf();
+  // Replicates a voter's API address (keyed by Raft id) when the store lacks it.
+  void RecordVoterAddress(uint64_t raft_id, const std::string& api_address);
+  void StopStaleLocal();
+  int RemoteLive(const ActiveAttempt& a) const;
+  void StopRemote(const ActiveAttempt& a);
+  // Resources and GPU fractions the active attempts take on `node_id`.
+  void UsedOn(const std::string& node_id, ResourceMap* used, std::vector<double>* gpu_free) const;
+  std::vector<NodeSnapshot> Snapshots(bool alive_only) const;
   std::string ResolveRestore(const JobRecord& job, const JobSpec& spec) const;
   static PendingJob ToPending(const JobRecord& job, const JobSpec& spec);
 
@@ -116,6 +156,8 @@ class JobManager : public WorkerPoolListener {
   StateStore* const store_;
   CommandLog* const log_;
   Agent* const agent_;
+  RemoteNodes* remote_ = nullptr;
+  BlobStore* blobs_ = nullptr;
 
   // Owned by the io_context thread.
   boost::asio::steady_timer timer_;
@@ -125,6 +167,10 @@ class JobManager : public WorkerPoolListener {
   std::map<std::string, ActiveAttempt> active_;  // job id -> its live attempt
   std::set<std::string> reconciling_;            // jobs whose lost attempt is being ended
   std::map<std::string, std::string> proposed_reason_;  // last pending reason proposed
+  NodeRegistry registry_;
+  std::chrono::steady_clock::time_point leader_since_{};
+  std::set<std::pair<std::string, int>> stale_stopped_;
+  std::set<std::string> voter_address_proposed_;  // local stale attempts told to stop
 };
 
 }  // namespace traintl

@@ -27,6 +27,7 @@ struct NodeAttemptPlan {
   std::vector<int> world_ranks;  // ranks on this node, in local-rank order
   std::vector<std::vector<int>> rank_gpus;  // GPU devices per local rank (may be empty)
   std::string library_path;
+  std::string library_sha256;  // "" when library_path is used as-is (single node)
   std::string function;
   nlohmann::json config = nlohmann::json::object();
   std::string checkpoint_dir;  // "" = none
@@ -61,6 +62,8 @@ class Agent {
   int LiveWorkers(const std::string& job_id, int attempt) const {
     return pool_->LiveWorkers(job_id, attempt);
   }
+
+  std::vector<std::pair<std::string, int>> LiveAttempts() const { return pool_->LiveAttempts(); }
 
   std::string AttemptDir(const std::string& job_id, int attempt) const;
   std::string LogPath(const std::string& job_id, int attempt, int rank) const;

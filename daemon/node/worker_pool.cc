@@ -1,5 +1,7 @@
 #include "daemon/node/worker_pool.h"
 
+#include <algorithm>
+
 #include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
@@ -403,6 +405,15 @@ void WorkerPool::Ack(const std::string& job_id, int attempt, int rank, int seq) 
     if (w->job_id == job_id && w->attempt == attempt && w->rank == rank)
       Send(w, json{{"type", "ack"}, {"seq", seq}});
   }
+}
+
+std::vector<std::pair<std::string, int>> WorkerPool::LiveAttempts() const {
+  std::vector<std::pair<std::string, int>> out;
+  for (const auto& [pid, w] : workers_) {
+    std::pair<std::string, int> key{w->job_id, w->attempt};
+    if (std::find(out.begin(), out.end(), key) == out.end()) out.push_back(key);
+  }
+  return out;
 }
 
 int WorkerPool::LiveWorkers(const std::string& job_id, int attempt) const {

@@ -132,6 +132,8 @@ class WorkerPool {
   // Number of live (not yet reported as exited) workers of the attempt.
   int LiveWorkers(const std::string& job_id, int attempt) const;
   std::vector<pid_t> LivePids() const;
+  // (job id, attempt) of every attempt with a live worker here, each once.
+  std::vector<std::pair<std::string, int>> LiveAttempts() const;
   // SIGKILLs every worker's process group at once (daemon shutdown); reaps synchronously.
   void KillAll();
 

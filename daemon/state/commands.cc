@@ -114,4 +114,11 @@ std::string StopJob(const std::string& job_id) {
   return c.dump();
 }
 
+std::string SetVoterAddress(uint64_t raft_id, const std::string& api_address) {
+  json c = Base("set_voter_address");
+  c["raft_id"] = raft_id;
+  c["api_address"] = api_address;
+  return c.dump();
+}
+
 }  // namespace traintl::commands

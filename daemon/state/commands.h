@@ -39,5 +39,8 @@ struct AttemptOutcome {
 };
 std::string EndAttempt(const std::string& job_id, int attempt, const AttemptOutcome& outcome);
 std::string StopJob(const std::string& job_id);
+// Records the API address of the voter with Raft id `raft_id`, so that every voter can
+// find the head's API from the Raft leader id.
+std::string SetVoterAddress(uint64_t raft_id, const std::string& api_address);
 
 }  // namespace traintl::commands

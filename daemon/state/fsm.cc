@@ -259,6 +259,13 @@ std::string ApplyStopJob(StateStore::Tx& tx, const json& c) {
   return Ok({{"state", job->state}, {"active", true}});
 }
 
+std::string ApplySetVoterAddress(StateStore::Tx& tx, const json& c) {
+  const uint64_t id = c.at("raft_id").get<uint64_t>();
+  const std::string address = c.at("api_address").get<std::string>();
+  tx.SetMeta("voter_api:" + std::to_string(id), address);
+  return Ok();
+}
+
 std::string Dispatch(StateStore::Tx& tx, const std::string& op, const json& c) {
   if (op == "submit_job") return ApplySubmit(tx, c);
   if (op == "set_pending_reason") return ApplySetPendingReason(tx, c);
@@ -269,6 +276,7 @@ std::string Dispatch(StateStore::Tx& tx, const std::string& op, const json& c) {
   if (op == "commit_checkpoint") return ApplyCommitCheckpoint(tx, c);
   if (op == "end_attempt") return ApplyEndAttempt(tx, c);
   if (op == "stop_job") return ApplyStopJob(tx, c);
+  if (op == "set_voter_address") return ApplySetVoterAddress(tx, c);
   return Err("unknown op " + op);
 }
 

@@ -264,6 +264,18 @@ std::vector<WorkerEventRecord> StateStore::ListWorkerEvents(const std::string& j
   return out;
 }
 
+std::optional<std::string> StateStore::GetMeta(const std::string& key) const {
+  std::lock_guard<std::mutex> l(mu_);
+  Stmt s(db_, "SELECT value FROM meta WHERE key = ?");
+  s.Bind(1, key);
+  if (!s.Step()) return std::nullopt;
+  return s.Text(0);
+}
+
+void StateStore::Tx::SetMeta(const std::string& key, const std::string& value) {
+  Stmt(db_, "INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)").Bind(1, key).Bind(2, value).Run();
+}
+
 int64_t StateStore::CountJobs() const {
   std::lock_guard<std::mutex> l(mu_);
   Stmt s(db_, "SELECT count(*) FROM jobs");

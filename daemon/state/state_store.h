@@ -45,6 +45,8 @@ class StateStore {
   std::vector<MetricRecord> ListMetrics(const std::string& job_id) const;
   std::vector<WorkerEventRecord> ListWorkerEvents(const std::string& job_id) const;
   int64_t CountJobs() const;
+  // Cluster metadata (e.g. "voter_api:<raft id>" -> API address); nullopt when unset.
+  std::optional<std::string> GetMeta(const std::string& key) const;
 
   // ---- snapshot (thread-safe) ----
   Result<std::string> Serialize() const;
@@ -69,6 +71,7 @@ class StateStore {
     std::vector<CheckpointRecord> ListCheckpoints(const std::string& job_id);
     void DeleteCheckpoint(int64_t id);
     void InsertWorkerEvent(const WorkerEventRecord& e);
+    void SetMeta(const std::string& key, const std::string& value);
 
    private:
     friend class StateStore;

@@ -72,7 +72,7 @@ class Daemon:
         self.address = None
         self.token = None
 
-    def start(self, timeout=20):
+    def start(self, timeout=20, role="head"):
         addr_file = os.path.join(self.data_dir, "api_address")
         if os.path.exists(addr_file):
             os.unlink(addr_file)
@@ -99,8 +99,9 @@ class Daemon:
         with open(os.path.join(self.data_dir, "token")) as f:
             self.token = f.read().strip()
         # The head takes its role once the log is replayed: wait for it.
-        wait_for(lambda: self.get("/healthz", auth=False)[1].get("role") == "head", timeout,
-                 what="head role")
+        if role:
+            wait_for(lambda: self.get("/healthz", auth=False)[1].get("role") == role, timeout,
+                     what=f"{role} role")
         return self
 
     def log(self):

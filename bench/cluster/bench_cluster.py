@@ -1,0 +1,240 @@
+#!/usr/bin/env python3
+"""Control-plane benchmarks of a traintl cluster on loopback (issue 4).
+
+  1. Head failover: kill -9 of the head of a 3-voter cluster, N times (default 10): time
+     from the kill until a survivor answers /healthz as head. Median and worst.
+  2. Committed job submissions per second through the head (concurrent clients, keep-alive),
+     with the cluster's CPUs held by a blocker job so that submitted jobs stay PENDING.
+  3. GET /v1/jobs/{id} latency (what `traintl status JOB` does) with 10,000 jobs in the store.
+  4. Head CPU with 1,000 simulated agents heartbeating at 1 Hz.
+Each figure is printed next to its target, with the distribution it comes from.
+
+Usage: TRAINTL_BIN_DIR=build/bin TRAINTL_TEST_LIBS=build/tests/e2e/libs \
+       python3 bench/cluster/bench_cluster.py [--kills 10] [--jobs 10000] [--agents 1000]
+"""
+import argparse
+import http.client
+import json
+import os
+import statistics
+import sys
+import threading
+import time
+import uuid
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "e2e"))
+from cluster_harness import Cluster  # noqa: E402
+from harness import lib_path, train_spec, wait_for  # noqa: E402
+
+
+def pct(values, p):
+    s = sorted(values)
+    return s[min(len(s) - 1, int(round(p / 100.0 * (len(s) - 1))))]
+
+
+class Conn:
+    """A keep-alive HTTP connection to one daemon."""
+
+    def __init__(self, daemon):
+        host, port = daemon.address.rsplit(":", 1)
+        self.c = http.client.HTTPConnection(host, int(port), timeout=30)
+        self.auth = {"Authorization": "Bearer " + daemon.token}
+
+    def call(self, method, path, body=None):
+        headers = dict(self.auth)
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
+        self.c.request(method, path, body=data, headers=headers)
+        r = self.c.getresponse()
+        return r.status, r.read()
+
+
+def bench_failover(kills):
+    c = Cluster(voters=3, agents=0, num_cpus=1).start()
+    times = []
+    try:
+        for i in range(kills):
+            head = c.head()
+            t0 = time.monotonic()
+            head.kill9()
+            new = c.head(timeout=30)
+            times.append(time.monotonic() - t0)
+            assert new is not head
+            head.start(role="voter")  # back as a follower, for the next round
+            c.wait_nodes(3)
+        print(f"failover: {kills} kills of the head; new head after median "
+              f"{statistics.median(times) * 1000:.0f} ms, worst {max(times) * 1000:.0f} ms "
+              f"(target median < 1000 ms); all: "
+              + ", ".join(f"{t * 1000:.0f}" for t in times))
+    finally:
+        for d in c.daemons:
+            d.stop()
+        c.cleanup()
+    return times
+
+
+def spec_for(i):
+    s = train_spec(name=f"bench{i}", workers=1, epochs=1)
+    return s
+
+
+def upload(head):
+    import hashlib
+    with open(lib_path("libtest_train.so"), "rb") as f:
+        blob = f.read()
+    sha = hashlib.sha256(blob).hexdigest()
+    status, _ = head.request("PUT", f"/v1/blobs/{sha}", body=blob,
+                             headers={"Content-Type": "application/octet-stream"})
+    assert status == 201
+    return sha
+
+
+def submit_many(head, sha, n, threads, stop_after=False):
+    ids, errors, lock = [], [], threading.Lock()
+    counter = iter(range(n))
+
+    def work():
+        conn = Conn(head)
+        while True:
+            with lock:
+                i = next(counter, None)
+            if i is None:
+                return
+            st, body = conn.call("POST", "/v1/jobs", {"spec": spec_for(i), "library_sha256": sha,
+                                                      "submission_id": uuid.uuid4().hex})
+            if st != 201:
+                errors.append((st, body[:200]))
+                continue
+            jid = json.loads(body)["job_id"]
+            if stop_after:
+                conn.call("POST", f"/v1/jobs/{jid}/stop", {})
+            with lock:
+                ids.append(jid)
+
+    ts = [threading.Thread(target=work) for _ in range(threads)]
+    t0 = time.monotonic()
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return ids, errors, time.monotonic() - t0
+
+
+def bench_control_plane(n_submit, n_jobs, threads):
+    c = Cluster(voters=3, agents=0, num_cpus=1).start()
+    try:
+        head = c.head()
+        sha = upload(head)
+        # Hold every CPU so that submitted jobs stay PENDING (no workers start).
+        blocker = train_spec(name="blocker", workers=3, epochs=100000, sleep_ms=1000)
+        blocker["scaling_config"]["placement_strategy"] = "SPREAD"
+        bid = head.submit_spec(blocker)
+        head.wait_job(bid, lambda j: j["state"] == "RUNNING", what="blocker RUNNING")
+        ids, errors, took = submit_many(head, sha, n_submit, threads)
+        rate = len(ids) / took
+        print(f"submissions: {len(ids)} committed in {took:.2f} s = {rate:.0f}/s through the head "
+              f"with {threads} clients (target >= 1000/s; Slurm's documented figure); "
+              f"{len(errors)} errors")
+        # Fill the store to n_jobs, stopping them as they go (terminal records).
+        conn = Conn(head)
+        for jid in ids:
+            conn.call("POST", f"/v1/jobs/{jid}/stop", {})
+        more, errors2, _ = submit_many(head, sha, max(0, n_jobs - len(ids)), threads,
+                                       stop_after=True)
+        all_ids = ids + more
+        total = json.loads(conn.call("GET", "/v1/jobs")[1])["jobs"]
+        lat = []
+        for i in range(2000):
+            jid = all_ids[(i * 7919) % len(all_ids)]
+            t0 = time.perf_counter()
+            st, _ = conn.call("GET", f"/v1/jobs/{jid}")
+            lat.append((time.perf_counter() - t0) * 1000)
+            assert st == 200
+        print(f"status latency: GET /v1/jobs/<id> with {len(total)} jobs in the store: "
+              f"p50 {pct(lat, 50):.2f} ms, p99 {pct(lat, 99):.2f} ms, max {max(lat):.2f} ms "
+              f"(target p99 < 20 ms)")
+        head.post(f"/v1/jobs/{bid}/stop")
+        head.wait_terminal(bid)
+    finally:
+        for d in c.daemons:
+            d.stop()
+        c.cleanup()
+
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def bench_heartbeats(n_agents, seconds, threads=8):
+    c = Cluster(voters=1, agents=0, num_cpus=1).start()
+    try:
+        head = c.head()
+        stop = threading.Event()
+        sent = [0] * threads
+
+        def body(i):
+            return {"node_id": f"sim-{i:05d}", "api_address": f"127.0.0.1:{20000 + i}",
+                    "host": "127.0.0.1", "role": "agent", "raft_id": 0,
+                    "resources_total": {"CPU": 0.001, "memory": 1 << 30}, "gpus": [],
+                    "num_gpus": 0, "running": []}
+
+        def work(k):
+            conn = Conn(head)
+            mine = list(range(k, n_agents, threads))
+            period = 1.0
+            next_round = time.monotonic()
+            while not stop.is_set():
+                for i in mine:
+                    st, _ = conn.call("POST", "/v1/internal/heartbeat", body(i))
+                    sent[k] += 1
+                next_round += period
+                time.sleep(max(0.0, next_round - time.monotonic()))
+
+        ts = [threading.Thread(target=work, args=(k,)) for k in range(threads)]
+        for t in ts:
+            t.start()
+        wait_for(lambda: len(c.nodes()) >= n_agents, timeout=60, what="simulated agents")
+        pid = head.proc.pid
+        s0, t0, n0 = cpu_seconds(pid), time.monotonic(), sum(sent)
+        time.sleep(seconds)
+        s1, t1, n1 = cpu_seconds(pid), time.monotonic(), sum(sent)
+        stop.set()
+        for t in ts:
+            t.join()
+        rate = (n1 - n0) / (t1 - t0)
+        cpu = (s1 - s0) / (t1 - t0) * 100
+        alive = sum(n["state"] == "ALIVE" for n in c.nodes())
+        print(f"heartbeats: {n_agents} simulated agents at 1 Hz ({rate:.0f} heartbeats/s "
+              f"delivered): head CPU {cpu:.1f}% of one core over {t1 - t0:.1f} s "
+              f"(target < 10%); {alive} nodes ALIVE")
+    finally:
+        for d in c.daemons:
+            d.stop()
+        c.cleanup()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kills", type=int, default=10)
+    ap.add_argument("--submit", type=int, default=2000)
+    ap.add_argument("--jobs", type=int, default=10000)
+    ap.add_argument("--threads", type=int, default=16)
+    ap.add_argument("--agents", type=int, default=1000)
+    ap.add_argument("--seconds", type=float, default=10)
+    ap.add_argument("--only", choices=["failover", "control", "heartbeats"])
+    a = ap.parse_args()
+    if a.only in (None, "failover"):
+        bench_failover(a.kills)
+    if a.only in (None, "control"):
+        bench_control_plane(a.submit, a.jobs, a.threads)
+    if a.only in (None, "heartbeats"):
+        bench_heartbeats(a.agents, a.seconds)
+
+
+if __name__ == "__main__":
+    main()

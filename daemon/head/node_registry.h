@@ -1,0 +1,70 @@
+// NodeRegistry: the head's in-memory view of the cluster's nodes, fed by heartbeats.
+// Heartbeats themselves never go through Raft; a node that has not heartbeated for
+// `loss_timeout` is LOST (its workers count as failed). A new head starts empty and learns
+// the nodes from their next heartbeats.
+//
+// Thread-safety: not thread-safe; the head uses it on its io_context thread. Time is
+// passed in, so tests drive it with any clock.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "daemon/scheduler/scheduler.h"
+
+namespace traintl {
+
+// What a node says about itself in a heartbeat, plus what the head derives from it.
+struct NodeStatus {
+  std::string node_id;
+  std::string api_address;     // "host:port" of its daemon API
+  std::string host;            // address its workers listen on (DDP master when rank 0 is here)
+  std::string role = "agent";  // "voter" | "agent" ("head" is decided when viewed)
+  uint64_t raft_id = 0;        // 0 for agents
+  ResourceMap total;
+  nlohmann::json gpus = nlohmann::json::array();
+  int num_gpus = 0;
+  // Attempts with live workers on the node: (job id, attempt).
+  std::vector<std::pair<std::string, int>> running;
+  // Filled by the registry.
+  int64_t last_heartbeat_ms = 0;  // wall clock, for display
+  std::chrono::steady_clock::time_point last_seen{};
+  bool alive = true;
+};
+
+class NodeRegistry {
+ public:
+  using Clock = std::chrono::steady_clock;
+  explicit NodeRegistry(std::chrono::milliseconds loss_timeout) : loss_timeout_(loss_timeout) {}
+
+  // Records a heartbeat. Returns true when the node is new or was LOST.
+  bool Heartbeat(NodeStatus status, Clock::time_point now, int64_t wall_ms);
+  // Marks nodes silent for longer than the loss timeout as LOST; returns those ids.
+  std::vector<std::string> ExpireLost(Clock::time_point now);
+  const NodeStatus* Get(const std::string& node_id) const;
+  bool IsAlive(const std::string& node_id) const;
+  const std::map<std::string, NodeStatus>& nodes() const { return nodes_; }
+  // True when an alive node reports live workers of `job_id`.
+  bool HasLiveWorkersOf(const std::string& job_id) const;
+  // API addresses of the voters (for agents that must find the next head).
+  std::vector<std::string> VoterAddresses() const;
+  void Clear() { nodes_.clear(); }
+  std::chrono::milliseconds loss_timeout() const { return loss_timeout_; }
+
+ private:
+  const std::chrono::milliseconds loss_timeout_;
+  std::map<std::string, NodeStatus> nodes_;
+};
+
+// Wire form of a heartbeat body (POST /v1/internal/heartbeat).
+nlohmann::json NodeStatusToJson(const NodeStatus& s);
+// InvalidArgument-free: returns false (and leaves *out partly filled) on a malformed body.
+bool NodeStatusFromJson(const nlohmann::json& j, NodeStatus* out);
+
+}  // namespace traintl

@@ -1,0 +1,28 @@
+// RemoteNodes: how the head reaches the agents of other nodes (launch and stop the ranks
+// placed there). The daemon implements it over HTTP (daemon/cluster/); the head's own node
+// is driven through its local Agent instead.
+//
+// Thread-safety: called on the head's io_context thread; `done` runs on that thread too.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "common/status.h"
+
+namespace traintl {
+
+class RemoteNodes {
+ public:
+  virtual ~RemoteNodes() = default;
+  // Sends the node's part of an attempt (NodeAttemptPlanToJson) to the agent at
+  // `api_address`; done(OK) once its workers were started.
+  virtual void Launch(const std::string& api_address, nlohmann::json plan,
+                      std::function<void(Status)> done) = 0;
+  // Best effort: asks the agent to stop every worker of the attempt.
+  virtual void Stop(const std::string& api_address, const std::string& job_id, int attempt) = 0;
+};
+
+}  // namespace traintl
