@@ -14,4 +14,4 @@ target_link_libraries(traintl_head PUBLIC traintl_state traintl_scheduler traint
 target_compile_definitions(traintl_head PUBLIC TRAINTL_VERSION="${PROJECT_VERSION}")
 
 add_executable(traintld main.cc)
-target_link_libraries(traintld PRIVATE traintl_head)
+target_link_libraries(traintld PRIVATE traintl_head traintl_systemd)

@@ -4,9 +4,12 @@
 
 #include <boost/asio.hpp>
 #include <boost/program_options.hpp>
+#include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <iostream>
 #include <memory>
+#include <string>
 
 #include "common/crypto.h"
 #include "common/file_util.h"
@@ -24,14 +27,39 @@
 #include "daemon/node/worker_pool.h"
 #include "daemon/state/fsm.h"
 #include "daemon/state/state_store.h"
+#include "daemon/systemd/sd_notify.h"
+#include "daemon/systemd/service_signals.h"
+#include "daemon/systemd/service_status.h"
 
 namespace asio = boost::asio;
 using namespace traintl;
 
 namespace {
 
-int Run(const DaemonConfig& cfg) {
+const char* LogLevelName(LogLevel level) {
+  switch (level) {
+    case LogLevel::kDebug:
+      return "debug";
+    case LogLevel::kInfo:
+      return "info";
+    case LogLevel::kWarning:
+      return "warning";
+    case LogLevel::kError:
+      return "error";
+  }
+  return "info";
+}
+
+int Run(const DaemonConfig& cfg, int argc, char** argv) {
+  // First of all: takes NOTIFY_SOCKET and WATCHDOG_* out of the environment, so that no
+  // worker inherits them.
+  systemd::Notifier notifier = systemd::Notifier::FromEnvironment();
   SetLogLevel(cfg.log_level);
+  if (!notifier.setup_error().ok()) {
+    LOG_WARN << "systemd notifications: " << notifier.setup_error().message();
+  }
+  systemd::ServiceStatus service_status(&notifier);
+  service_status.Update(systemd::NodeState{});  // STATUS=starting
   if (Status st = MakeDirs(cfg.data_dir, 0700); !st.ok()) {
     LOG_ERROR << "data dir: " << st.message();
     return 1;
@@ -82,8 +110,12 @@ int Run(const DaemonConfig& cfg) {
   std::unique_ptr<JobManager> jobs;
   std::unique_ptr<ClusterRuntime> cluster;
   // The pool reports worker events to the job manager, which is built after it.
+  // While the daemon stops, worker exits are not reported: the attempts stay open in the
+  // log and restart from their latest checkpoints (on another node, or here after a
+  // restart) instead of counting as failures of the job.
   struct Forwarder : WorkerPoolListener {
     JobManager* target = nullptr;
+    bool stopping = false;
     // Multi-node: while another node is the head, events go to it over HTTP.
     ClusterRuntime* cluster = nullptr;
     Agent* agent = nullptr;
@@ -98,6 +130,7 @@ int Run(const DaemonConfig& cfg) {
       target->OnWorkerReport(j, a, r, s, m, c);
     }
     void OnWorkerExit(const WorkerExit& e) override {
+      if (stopping) return;
       if (Remote())
         return cluster->EnqueueExit(e, TailFile(agent->LogPath(e.job_id, e.attempt, e.rank), 4096));
       target->OnWorkerExit(e);
@@ -168,10 +201,12 @@ int Run(const DaemonConfig& cfg) {
     forwarder.agent = &agent;
   }
   ClusterRuntime* cl = cluster.get();
-  raft.SetLeadershipCallback([&io, jm, cl](bool leader) {
-    asio::post(io, [jm, cl, leader] {
+  std::function<void()> report_status;  // set once the API listens
+  raft.SetLeadershipCallback([&io, jm, cl, &report_status](bool leader) {
+    asio::post(io, [jm, cl, leader, &report_status] {
       if (cl != nullptr) cl->SetHead(leader);
       jm->SetLeader(leader);
+      if (report_status) report_status();
     });
   });
   if (!agent_only) {
@@ -210,40 +245,134 @@ int Run(const DaemonConfig& cfg) {
   jm->Start();
   if (cl != nullptr) cl->Start();
 
-  asio::signal_set stop_signals(io, SIGTERM, SIGINT);
-  stop_signals.async_wait([&](const boost::system::error_code& ec, int sig) {
-    if (ec) return;
+  // WATCHDOG=1 from this loop: a wedged loop stops the pings and systemd restarts us.
+  systemd::Watchdog watchdog(io, &notifier);
+  watchdog.Start();
+  if (watchdog.enabled()) {
+    LOG_INFO
+        << "systemd watchdog: a ping every "
+        << std::chrono::duration_cast<std::chrono::milliseconds>(watchdog.ping_interval()).count()
+        << " ms";
+  }
+
+  // READY=1 once the API listens and the node is in a cluster with a known head; STATUS=
+  // on role and head changes.
+  report_status = [&] {
+    systemd::NodeState s;
+    s.api_listening = true;
+    s.api_address = api_address;
+    s.is_head = jm->leader();
+    if (cl != nullptr) {
+      s.head = s.is_head ? api_address : cl->head_address();
+      s.member = s.is_head || !s.head.empty();
+    } else {
+      s.member = true;  // a single node bootstraps its own one-voter cluster
+      const LeaderInfo leader = raft.Leader();
+      if (!s.is_head && leader.id != 0 && leader.id != raft.id())
+        s.head = "raft id " + std::to_string(leader.id) + " at " + leader.address;
+    }
+    if (!service_status.Update(s).empty()) LOG_INFO << "systemd: " << service_status.last_status();
+  };
+  asio::steady_timer status_timer(io);
+  std::function<void()> poll_status = [&] {
+    report_status();
+    status_timer.expires_after(std::chrono::milliseconds(500));
+    status_timer.async_wait([&](const boost::system::error_code& ec) {
+      if (!ec) poll_status();
+    });
+  };
+  poll_status();
+
+  // SIGTERM: stop accepting work, hand leadership over, stop this node's workers (stop
+  // request, SIGTERM, SIGKILL), exit 0. A second SIGTERM/SIGINT kills the workers now.
+  asio::steady_timer stop_timer(io);
+  auto finish = [&] {
+    status_timer.cancel();
+    stop_timer.cancel();
+    watchdog.Stop();
+    pool.KillAll();  // what is left after the graces; reaps
+    io.stop();
+  };
+  std::function<void(std::chrono::steady_clock::time_point)> wait_for_workers =
+      [&](std::chrono::steady_clock::time_point deadline) {
+        if (pool.LivePids().empty() || std::chrono::steady_clock::now() >= deadline) {
+          if (!pool.LivePids().empty()) LOG_WARN << "workers still running at the deadline; killing them";
+          finish();
+          return;
+        }
+        stop_timer.expires_after(std::chrono::milliseconds(50));
+        stop_timer.async_wait([&, deadline](const boost::system::error_code& ec) {
+          if (!ec) wait_for_workers(deadline);
+        });
+      };
+  auto stop_workers = [&] {
+    forwarder.stopping = true;
+    for (const auto& [job_id, attempt] : pool.LiveAttempts()) agent.Stop(job_id, attempt);
+    // stop request -> grace -> SIGTERM -> grace -> SIGKILL, plus time to reap.
+    wait_for_workers(std::chrono::steady_clock::now() + 2 * cfg.worker_stop_grace +
+                     std::chrono::seconds(2));
+  };
+  systemd::ServiceSignalHandlers handlers;
+  handlers.stop = [&](int sig) {
     LOG_INFO << "received " << (sig == SIGTERM ? "SIGTERM" : "SIGINT") << "; shutting down";
-    auto finish = [&] {
-      jm->Shutdown();
-      server.Stop();
-      pool.KillAll();
-      io.stop();
-    };
-    if (cl == nullptr || !jm->leader()) {
-      finish();
+    notifier.Stopping("stopping: handing over, stopping this node's workers");
+    jm->Shutdown();  // schedules nothing more
+    server.Stop();   // accepts no more requests
+    int voters = 0;
+    if (!agent_only) {
+      auto members = raft.Configuration();
+      if (members.ok())
+        for (const RaftMember& m : *members) voters += m.role == RaftMember::Role::kVoter;
+    }
+    if (!jm->leader() || voters <= 1) {
+      stop_workers();
       return;
     }
     // A head hands leadership over before it goes (raft_transfer), so that the cluster
-    // does not wait for an election timeout.
+    // does not wait for an election timeout; at most 2 s, then it goes anyway.
     auto once = std::make_shared<bool>(false);
     auto fallback = std::make_shared<asio::steady_timer>(io, std::chrono::seconds(2));
-    auto done = [once, finish, fallback] {
+    auto proceed = [once, fallback, &stop_workers] {
       if (*once) return;
       *once = true;
       fallback->cancel();
-      finish();
+      stop_workers();
     };
-    fallback->async_wait([done](const boost::system::error_code& e) {
-      if (!e) done();
+    fallback->async_wait([proceed](const boost::system::error_code& e) {
+      if (!e) proceed();
     });
-    raft.TransferLeadership(0, [&io, done](Status st) {
-      if (st.ok()) LOG_INFO << "handed leadership over";
-      else LOG_WARN << "leadership transfer failed: " << st.message();
-      asio::post(io, done);
+    raft.TransferLeadership(0, [&io, proceed](Status st) {
+      if (st.ok()) {
+        LOG_INFO << "handed leadership over";
+      } else {
+        LOG_WARN << "leadership transfer failed: " << st.message();
+      }
+      asio::post(io, proceed);
     });
-  });
+  };
+  handlers.hurry = [&](int) {
+    LOG_WARN << "second stop signal: killing the workers now";
+    finish();
+  };
+  handlers.reload = [&] {
+    // Re-parses the same command line and config file (the command line still wins);
+    // what can change at run time is applied: the log level.
+    notifier.Reloading("reloading the configuration");
+    DaemonConfig fresh;
+    int exit_code = 0;
+    if (ParseDaemonConfig(argc, argv, &fresh, &exit_code)) {
+      SetLogLevel(fresh.log_level);
+      LOG_INFO << "reloaded the configuration: log level " << LogLevelName(fresh.log_level);
+    } else {
+      LOG_WARN << "reload: the configuration is invalid; keeping the running settings";
+    }
+    notifier.Ready(service_status.last_status());
+  };
+  systemd::ServiceSignals signals(io, handlers);
+  signals.Start();
+
   io.run();
+  signals.Cancel();
   if (cl != nullptr) cl->Stop();
   raft.Stop();
   ::unlink((cfg.data_dir + "/api_address").c_str());
@@ -258,5 +387,5 @@ int main(int argc, char** argv) {
   DaemonConfig cfg;
   int exit_code = 0;
   if (!ParseDaemonConfig(argc, argv, &cfg, &exit_code)) return exit_code;
-  return Run(cfg);
+  return Run(cfg, argc, argv);
 }

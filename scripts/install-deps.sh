@@ -11,6 +11,7 @@ PACKAGES=(
   libtorch-dev libgloo-dev libopenblas0-pthread
   catch2 libsystemd-dev
   python3 procps
+  lintian systemd-container file
 )
 
 missing=()

@@ -161,27 +161,28 @@ Status WorkerPool::Launch(const WorkerLaunch& l) {
   // async-signal-safe calls are allowed.
   std::vector<std::string> args = {options_.worker_binary, "--context", l.context_path};
   std::map<std::string, std::string> env = l.env;
-  const bool switch_user = l.user.has_value();
+  const std::optional<WorkerUser>& user = l.user ? l.user : options_.worker_user;
+  const bool switch_user = user.has_value();
   std::vector<gid_t> groups;
   uid_t uid = 0;
   gid_t gid = 0;
   if (switch_user) {
-    uid = l.user->uid;
-    gid = l.user->gid;
-    groups = l.user->groups;
+    uid = user->uid;
+    gid = user->gid;
+    groups = user->groups;
     if (groups.empty()) groups.push_back(gid);
     if (uid == 0) return Status::InvalidArgument("refusing to run a worker as root");
-    env["HOME"] = l.user->home;
-    env["USER"] = l.user->name;
-    env["LOGNAME"] = l.user->name;
+    env["HOME"] = user->home;
+    env["USER"] = user->name;
+    env["LOGNAME"] = user->name;
     // The context file is written 0600 by the daemon; the worker must read it.
     if (::chown(l.context_path.c_str(), uid, gid) != 0) {
-      return Status::PermissionDenied("chown " + l.context_path + " to " + l.user->name + ": " +
+      return Status::PermissionDenied("chown " + l.context_path + " to " + user->name + ": " +
                                       std::strerror(errno));
     }
     for (const auto& dir : l.user_dirs) {
       if (::chown(dir.c_str(), uid, gid) != 0) {
-        return Status::PermissionDenied("chown " + dir + " to " + l.user->name + ": " +
+        return Status::PermissionDenied("chown " + dir + " to " + user->name + ": " +
                                         std::strerror(errno));
       }
     }

@@ -27,19 +27,6 @@
 
 namespace traintl {
 
-struct WorkerPoolOptions {
-  std::string worker_binary;  // path of traintl-worker; required
-  // Time between the stop message and SIGTERM; default 3 s.
-  std::chrono::milliseconds stop_grace{3000};
-  // Time between SIGTERM and SIGKILL; default 3 s.
-  std::chrono::milliseconds term_grace{3000};
-  // How long to wait for a worker's channel to drain after its process exited; 1 s.
-  std::chrono::milliseconds drain_timeout{1000};
-  // Longest accepted message line from a worker; a longer one (or that much data without
-  // a newline) closes the channel. Default 4 MiB.
-  size_t max_message_bytes = 4 << 20;
-};
-
 // The unprivileged account workers run as when the daemon runs as root.
 struct WorkerUser {
   std::string name;
@@ -53,6 +40,22 @@ struct WorkerUser {
 // no such user; InvalidArgument for root (uid 0), which would defeat the purpose.
 Result<WorkerUser> LookupWorkerUser(const std::string& name);
 
+struct WorkerPoolOptions {
+  std::string worker_binary;  // path of traintl-worker; required
+  // Time between the stop message and SIGTERM; default 3 s.
+  std::chrono::milliseconds stop_grace{3000};
+  // Time between SIGTERM and SIGKILL; default 3 s.
+  std::chrono::milliseconds term_grace{3000};
+  // How long to wait for a worker's channel to drain after its process exited; 1 s.
+  std::chrono::milliseconds drain_timeout{1000};
+  // Longest accepted message line from a worker; a longer one (or that much data without
+  // a newline) closes the channel. Default 4 MiB.
+  size_t max_message_bytes = 4 << 20;
+  // The account every worker runs as, unless its WorkerLaunch::user says otherwise
+  // (traintld --worker-user). Default: unset (workers run as the daemon's user).
+  std::optional<WorkerUser> worker_user;
+};
+
 // One rank to start.
 struct WorkerLaunch {
   std::string job_id;
@@ -62,15 +65,16 @@ struct WorkerLaunch {
   std::string log_path;      // stdout + stderr (appended)
   std::string workdir;       // cwd of the process
   std::map<std::string, std::string> env;  // the whole environment of the worker
-  // When set, the worker drops to this account (setgroups, setgid, setuid) before exec;
+  // When set (or WorkerPoolOptions::worker_user is), the worker drops to this account
+  // (setgroups, setgid, setuid) before exec;
   // launching then needs root (or CAP_SETUID/CAP_SETGID). The context file and every
   // `user_dirs` entry are chown(2)ed to it first so that it can read its context and write
   // its outputs; the log file is opened by the daemon and inherited. HOME, USER and
   // LOGNAME of `env` are set to the account's. Default: unset (the worker runs as the
   // daemon's user).
   std::optional<WorkerUser> user;
-  // Directories the worker must be able to write (trial dir, staging dir); only used with
-  // `user`. Not recursive: only the directories themselves change owner.
+  // Directories the worker must be able to write (trial dir, staging dir); only used when
+  // the worker switches user. Not recursive: only the directories themselves change owner.
   std::vector<std::string> user_dirs;
 };
 

@@ -2,8 +2,10 @@
 // traintl quickstart. Build: the `digits_train` target (libdigits_train.so); data:
 // examples/digits/fetch_data.sh <dir>; run: traintl submit examples/digits/job.json.
 //
-// train_loop_config: {"data_path": "<dir>/digits.csv", "lr": 0.01, "epochs": 20,
-//                     "batch_size": 32, "seed": 0, "hidden": 128, "split_seed": 0}
+// The data is the job spec's dataset "digits" (a CSV without a header row: 64 pixel values
+// 0..16, then the label), read with split: false, so every rank gets every row.
+// train_loop_config: {"lr": 0.01, "epochs": 20, "batch_size": 32, "seed": 0, "hidden": 128,
+//                     "split_seed": 0}
 // The rows are shuffled with a fixed seed (split_seed, default 0), then the last 20% are the
 // validation set: the same on every rank and attempt. (The file is ordered by writer, so its
 // own last 20% would test on writers never seen in training.)
@@ -13,7 +15,6 @@
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -31,31 +32,25 @@ struct Digits {
   torch::Tensor labels;    // [N] int64
 };
 
-Digits LoadCsv(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("cannot open data_path " + path);
-  std::vector<float> features;
-  std::vector<int64_t> labels;
-  std::string line;
-  int line_no = 0;
-  while (std::getline(in, line)) {
-    ++line_no;
-    if (line.empty()) continue;
-    std::stringstream row(line);
-    std::string cell;
-    std::vector<float> values;
-    while (std::getline(row, cell, ',')) values.push_back(std::stof(cell));
-    if (values.size() != kFeatures + 1) {
-      throw std::runtime_error(path + ":" + std::to_string(line_no) + ": expected " +
-                               std::to_string(kFeatures + 1) + " values, got " +
-                               std::to_string(values.size()));
-    }
-    for (int i = 0; i < kFeatures; ++i) features.push_back(values[i] / 16.0f);
-    labels.push_back(static_cast<int64_t>(values[kFeatures]));
+// Every row of the dataset "digits", through the worker's dataset reader.
+Digits LoadDigits() {
+  traintl::ShardOptions shard_options;  // the file has no header row: name the columns
+  for (int i = 0; i < kFeatures; ++i) shard_options.column_names.push_back("p" + std::to_string(i));
+  shard_options.column_names.push_back("label");
+  auto shard = traintl::get_dataset_shard("digits", shard_options);
+  traintl::torch::TorchBatchOptions options;
+  options.dtype = torch::kFloat32;
+  options.dtypes = {{"label", torch::kInt64}};
+  options.device = torch::Device(torch::kCPU);
+  std::vector<torch::Tensor> features, labels;
+  for (auto& batch : traintl::torch::iter_torch_batches(shard, 512, options)) {
+    std::vector<torch::Tensor> pixels;
+    for (int i = 0; i < kFeatures; ++i) pixels.push_back(batch.at("p" + std::to_string(i)));
+    features.push_back(torch::stack(pixels, 1) / 16.0f);
+    labels.push_back(batch.at("label"));
   }
-  const auto n = static_cast<int64_t>(labels.size());
-  if (n == 0) throw std::runtime_error(path + ": no rows");
-  return {torch::tensor(features).view({n, kFeatures}), torch::tensor(labels)};
+  if (features.empty()) throw std::runtime_error("dataset 'digits' has no rows");
+  return {torch::cat(features), torch::cat(labels)};
 }
 
 class DigitsDataset : public torch::data::datasets::Dataset<DigitsDataset> {
@@ -109,7 +104,6 @@ double Accuracy(DigitsNet& model, const torch::Tensor& features, const torch::Te
 }
 
 void train_loop(const nlohmann::json& config) {
-  const std::string data_path = config.at("data_path").get<std::string>();
   const double lr = config.value("lr", 0.01);
   const int epochs = config.value("epochs", 20);
   const int batch_size = config.value("batch_size", 32);
@@ -121,7 +115,7 @@ void train_loop(const nlohmann::json& config) {
   const auto device = traintl::torch::get_device();
   torch::manual_seed(seed);
 
-  Digits all = LoadCsv(data_path);
+  Digits all = LoadDigits();
   const int64_t n = all.labels.size(0);
   const auto order = torch::randperm(n, at::detail::createCPUGenerator(split_seed), torch::kLong);
   all.features = all.features.index_select(0, order);

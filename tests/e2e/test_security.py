@@ -370,6 +370,52 @@ class TlsTest(unittest.TestCase):
             self.assertIn("certificate", p.stderr)
 
 
+def write_secret(data_dir, name, value):
+    path = os.path.join(data_dir, name)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.write(fd, (value + "\n").encode())
+    os.close(fd)
+
+
+class ClusterSecretTest(unittest.TestCase):
+    def test_a_daemon_without_the_cluster_secret_cannot_join(self):
+        if "--cluster-secret-file" not in daemon_flags():
+            self.skipTest("this traintld has no --cluster-secret-file")
+        import secrets
+        token = secrets.token_hex(32)
+        head = Daemon(extra_args=["--server"])
+        write_secret(head.data_dir, "token", token)
+        write_secret(head.data_dir, "cluster_secret", secrets.token_hex(32))
+        intruder = None
+        try:
+            head.start(role="head")
+            # The intruder even holds the API token; only the cluster secret differs.
+            intruder = Daemon(extra_args=["--server", "--join", head.address])
+            write_secret(intruder.data_dir, "token", token)
+            write_secret(intruder.data_dir, "cluster_secret", secrets.token_hex(32))
+            try:
+                intruder.start(role="voter", timeout=15)
+                joined = True
+            except AssertionError:
+                joined = False
+            # The head refused its Raft connections...
+            wait_for(lambda: "wrong cluster secret" in head.log(), 30,
+                     what="a refused Raft handshake in the head's log")
+            # ... so it is not a voter, and the group is undisturbed.
+            if joined:
+                role = intruder.get("/healthz", auth=False)[1].get("role")
+                self.assertNotEqual(role, "voter")
+            self.assertEqual(head.get("/healthz", auth=False)[1].get("role"), "head")
+            job_id = head.submit_spec(train_spec(name="after-intruder", workers=1, epochs=1,
+                                                 sleep_ms=10))
+            self.assertEqual(head.wait_terminal(job_id)["state"], "SUCCEEDED")
+        finally:
+            for d in (intruder, head):
+                if d is not None:
+                    d.stop()
+                    d.cleanup()
+
+
 class WorkerUserTest(unittest.TestCase):
     def test_worker_started_by_a_root_daemon_runs_as_the_configured_user(self):
         if os.geteuid() != 0:

@@ -1,10 +1,12 @@
 // traintl::torch::iter_torch_batches over a fake host serving datasets (fake_host.h).
+// LibTorch first: it brings glog's CHECK, which Catch's must replace.
+#include <traintl/torch.h>
+#undef CHECK
+
 #include <catch2/catch.hpp>
 
 #include <string>
 #include <vector>
-
-#include <traintl/torch.h>
 
 #include "data_test_util.h"
 #include "fake_host.h"

@@ -221,3 +221,25 @@ TEST_CASE("LookupWorkerUser refuses root and unknown users") {
   auto by_uid = LookupWorkerUser("65534");
   if (by_uid.ok()) CHECK(by_uid->uid == 65534);
 }
+
+TEST_CASE("WorkerPoolOptions::worker_user applies to every launch") {
+  if (::geteuid() != 0) {
+    WARN("skipped: needs root");
+    return;
+  }
+  auto user = LookupWorkerUser("nobody");
+  REQUIRE(user.ok());
+  TempDir dir;
+  boost::asio::io_context io;
+  Recorder rec;
+  WorkerPoolOptions o = PoolOptions();
+  o.worker_user = *user;
+  WorkerPool pool(io, o, &rec);
+  WorkerLaunch l = MakeLaunch(dir.path, "exit");
+  REQUIRE(pool.Launch(l).ok());
+  RunUntilExit(io, rec);
+  CHECK(rec.exits[0].exit_code == 0);
+  json probe = ProbeReport(l.log_path);
+  CHECK(probe["uid"] == user->uid);
+  CHECK(probe["gid"] == user->gid);
+}

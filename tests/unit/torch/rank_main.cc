@@ -30,6 +30,7 @@
 #include <traintl/torch.h>
 #include <nlohmann/json.hpp>
 
+#include "worker/data/dataset_service.h"
 #include "worker/torch/runtime.h"
 
 namespace {
@@ -300,6 +301,9 @@ int RunEntry(const std::string& lib, const std::string& function, const std::str
   api.get_checkpoint = HostCheckpoint;
   api.should_stop = HostShouldStop;
   api.log = HostLog;
+  // Datasets of the context ("datasets"), served as traintl-worker serves them.
+  traintl::data::DatasetService datasets(ctx);
+  api.datasets = datasets.api();
   char err[4096] = {0};
   const int rc = entry(&api, err, sizeof err);
   if (rc != TRAINTL_ENTRY_OK) {

@@ -420,25 +420,22 @@ TEST_CASE("digits example: two ranks from the worker context reach 95% and resum
     for (int r = 0; r < 2; ++r) {
       const std::string out = dir / ("a" + std::to_string(attempt) + "_rank" + std::to_string(r));
       REQUIRE(traintl::MakeDirs(out).ok());
-      nlohmann::json ctx = {{"job_id", "test"},
-                            {"job_name", "digits"},
-                            {"attempt", attempt},
-                            {"world_rank", r},
-                            {"world_size", 2},
-                            {"local_rank", r},
-                            {"local_world_size", 2},
-                            {"node_rank", 0},
-                            {"master_addr", "127.0.0.1"},
-                            {"master_port", port},
-                            {"collective_timeout_s", 60},
-                            {"use_gpu", false},
-                            {"trial_dir", dir.path()},
-                            {"config",
-                             {{"data_path", csv},
-                              {"lr", 0.01},
-                              {"epochs", epochs},
-                              {"batch_size", 32},
-                              {"seed", 0}}}};
+      nlohmann::json ctx = {
+          {"job_id", "test"},
+          {"job_name", "digits"},
+          {"attempt", attempt},
+          {"world_rank", r},
+          {"world_size", 2},
+          {"local_rank", r},
+          {"local_world_size", 2},
+          {"node_rank", 0},
+          {"master_addr", "127.0.0.1"},
+          {"master_port", port},
+          {"collective_timeout_s", 60},
+          {"use_gpu", false},
+          {"trial_dir", dir.path()},
+          {"datasets", {{"digits", {{"uri", "file://" + csv}, {"split", false}}}}},
+          {"config", {{"lr", 0.01}, {"epochs", epochs}, {"batch_size", 32}, {"seed", 0}}}};
       ctx["checkpoint_dir"] = checkpoint.empty() ? nlohmann::json() : nlohmann::json(checkpoint);
       REQUIRE(traintl::WriteFileAtomic(out + "/context.json", ctx.dump()).ok());
       procs.push_back(Spawn({TRAINTL_TORCH_TEST_RANK, "entry", TRAINTL_DIGITS_LIBRARY, "train_loop",
