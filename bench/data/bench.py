@@ -94,10 +94,12 @@ def traintl_run(worker, lib, path, world, tmp):
         ours, theirs = socket.socketpair()
         log = open(os.path.join(tmp, f"rank{rank}.log"), "w")
 
+        # fd 3 is the channel (docs/WORKER_PROTOCOL.md). close_fds would close it after
+        # preexec_fn; Python's own fds are not inheritable, so none leak without it.
         def child_fd3(fd=theirs.fileno()):
             os.dup2(fd, 3)
         p = subprocess.Popen([worker, "--context", ctx_path], stdout=log, stderr=log,
-                             preexec_fn=child_fd3, pass_fds=(theirs.fileno(),))
+                             preexec_fn=child_fd3, close_fds=False)
         theirs.close()
         log.close()
         procs.append(p)
