@@ -27,16 +27,9 @@ std::string FormatCheckpointTable(const nlohmann::json& checkpoints) {
 }
 
 int RunCheckpoints(const std::string& job, CliContext& ctx) {
-  HttpRequest request;
-  request.target = JobPath(job, "/checkpoints");
-  ApiResult result = CallJson(ctx, request);
-  if (!result.ok()) return result.exit_code;
-  if (ctx.json) {
-    PrintJson(ctx, result.body);
-    return kExitOk;
-  }
-  *ctx.out << FormatCheckpointTable(JsonField(result.body, "checkpoints"));
-  return kExitOk;
+  return GetAndShow(ctx, JobPath(job, "/checkpoints"), [&](const nlohmann::json& body) {
+    return FormatCheckpointTable(JsonField(body, "checkpoints"));
+  });
 }
 
 }  // namespace cli

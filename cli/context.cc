@@ -132,5 +132,19 @@ void PrintJson(const CliContext& ctx, const nlohmann::json& value) {
   *ctx.out << value.dump(2) << "\n";
 }
 
+int GetAndShow(CliContext& ctx, const std::string& target,
+               const std::function<std::string(const nlohmann::json&)>& format) {
+  HttpRequest request;
+  request.target = target;
+  ApiResult result = CallJson(ctx, request);
+  if (!result.ok()) return result.exit_code;
+  if (ctx.json) {
+    PrintJson(ctx, result.body);
+  } else {
+    *ctx.out << format(result.body);
+  }
+  return kExitOk;
+}
+
 }  // namespace cli
 }  // namespace traintl

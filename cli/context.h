@@ -61,6 +61,10 @@ std::string ErrorText(const HttpResponse& response);
 std::string JobPath(const std::string& job, const std::string& suffix = "");
 // Writes `value` pretty-printed (2-space indent) with a final newline.
 void PrintJson(const CliContext& ctx, const nlohmann::json& value);
+// The read-only verbs: GETs `target`, then prints the JSON answer with --json, else
+// `format(answer)`. Returns the exit code.
+int GetAndShow(CliContext& ctx, const std::string& target,
+               const std::function<std::string(const nlohmann::json&)>& format);
 
 }  // namespace cli
 }  // namespace traintl

@@ -28,16 +28,9 @@ std::string FormatJobTable(const nlohmann::json& jobs, int64_t now_ms) {
 }
 
 int RunList(CliContext& ctx) {
-  HttpRequest request;
-  request.target = "/v1/jobs";
-  ApiResult result = CallJson(ctx, request);
-  if (!result.ok()) return result.exit_code;
-  if (ctx.json) {
-    PrintJson(ctx, result.body);
-    return kExitOk;
-  }
-  *ctx.out << FormatJobTable(JsonField(result.body, "jobs"), ctx.now_ms());
-  return kExitOk;
+  return GetAndShow(ctx, "/v1/jobs", [&](const nlohmann::json& body) {
+    return FormatJobTable(JsonField(body, "jobs"), ctx.now_ms());
+  });
 }
 
 }  // namespace cli

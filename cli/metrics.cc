@@ -30,16 +30,8 @@ std::string FormatMetricsReport(const nlohmann::json& metrics) {
 }
 
 int RunMetrics(const std::string& job, CliContext& ctx) {
-  HttpRequest request;
-  request.target = JobPath(job, "/metrics");
-  ApiResult result = CallJson(ctx, request);
-  if (!result.ok()) return result.exit_code;
-  if (ctx.json) {
-    PrintJson(ctx, result.body);
-    return kExitOk;
-  }
-  *ctx.out << FormatMetricsReport(result.body);
-  return kExitOk;
+  return GetAndShow(ctx, JobPath(job, "/metrics"),
+                    [&](const nlohmann::json& body) { return FormatMetricsReport(body); });
 }
 
 }  // namespace cli

@@ -53,16 +53,9 @@ std::string FormatNodeTable(const nlohmann::json& nodes, int64_t now_ms) {
 }
 
 int RunNodes(CliContext& ctx) {
-  HttpRequest request;
-  request.target = "/v1/nodes";
-  ApiResult result = CallJson(ctx, request);
-  if (!result.ok()) return result.exit_code;
-  if (ctx.json) {
-    PrintJson(ctx, result.body);
-    return kExitOk;
-  }
-  *ctx.out << FormatNodeTable(JsonField(result.body, "nodes"), ctx.now_ms());
-  return kExitOk;
+  return GetAndShow(ctx, "/v1/nodes", [&](const nlohmann::json& body) {
+    return FormatNodeTable(JsonField(body, "nodes"), ctx.now_ms());
+  });
 }
 
 }  // namespace cli

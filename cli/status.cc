@@ -100,16 +100,9 @@ std::string FormatJobDetail(const nlohmann::json& job, int64_t now_ms) {
 
 int RunStatus(const std::string& job, CliContext& ctx) {
   if (job.empty()) return RunList(ctx);
-  HttpRequest request;
-  request.target = JobPath(job);
-  ApiResult result = CallJson(ctx, request);
-  if (!result.ok()) return result.exit_code;
-  if (ctx.json) {
-    PrintJson(ctx, result.body);
-    return kExitOk;
-  }
-  *ctx.out << FormatJobDetail(result.body, ctx.now_ms());
-  return kExitOk;
+  return GetAndShow(ctx, JobPath(job), [&](const nlohmann::json& body) {
+    return FormatJobDetail(body, ctx.now_ms());
+  });
 }
 
 }  // namespace cli
