@@ -58,43 +58,47 @@ bool ParseDaemonConfig(int argc, char** argv, DaemonConfig* cfg, int* exit_code)
   int64_t heartbeat_ms = 500, loss_ms = 4000;
   std::string join;
   po::options_description opts("traintld options");
-  opts.add_options()
-      ("help,h", "show this help")
-      ("config", po::value(&config_file),
-       "config file (key = value lines, same names as the options); default "
-       "/etc/traintl/traintld.conf when it exists")
-      ("data-dir", po::value(&cfg->data_dir), "state directory (default /var/lib/traintl for "
-       "root, else ~/.local/state/traintl)")
-      ("api-address", po::value(&api_address)->default_value("127.0.0.1:7450"),
-       "HTTP API host:port (port 0 = any free port; the bound address is written to "
-       "<data-dir>/api_address)")
-      ("raft-address", po::value(&cfg->raft_address)->default_value(cfg->raft_address),
-       "Raft host:port (port 0 = pick once and keep)")
-      ("worker-binary", po::value(&cfg->worker_binary), "path of traintl-worker (default: "
-       "beside traintld)")
-      ("num-cpus", po::value(&num_cpus), "CPUs to offer (default: detected, affinity and "
-       "cgroup aware)")
-      ("num-gpus", po::value(&num_gpus), "GPUs to offer (default: detected with NVML)")
-      ("resources", po::value(&resources_json), "custom resources as JSON, e.g. "
-       "'{\"tpu_slice\": 2}'")
-      ("collective-timeout", po::value(&cfg->collective_timeout_s)->default_value(300),
-       "seconds a collective may wait on a peer before the attempt fails")
-      ("worker-stop-grace-ms", po::value(&stop_grace_ms)->default_value(3000),
-       "grace between the stop request and SIGTERM, and between SIGTERM and SIGKILL")
-      ("max-upload-mb", po::value(&max_upload_mb)->default_value(512),
-       "largest training library accepted, in MiB")
-      ("log-level", po::value(&log_level)->default_value("info"), "debug|info|warning|error")
-      ("server", po::bool_switch(&cfg->server), "be a Raft voter (a head candidate); with "
-       "--join, ask the head to add this node as a voter")
-      ("join", po::value(&join), "comma-separated API addresses (host:port) of daemons of "
-       "the cluster to join; without --server this daemon is an agent")
-      ("token-file", po::value(&cfg->token_file), "the cluster's bearer token (every daemon "
-       "of a cluster uses the same one); default <data-dir>/token, created when missing")
-      ("heartbeat-interval-ms", po::value(&heartbeat_ms)->default_value(500),
-       "how often a node heartbeats to the head")
-      ("node-loss-timeout-ms", po::value(&loss_ms)->default_value(4000),
-       "a node silent this long is lost and its workers fail; a node without a head stops "
-       "its workers after 60% of it");
+  opts.add_options()("help,h", "show this help")(
+      "config", po::value(&config_file),
+      "config file (key = value lines, same names as the options); default "
+      "/etc/traintl/traintld.conf when it exists")("data-dir", po::value(&cfg->data_dir),
+                                                   "state directory (default /var/lib/traintl for "
+                                                   "root, else ~/.local/state/traintl)")(
+      "api-address", po::value(&api_address)->default_value("127.0.0.1:7450"),
+      "HTTP API host:port (port 0 = any free port; the bound address is written to "
+      "<data-dir>/api_address)")("raft-address",
+                                 po::value(&cfg->raft_address)->default_value(cfg->raft_address),
+                                 "Raft host:port (port 0 = pick once and keep)")(
+      "worker-binary", po::value(&cfg->worker_binary),
+      "path of traintl-worker (default: "
+      "beside traintld)")("num-cpus", po::value(&num_cpus),
+                          "CPUs to offer (default: detected, affinity and "
+                          "cgroup aware)")("num-gpus", po::value(&num_gpus),
+                                           "GPUs to offer (default: detected with NVML)")(
+      "resources", po::value(&resources_json),
+      "custom resources as JSON, e.g. "
+      "'{\"tpu_slice\": 2}'")("collective-timeout",
+                              po::value(&cfg->collective_timeout_s)->default_value(300),
+                              "seconds a collective may wait on a peer before the attempt fails")(
+      "worker-stop-grace-ms", po::value(&stop_grace_ms)->default_value(3000),
+      "grace between the stop request and SIGTERM, and between SIGTERM and SIGKILL")(
+      "max-upload-mb", po::value(&max_upload_mb)->default_value(512),
+      "largest training library accepted, in MiB")(
+      "log-level", po::value(&log_level)->default_value("info"), "debug|info|warning|error")(
+      "server", po::bool_switch(&cfg->server),
+      "be a Raft voter (a head candidate); with "
+      "--join, ask the head to add this node as a voter")(
+      "join", po::value(&join),
+      "comma-separated API addresses (host:port) of daemons of "
+      "the cluster to join; without --server this daemon is an agent")(
+      "token-file", po::value(&cfg->token_file),
+      "the cluster's bearer token (every daemon "
+      "of a cluster uses the same one); default <data-dir>/token, created when missing")(
+      "heartbeat-interval-ms", po::value(&heartbeat_ms)->default_value(500),
+      "how often a node heartbeats to the head")(
+      "node-loss-timeout-ms", po::value(&loss_ms)->default_value(4000),
+      "a node silent this long is lost and its workers fail; a node without a head stops "
+      "its workers after 60% of it");
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, opts), vm);
@@ -108,7 +112,8 @@ bool ParseDaemonConfig(int argc, char** argv, DaemonConfig* cfg, int* exit_code)
     }
     po::notify(vm);
   } catch (const po::error& e) {
-    std::cerr << "traintld: " << e.what() << "\n" << "Try 'traintld --help'.\n";
+    std::cerr << "traintld: " << e.what() << "\n"
+              << "Try 'traintld --help'.\n";
     *exit_code = 2;
     return false;
   }
@@ -159,7 +164,8 @@ bool ParseDaemonConfig(int argc, char** argv, DaemonConfig* cfg, int* exit_code)
   cfg->max_upload_bytes = static_cast<size_t>(max_upload_mb) << 20;
   for (size_t pos = 0; pos < join.size();) {
     size_t comma = join.find(',', pos);
-    std::string item = join.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    std::string item =
+        join.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
     pos = comma == std::string::npos ? join.size() : comma + 1;
     if (item.empty()) continue;
     std::string h;

@@ -17,16 +17,16 @@
 namespace traintl {
 
 struct DaemonConfig {
-  std::string data_dir;            // --data-dir; default: DefaultDataDir()
-  std::string api_host = "127.0.0.1";  // --api-address host part
-  uint16_t api_port = 7450;        // --api-address port; 0 = any free port
+  std::string data_dir;                         // --data-dir; default: DefaultDataDir()
+  std::string api_host = "127.0.0.1";           // --api-address host part
+  uint16_t api_port = 7450;                     // --api-address port; 0 = any free port
   std::string raft_address = "127.0.0.1:7451";  // --raft-address; port 0 = pick and persist
   std::string worker_binary;       // --worker-binary; default: traintl-worker beside traintld
   FingerprintOverrides overrides;  // --num-cpus, --num-gpus, --resources
   int collective_timeout_s = 300;  // --collective-timeout
   std::chrono::milliseconds worker_stop_grace{3000};  // --worker-stop-grace-ms
-  size_t max_upload_bytes = 512u << 20;  // --max-upload-mb
-  LogLevel log_level = LogLevel::kInfo;  // --log-level
+  size_t max_upload_bytes = 512u << 20;               // --max-upload-mb
+  LogLevel log_level = LogLevel::kInfo;               // --log-level
   // Multi-node (DESIGN §5). --server: a Raft voter; --join: API addresses (host:port) of
   // daemons already in the cluster. A daemon with neither is a one-node cluster; with
   // --join but no --server it is an agent.

@@ -64,7 +64,8 @@ int Run(const DaemonConfig& cfg, int argc, char** argv) {
     LOG_ERROR << "data dir: " << st.message();
     return 1;
   }
-  auto token = LoadOrCreateSecret(cfg.token_file.empty() ? cfg.data_dir + "/token" : cfg.token_file);
+  auto token =
+      LoadOrCreateSecret(cfg.token_file.empty() ? cfg.data_dir + "/token" : cfg.token_file);
   if (!token.ok()) {
     LOG_ERROR << token.status().message();
     return 1;
@@ -155,8 +156,8 @@ int Run(const DaemonConfig& cfg, int argc, char** argv) {
   if (cfg.clustered()) jopts.settle = cfg.node_loss_timeout;
   nlohmann::json gpu_view = nlohmann::json::array();
   for (const auto& g : resources.gpus)
-    gpu_view.push_back({{"index", g.index}, {"name", g.name}, {"uuid", g.uuid},
-                        {"memory", g.memory_bytes}});
+    gpu_view.push_back(
+        {{"index", g.index}, {"name", g.name}, {"uuid", g.uuid}, {"memory", g.memory_bytes}});
   jopts.gpus = gpu_view;
 
   auto router = std::make_shared<http::Router>();
@@ -296,7 +297,8 @@ int Run(const DaemonConfig& cfg, int argc, char** argv) {
   std::function<void(std::chrono::steady_clock::time_point)> wait_for_workers =
       [&](std::chrono::steady_clock::time_point deadline) {
         if (pool.LivePids().empty() || std::chrono::steady_clock::now() >= deadline) {
-          if (!pool.LivePids().empty()) LOG_WARN << "workers still running at the deadline; killing them";
+          if (!pool.LivePids().empty())
+            LOG_WARN << "workers still running at the deadline; killing them";
           finish();
           return;
         }

@@ -57,11 +57,16 @@ bool QueryInt(const Request& req, const ResponderPtr& res, const char* name, int
 
 int HttpStatusFor(const Status& st) {
   switch (st.code()) {
-    case Status::Code::kInvalidArgument: return 400;
-    case Status::Code::kNotFound: return 404;
-    case Status::Code::kFailedPrecondition: return 409;
-    case Status::Code::kUnavailable: return 503;
-    default: return 500;
+    case Status::Code::kInvalidArgument:
+      return 400;
+    case Status::Code::kNotFound:
+      return 404;
+    case Status::Code::kFailedPrecondition:
+      return 409;
+    case Status::Code::kUnavailable:
+      return 503;
+    default:
+      return 500;
   }
 }
 
@@ -189,8 +194,9 @@ void HandleSubmit(const ApiContext& ctx, const Request& req, const ResponderPtr&
     sub.library_sha256 = body["library_sha256"].get<std::string>();
     auto path = ctx.blobs->PathOf(sub.library_sha256);
     if (!path.ok()) {
-      res->SendError(400, "library_sha256: " + path.status().message() +
-                              " (upload it with PUT /v1/blobs/<sha256> first)",
+      res->SendError(400,
+                     "library_sha256: " + path.status().message() +
+                         " (upload it with PUT /v1/blobs/<sha256> first)",
                      {{"field", "library_sha256"}});
       return;
     }
@@ -206,7 +212,8 @@ void HandleSubmit(const ApiContext& ctx, const Request& req, const ResponderPtr&
     sub.library_path = spec->library;
   }
   if (body.contains("submission_id")) {
-    if (!body["submission_id"].is_string() || body["submission_id"].get<std::string>().size() > 128) {
+    if (!body["submission_id"].is_string() ||
+        body["submission_id"].get<std::string>().size() > 128) {
       res->SendError(400, "submission_id: must be a string of at most 128 chars",
                      {{"field", "submission_id"}});
       return;
@@ -246,8 +253,8 @@ void HandleLogs(const ApiContext& ctx, const Request& req, const ResponderPtr& r
   }
   const std::string path = ctx.agent->LogPath(job->id, attempt, rank);
   if (!PathExists(path)) {
-    res->SendError(404, "no log for rank " + std::to_string(rank) + " of attempt " +
-                            std::to_string(attempt));
+    res->SendError(
+        404, "no log for rank " + std::to_string(rank) + " of attempt " + std::to_string(attempt));
     return;
   }
   auto stream = std::make_shared<LogStream>(ctx, res, path, job->id, attempt, follow);
@@ -259,14 +266,17 @@ void HandleLogs(const ApiContext& ctx, const Request& req, const ResponderPtr& r
 void RegisterApiRoutes(http::Router& router, const ApiContext& ctx) {
   http::RouteOptions open;
   open.require_auth = false;
-  router.Add("GET", "/healthz", [ctx](const Request&, ResponderPtr res) {
-    json out = {{"status", "ok"},
-                {"node_id", ctx.node_id},
-                {"role", ctx.jobs->leader() ? "head" : ctx.role_when_not_head},
-                {"version", ctx.version}};
-    if (ctx.head_address) out["head"] = ctx.head_address();
-    res->SendJson(200, out);
-  }, open);
+  router.Add(
+      "GET", "/healthz",
+      [ctx](const Request&, ResponderPtr res) {
+        json out = {{"status", "ok"},
+                    {"node_id", ctx.node_id},
+                    {"role", ctx.jobs->leader() ? "head" : ctx.role_when_not_head},
+                    {"version", ctx.version}};
+        if (ctx.head_address) out["head"] = ctx.head_address();
+        res->SendJson(200, out);
+      },
+      open);
   // Every /v1 route may be forwarded to the head (multi-node) before it is served here.
   auto add = [&router, ctx](std::string method, std::string pattern, http::Handler handler,
                             http::RouteOptions options = {}) {
@@ -274,31 +284,34 @@ void RegisterApiRoutes(http::Router& router, const ApiContext& ctx) {
       router.Add(std::move(method), std::move(pattern), std::move(handler), options);
       return;
     }
-    router.Add(std::move(method), std::move(pattern),
-               [ctx, handler](const Request& req, ResponderPtr res) {
-                 if (!ctx.forward(req, res, handler)) handler(req, res);
-               },
-               options);
+    router.Add(
+        std::move(method), std::move(pattern),
+        [ctx, handler](const Request& req, ResponderPtr res) {
+          if (!ctx.forward(req, res, handler)) handler(req, res);
+        },
+        options);
   };
 
   http::RouteOptions upload;
   upload.max_body_bytes = ctx.max_upload_bytes;
-  add("PUT", "/v1/blobs/{sha}", [ctx](const Request& req, ResponderPtr res) {
-    const std::string& sha = req.params.at("sha");
-    Status st = ctx.blobs->Put(sha, req.body);
-    if (!st.ok()) {
-      res->SendError(st.code() == Status::Code::kInvalidArgument ? 400 : 500, st.message());
-      return;
-    }
-    res->SendJson(201, {{"sha256", sha}, {"size", req.body.size()}});
-  }, upload);
+  add(
+      "PUT", "/v1/blobs/{sha}",
+      [ctx](const Request& req, ResponderPtr res) {
+        const std::string& sha = req.params.at("sha");
+        Status st = ctx.blobs->Put(sha, req.body);
+        if (!st.ok()) {
+          res->SendError(st.code() == Status::Code::kInvalidArgument ? 400 : 500, st.message());
+          return;
+        }
+        res->SendJson(201, {{"sha256", sha}, {"size", req.body.size()}});
+      },
+      upload);
   add("HEAD", "/v1/blobs/{sha}", [ctx](const Request& req, ResponderPtr res) {
     res->Send(ctx.blobs->Has(req.params.at("sha")) ? 200 : 404, "application/json", "");
   });
 
-  add("POST", "/v1/jobs", [ctx](const Request& req, ResponderPtr res) {
-    HandleSubmit(ctx, req, res);
-  });
+  add("POST", "/v1/jobs",
+      [ctx](const Request& req, ResponderPtr res) { HandleSubmit(ctx, req, res); });
   add("GET", "/v1/jobs", [ctx](const Request&, ResponderPtr res) {
     json jobs = json::array();
     for (const auto& j : ctx.store->ListJobs()) jobs.push_back(JobSummaryJson(j));
@@ -320,15 +333,15 @@ void RegisterApiRoutes(http::Router& router, const ApiContext& ctx) {
       res->SendJson(200, {{"job_id", id}, {"state", *state}});
     });
   });
-  add("GET", "/v1/jobs/{job}/logs", [ctx](const Request& req, ResponderPtr res) {
-    HandleLogs(ctx, req, res);
-  });
+  add("GET", "/v1/jobs/{job}/logs",
+      [ctx](const Request& req, ResponderPtr res) { HandleLogs(ctx, req, res); });
   add("GET", "/v1/jobs/{job}/checkpoints", [ctx](const Request& req, ResponderPtr res) {
     auto job = ResolveJob(ctx, req, res);
     if (!job) return;
     auto cks = ctx.store->ListCheckpoints(job->id);
     json out = json::array();
-    for (size_t i = 0; i < cks.size(); ++i) out.push_back(CheckpointJson(cks[i], i + 1 == cks.size()));
+    for (size_t i = 0; i < cks.size(); ++i)
+      out.push_back(CheckpointJson(cks[i], i + 1 == cks.size()));
     res->SendJson(200, {{"job_id", job->id}, {"checkpoints", out}});
   });
   add("GET", "/v1/jobs/{job}/metrics", [ctx](const Request& req, ResponderPtr res) {
@@ -350,8 +363,8 @@ void RegisterApiRoutes(http::Router& router, const ApiContext& ctx) {
   add("GET", "/v1/nodes", [ctx](const Request&, ResponderPtr res) {
     json gpus = json::array();
     for (const auto& g : ctx.node.gpus)
-      gpus.push_back({{"index", g.index}, {"name", g.name}, {"uuid", g.uuid},
-                      {"memory", g.memory_bytes}});
+      gpus.push_back(
+          {{"index", g.index}, {"name", g.name}, {"uuid", g.uuid}, {"memory", g.memory_bytes}});
     if (ctx.jobs->leader()) {
       res->SendJson(200, {{"nodes", ctx.jobs->NodesView()}});
       return;

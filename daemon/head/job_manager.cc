@@ -50,7 +50,8 @@ std::string LastLine(const std::string& text) {
   size_t end = text.find_last_not_of("\n ");
   if (end == std::string::npos) return "";
   size_t start = text.rfind('\n', end);
-  return text.substr(start == std::string::npos ? 0 : start + 1, end + 1 - (start == std::string::npos ? 0 : start + 1));
+  return text.substr(start == std::string::npos ? 0 : start + 1,
+                     end + 1 - (start == std::string::npos ? 0 : start + 1));
 }
 
 }  // namespace
@@ -112,7 +113,8 @@ void JobManager::StopRemote(const ActiveAttempt& a) {
   for (int r : a.remote_ranks) {
     const std::string& node = a.rank_nodes[static_cast<size_t>(r)];
     if (!done.insert(node).second) continue;
-    if (const NodeStatus* n = registry_.Get(node)) remote_->Stop(n->api_address, a.job_id, a.attempt);
+    if (const NodeStatus* n = registry_.Get(node))
+      remote_->Stop(n->api_address, a.job_id, a.attempt);
   }
 }
 
@@ -185,8 +187,8 @@ json JobManager::OnHeartbeat(NodeStatus status) {
 }
 
 void JobManager::OnNodeLost(const std::string& node_id) {
-  LOG_WARN << "node " << node_id << " lost: no heartbeat for "
-           << registry_.loss_timeout().count() << " ms";
+  LOG_WARN << "node " << node_id << " lost: no heartbeat for " << registry_.loss_timeout().count()
+           << " ms";
   std::vector<std::string> affected;
   for (auto& [job_id, a] : active_) {
     bool hit = false;
@@ -321,15 +323,14 @@ void JobManager::Submit(Submission sub, std::function<void(Result<std::string>)>
       sub.spec.storage_path.empty() ? options_.default_storage_path : sub.spec.storage_path;
   job.trial_dir = storage + "/" + job.name + "-" + job.id;
   job.submitted_at = commands::NowMs();
-  log_->Propose(commands::SubmitJob(job, sub.submission_id),
-                [this, done](Result<json> r) {
-                  if (!r.ok()) {
-                    done(r.status());
-                    return;
-                  }
-                  done(r->value("job_id", std::string()));
-                  ScheduleTick();
-                });
+  log_->Propose(commands::SubmitJob(job, sub.submission_id), [this, done](Result<json> r) {
+    if (!r.ok()) {
+      done(r.status());
+      return;
+    }
+    done(r->value("job_id", std::string()));
+    ScheduleTick();
+  });
 }
 
 void JobManager::Stop(const std::string& job_id, std::function<void(Result<std::string>)> done) {
@@ -385,7 +386,8 @@ void JobManager::Tick() {
       const std::string id = job.id;
       log_->Propose(commands::EndAttempt(job.id, job.attempt, o), [this, id](Result<json> r) {
         reconciling_.erase(id);
-        if (!r.ok()) LOG_WARN << "could not end lost attempt of " << id << ": " << r.status().message();
+        if (!r.ok())
+          LOG_WARN << "could not end lost attempt of " << id << ": " << r.status().message();
         ScheduleTick();
       });
       continue;
@@ -442,17 +444,16 @@ void JobManager::StartAttempt(const JobRecord& job, const JobSpec& spec,
   active_[job.id] = a;  // reserves the resources while start_attempt commits
   proposed_reason_.erase(job.id);
   const std::string restored = ResolveRestore(job, spec);
-  log_->Propose(commands::StartAttempt(job.id, a.attempt, restored),
-                [this, job, spec, restored](Result<json> r) {
-                  if (!r.ok()) {
-                    LOG_WARN << "job " << job.id << ": start not committed: "
-                             << r.status().message();
-                    active_.erase(job.id);
-                    ScheduleTick();
-                    return;
-                  }
-                  LaunchCommitted(job.id, job, spec, restored);
-                });
+  log_->Propose(commands::StartAttempt(job.id, a.attempt, restored), [this, job, spec,
+                                                                      restored](Result<json> r) {
+    if (!r.ok()) {
+      LOG_WARN << "job " << job.id << ": start not committed: " << r.status().message();
+      active_.erase(job.id);
+      ScheduleTick();
+      return;
+    }
+    LaunchCommitted(job.id, job, spec, restored);
+  });
 }
 
 void JobManager::LaunchCommitted(const std::string& job_id, const JobRecord& job,
@@ -483,7 +484,8 @@ void JobManager::LaunchCommitted(const std::string& job_id, const JobRecord& job
   base.config = spec.train_loop_config;
   base.checkpoint_dir = restored_from;
   base.trial_dir = job.trial_dir;
-  const NodeStatus* master = registry_.Get(a.rank_nodes.empty() ? options_.node_id : a.rank_nodes[0]);
+  const NodeStatus* master =
+      registry_.Get(a.rank_nodes.empty() ? options_.node_id : a.rank_nodes[0]);
   base.master_addr = master != nullptr ? master->host : options_.node_address;
   base.master_port = PickFreePort(base.master_addr);
   base.collective_timeout_s = options_.collective_timeout_s;
@@ -671,8 +673,8 @@ void JobManager::OnWorkerExit(const WorkerExit& e) {
   ActiveAttempt* a = Find(e.job_id, e.attempt);
   if (a == nullptr) return;
   a->exits[e.rank] = e;
-  std::string detail = e.signal ? SignalName(*e.signal)
-                                : "exit code " + std::to_string(e.exit_code.value_or(-1));
+  std::string detail =
+      e.signal ? SignalName(*e.signal) : "exit code " + std::to_string(e.exit_code.value_or(-1));
   log_->Propose(commands::WorkerEvent(e.job_id, e.attempt, e.rank, "exited", detail),
                 [](Result<json>) {});
   const bool clean = e.exit_code && *e.exit_code == 0 && !(e.done_seen && !e.done_ok);
@@ -720,17 +722,16 @@ void JobManager::EndAttemptNow(ActiveAttempt& a, commands::AttemptOutcome outcom
   const int attempt = a.attempt;
   LOG_INFO << "job " << job_id << ": attempt " << attempt << " ended " << outcome.state
            << (outcome.reason.empty() ? "" : ": " + outcome.reason);
-  log_->Propose(commands::EndAttempt(job_id, attempt, outcome),
-                [this, job_id, trial_dir, attempt](Result<json> r) {
-                  if (!r.ok())
-                    LOG_WARN << "job " << job_id << ": end of attempt not committed: "
-                             << r.status().message();
-                  RemoveAll(Agent::StagingDir(trial_dir, attempt));
-                  CleanupUncommitted(trial_dir);
-                  auto it = active_.find(job_id);
-                  if (it != active_.end() && it->second.attempt == attempt) active_.erase(it);
-                  ScheduleTick();
-                });
+  log_->Propose(commands::EndAttempt(job_id, attempt, outcome), [this, job_id, trial_dir,
+                                                                 attempt](Result<json> r) {
+    if (!r.ok())
+      LOG_WARN << "job " << job_id << ": end of attempt not committed: " << r.status().message();
+    RemoveAll(Agent::StagingDir(trial_dir, attempt));
+    CleanupUncommitted(trial_dir);
+    auto it = active_.find(job_id);
+    if (it != active_.end() && it->second.attempt == attempt) active_.erase(it);
+    ScheduleTick();
+  });
 }
 
 }  // namespace traintl

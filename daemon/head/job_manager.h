@@ -23,8 +23,8 @@
 #include "daemon/head/command_log.h"
 #include "daemon/head/node_registry.h"
 #include "daemon/head/remote_nodes.h"
-#include "daemon/node/blob_store.h"
 #include "daemon/node/agent.h"
+#include "daemon/node/blob_store.h"
 #include "daemon/node/worker_pool.h"
 #include "daemon/scheduler/scheduler.h"
 #include "daemon/state/commands.h"
@@ -34,19 +34,19 @@
 namespace traintl {
 
 struct JobManagerOptions {
-  std::string node_id = "node-1";       // this node (the only one, for now)
+  std::string node_id = "node-1";          // this node (the only one, for now)
   std::string node_address = "127.0.0.1";  // where rank 0's TCPStore listens
-  std::string default_storage_path;     // required: where trial dirs go without storage_path
-  ResourceMap node_resources;           // what this node offers
-  int num_gpus = 0;                     // GPU devices of this node (indices 0..n-1)
-  int collective_timeout_s = 300;       // bound on a collective stuck on a dead peer
-  std::chrono::milliseconds tick{250};  // how often the queue is looked at
-  size_t log_tail_bytes = 4096;         // log tail kept with a failed attempt
+  std::string default_storage_path;        // required: where trial dirs go without storage_path
+  ResourceMap node_resources;              // what this node offers
+  int num_gpus = 0;                        // GPU devices of this node (indices 0..n-1)
+  int collective_timeout_s = 300;          // bound on a collective stuck on a dead peer
+  std::chrono::milliseconds tick{250};     // how often the queue is looked at
+  size_t log_tail_bytes = 4096;            // log tail kept with a failed attempt
   // Multi-node (see SetCluster). This node's API address and role ("voter" | "agent") as
   // the node registry shows them.
   std::string api_address;
   std::string role = "voter";
-  uint64_t raft_id = 0;  // this node's Raft id (0: not a voter)
+  uint64_t raft_id = 0;                           // this node's Raft id (0: not a voter)
   nlohmann::json gpus = nlohmann::json::array();  // this node's GPUs as /v1/nodes shows them
   // A node silent for this long is LOST and its workers count as failed. Default 4 s.
   std::chrono::milliseconds node_loss_timeout{4000};
@@ -116,12 +116,12 @@ class JobManager : public WorkerPoolListener {
     std::vector<std::string> rank_nodes;      // node of each rank
     std::set<int> remote_ranks;               // ranks on other nodes
     std::map<int, std::string> remote_tails;  // log tails sent with remote exits
-    bool launched = false;  // start_attempt committed and processes started
+    bool launched = false;                    // start_attempt committed and processes started
     std::set<int> hellos;
     std::map<int, std::map<int, RankReport>> reports;  // seq -> rank -> report
     std::map<int, WorkerExit> exits;
-    bool ending = false;             // workers are being stopped
-    bool stop_requested = false;     // by the user
+    bool ending = false;                              // workers are being stopped
+    bool stop_requested = false;                      // by the user
     std::optional<commands::AttemptOutcome> failure;  // the first failure seen
     bool end_proposed = false;
   };
@@ -164,8 +164,8 @@ class JobManager : public WorkerPoolListener {
   bool leader_ = false;
   bool shutting_down_ = false;
   bool tick_queued_ = false;
-  std::map<std::string, ActiveAttempt> active_;  // job id -> its live attempt
-  std::set<std::string> reconciling_;            // jobs whose lost attempt is being ended
+  std::map<std::string, ActiveAttempt> active_;         // job id -> its live attempt
+  std::set<std::string> reconciling_;                   // jobs whose lost attempt is being ended
   std::map<std::string, std::string> proposed_reason_;  // last pending reason proposed
   NodeRegistry registry_;
   std::chrono::steady_clock::time_point leader_since_{};

@@ -42,8 +42,8 @@ Status Agent::Launch(const NodeAttemptPlan& plan) {
         {"library", plan.library_path},
         {"function", plan.function},
         {"config", plan.config},
-        {"checkpoint_dir",
-         plan.checkpoint_dir.empty() ? nlohmann::json(nullptr) : nlohmann::json(plan.checkpoint_dir)},
+        {"checkpoint_dir", plan.checkpoint_dir.empty() ? nlohmann::json(nullptr)
+                                                       : nlohmann::json(plan.checkpoint_dir)},
         {"trial_dir", plan.trial_dir},
         {"staging_dir", staging},
         {"master_addr", plan.master_addr},
@@ -87,8 +87,8 @@ Status Agent::Launch(const NodeAttemptPlan& plan) {
     Status st = pool_->Launch(l);
     if (!st.ok()) {
       pool_->StopAttempt(plan.job_id, plan.attempt);
-      return Status(st.code(), "rank " + std::to_string(rank) + " could not start: " +
-                                   st.message());
+      return Status(st.code(),
+                    "rank " + std::to_string(rank) + " could not start: " + st.message());
     }
   }
   return Status::Ok();

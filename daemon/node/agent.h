@@ -24,7 +24,7 @@ struct NodeAttemptPlan {
   int attempt = 0;
   int world_size = 1;
   int node_rank = 0;
-  std::vector<int> world_ranks;  // ranks on this node, in local-rank order
+  std::vector<int> world_ranks;             // ranks on this node, in local-rank order
   std::vector<std::vector<int>> rank_gpus;  // GPU devices per local rank (may be empty)
   std::string library_path;
   std::string library_sha256;  // "" when library_path is used as-is (single node)

@@ -9,9 +9,7 @@ namespace {
 
 using nlohmann::json;
 
-json Base(const char* op) {
-  return json{{"op", op}, {"rid", RandomHex(12)}, {"time", NowMs()}};
-}
+json Base(const char* op) { return json{{"op", op}, {"rid", RandomHex(12)}, {"time", NowMs()}}; }
 
 template <typename T>
 json Opt(const std::optional<T>& v) {
@@ -47,8 +45,7 @@ std::string SetPendingReason(const std::string& job_id, const std::string& reaso
   return c.dump();
 }
 
-std::string StartAttempt(const std::string& job_id, int attempt,
-                         const std::string& restored_from) {
+std::string StartAttempt(const std::string& job_id, int attempt, const std::string& restored_from) {
   json c = Base("start_attempt");
   c["job_id"] = job_id;
   c["attempt"] = attempt;
@@ -63,8 +60,8 @@ std::string JobRunning(const std::string& job_id, int attempt) {
   return c.dump();
 }
 
-std::string WorkerEvent(const std::string& job_id, int attempt, int rank,
-                        const std::string& event, const std::string& detail) {
+std::string WorkerEvent(const std::string& job_id, int attempt, int rank, const std::string& event,
+                        const std::string& detail) {
   json c = Base("worker_event");
   c["job_id"] = job_id;
   c["attempt"] = attempt;

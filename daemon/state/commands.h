@@ -22,8 +22,8 @@ std::string SubmitJob(const JobRecord& job, const std::string& submission_id);
 std::string SetPendingReason(const std::string& job_id, const std::string& reason);
 std::string StartAttempt(const std::string& job_id, int attempt, const std::string& restored_from);
 std::string JobRunning(const std::string& job_id, int attempt);
-std::string WorkerEvent(const std::string& job_id, int attempt, int rank,
-                        const std::string& event, const std::string& detail);
+std::string WorkerEvent(const std::string& job_id, int attempt, int rank, const std::string& event,
+                        const std::string& detail);
 std::string Report(const std::string& job_id, int attempt, int seq, const nlohmann::json& metrics);
 std::string CommitCheckpoint(const std::string& job_id, int attempt, int seq,
                              const std::string& path, const nlohmann::json& metrics);

@@ -215,8 +215,8 @@ std::string ApplyEndAttempt(StateStore::Tx& tx, const json& c) {
     const bool allowed = max_failures < 0 || job->failures <= max_failures;
     if (retryable && allowed && !job->stop_requested) {
       job->state = kJobPending;
-      job->pending_reason = "restarting after attempt " + std::to_string(attempt) +
-                            " failed: " + update.reason;
+      job->pending_reason =
+          "restarting after attempt " + std::to_string(attempt) + " failed: " + update.reason;
     } else {
       job->state = kJobFailed;
       job->ended_at = time;

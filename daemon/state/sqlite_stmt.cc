@@ -25,9 +25,7 @@ Stmt& Stmt::Bind(int i, int64_t v) {
   sqlite3_bind_int64(stmt_, i, v);
   return *this;
 }
-Stmt& Stmt::Bind(int i, const std::optional<int64_t>& v) {
-  return v ? Bind(i, *v) : BindNull(i);
-}
+Stmt& Stmt::Bind(int i, const std::optional<int64_t>& v) { return v ? Bind(i, *v) : BindNull(i); }
 Stmt& Stmt::Bind(int i, const std::optional<int>& v) {
   return v ? Bind(i, static_cast<int64_t>(*v)) : BindNull(i);
 }

@@ -87,8 +87,7 @@ AttemptRecord ReadAttempt(const Stmt& s) {
   return a;
 }
 
-constexpr const char* kCheckpointColumns =
-    "id, job_id, attempt, seq, path, metrics, created_at";
+constexpr const char* kCheckpointColumns = "id, job_id, attempt, seq, path, metrics, created_at";
 
 CheckpointRecord ReadCheckpoint(const Stmt& s) {
   CheckpointRecord c;
@@ -114,16 +113,18 @@ std::optional<JobRecord> GetJobImpl(sqlite3* db, const std::string& id) {
 }
 
 std::optional<AttemptRecord> GetAttemptImpl(sqlite3* db, const std::string& id, int attempt) {
-  Stmt s(db,
-         Sql("SELECT ", kAttemptColumns, " FROM attempts WHERE job_id = ? AND attempt = ?").c_str());
+  Stmt s(
+      db,
+      Sql("SELECT ", kAttemptColumns, " FROM attempts WHERE job_id = ? AND attempt = ?").c_str());
   s.Bind(1, id).Bind(2, attempt);
   if (!s.Step()) return std::nullopt;
   return ReadAttempt(s);
 }
 
 std::vector<CheckpointRecord> ListCheckpointsImpl(sqlite3* db, const std::string& id) {
-  Stmt s(db, Sql("SELECT ", kCheckpointColumns, " FROM checkpoints WHERE job_id = ? ORDER BY id")
-                 .c_str());
+  Stmt s(
+      db,
+      Sql("SELECT ", kCheckpointColumns, " FROM checkpoints WHERE job_id = ? ORDER BY id").c_str());
   s.Bind(1, id);
   std::vector<CheckpointRecord> out;
   while (s.Step()) out.push_back(ReadCheckpoint(s));
@@ -197,8 +198,9 @@ std::vector<JobRecord> StateStore::ListActiveJobs() const {
 
 std::vector<AttemptRecord> StateStore::ListAttempts(const std::string& job_id) const {
   std::lock_guard<std::mutex> l(mu_);
-  Stmt s(db_, Sql("SELECT ", kAttemptColumns, " FROM attempts WHERE job_id = ? ORDER BY attempt")
-                  .c_str());
+  Stmt s(
+      db_,
+      Sql("SELECT ", kAttemptColumns, " FROM attempts WHERE job_id = ? ORDER BY attempt").c_str());
   s.Bind(1, job_id);
   std::vector<AttemptRecord> out;
   while (s.Step()) out.push_back(ReadAttempt(s));
@@ -273,7 +275,10 @@ std::optional<std::string> StateStore::GetMeta(const std::string& key) const {
 }
 
 void StateStore::Tx::SetMeta(const std::string& key, const std::string& value) {
-  Stmt(db_, "INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)").Bind(1, key).Bind(2, value).Run();
+  Stmt(db_, "INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)")
+      .Bind(1, key)
+      .Bind(2, value)
+      .Run();
 }
 
 int64_t StateStore::CountJobs() const {
@@ -381,9 +386,9 @@ void StateStore::Tx::UpdateJob(const JobRecord& j) {
 }
 
 void StateStore::Tx::InsertAttempt(const AttemptRecord& a) {
-  Stmt s(db_, Sql("INSERT OR REPLACE INTO attempts(", kAttemptColumns,
-                  ") VALUES(?,?,?,?,?,?,?,?,?,?,?)")
-                  .c_str());
+  Stmt s(db_,
+         Sql("INSERT OR REPLACE INTO attempts(", kAttemptColumns, ") VALUES(?,?,?,?,?,?,?,?,?,?,?)")
+             .c_str());
   s.Bind(1, a.job_id).Bind(2, a.attempt).Bind(3, a.state).Bind(4, a.started_at);
   s.Bind(5, a.ended_at).Bind(6, a.restored_from).Bind(7, a.failed_rank).Bind(8, a.exit_code);
   s.Bind(9, a.signal).Bind(10, a.reason).Bind(11, a.log_tail);
@@ -397,8 +402,9 @@ std::optional<AttemptRecord> StateStore::Tx::GetAttempt(const std::string& job_i
 }
 
 void StateStore::Tx::UpsertMetric(const MetricRecord& m) {
-  Stmt(db_, "INSERT OR REPLACE INTO metrics(job_id, attempt, seq, time, metrics) "
-            "VALUES(?,?,?,?,?)")
+  Stmt(db_,
+       "INSERT OR REPLACE INTO metrics(job_id, attempt, seq, time, metrics) "
+       "VALUES(?,?,?,?,?)")
       .Bind(1, m.job_id)
       .Bind(2, m.attempt)
       .Bind(3, m.seq)
@@ -413,8 +419,9 @@ int64_t StateStore::Tx::InsertCheckpoint(const CheckpointRecord& c) {
     s.Bind(1, c.job_id).Bind(2, c.attempt).Bind(3, c.seq);
     if (s.Step()) return s.Int(0);
   }
-  Stmt(db_, "INSERT INTO checkpoints(job_id, attempt, seq, path, metrics, created_at) "
-            "VALUES(?,?,?,?,?,?)")
+  Stmt(db_,
+       "INSERT INTO checkpoints(job_id, attempt, seq, path, metrics, created_at) "
+       "VALUES(?,?,?,?,?,?)")
       .Bind(1, c.job_id)
       .Bind(2, c.attempt)
       .Bind(3, c.seq)
@@ -434,8 +441,9 @@ void StateStore::Tx::DeleteCheckpoint(int64_t id) {
 }
 
 void StateStore::Tx::InsertWorkerEvent(const WorkerEventRecord& e) {
-  Stmt(db_, "INSERT INTO worker_events(job_id, attempt, rank, time, event, detail) "
-            "VALUES(?,?,?,?,?,?)")
+  Stmt(db_,
+       "INSERT INTO worker_events(job_id, attempt, rank, time, event, detail) "
+       "VALUES(?,?,?,?,?,?)")
       .Bind(1, e.job_id)
       .Bind(2, e.attempt)
       .Bind(3, e.rank)

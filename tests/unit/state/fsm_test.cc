@@ -131,8 +131,8 @@ TEST_CASE("checkpoint retention through the FSM") {
   Apply(fsm, commands::StartAttempt("ff", 1, ""));
   json deleted_all = json::array();
   for (int i = 0; i < 4; ++i) {
-    auto r = Apply(fsm, commands::CommitCheckpoint("ff", 1, i, "/c" + std::to_string(i),
-                                                   {{"epoch", i}}));
+    auto r = Apply(
+        fsm, commands::CommitCheckpoint("ff", 1, i, "/c" + std::to_string(i), {{"epoch", i}}));
     for (auto& d : r["deleted"]) deleted_all.push_back(d);
   }
   CHECK(deleted_all == json::array({"/c0", "/c1"}));
