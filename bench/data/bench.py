@@ -35,11 +35,11 @@ def status(key):
             if line.startswith(key):
                 return int(line.split()[1]) * 1024
 before = status("VmRSS:")
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.process_time()
 a = pd.read_csv(sys.argv[1]).to_numpy(dtype=np.float32)
-seconds = time.perf_counter() - t0
-print(json.dumps({"seconds": seconds, "rows": a.shape[0], "rss_before_bytes": before,
-                  "peak_rss_bytes": status("VmHWM:")}))
+seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+print(json.dumps({"seconds": seconds, "cpu_seconds": cpu, "rows": a.shape[0],
+                  "rss_before_bytes": before, "peak_rss_bytes": status("VmHWM:")}))
 """
 
 
@@ -163,6 +163,7 @@ def main():
     subprocess.run(["cat", args.data], stdout=subprocess.DEVNULL, check=True)  # warm up
 
     samples = {k: [] for k in ("raw_warm", "raw_cold", "traintl1", "traintl2", "pandas")}
+    cpu_samples = {k: [] for k in ("traintl1", "traintl2", "pandas")}
     memory = {}
     rows_seen = None
     with tempfile.TemporaryDirectory(prefix="traintl-bench-data-") as tmp:
@@ -172,13 +173,16 @@ def main():
             samples["raw_cold"].append(raw_read(args.data, cold=True))
             one = traintl_run(worker, args.lib, args.data, 1, tmp)[0]
             samples["traintl1"].append(one["seconds"])
+            cpu_samples["traintl1"].append(one["cpu_seconds"])
             rows_seen = one["rows"]
             memory["traintl1"] = one
             two = traintl_run(worker, args.lib, args.data, 2, tmp)
             samples["traintl2"].append(max(m["seconds"] for m in two))
+            cpu_samples["traintl2"].append(sum(m["cpu_seconds"] for m in two))
             memory["traintl2"] = max(two, key=lambda m: m["peak_rss_bytes"])
             pd_result = pandas_run(args.python, args.data)
             samples["pandas"].append(pd_result["seconds"])
+            cpu_samples["pandas"].append(pd_result["cpu_seconds"])
             memory["pandas"] = pd_result
             if pd_result["rows"] != rows_seen:
                 raise RuntimeError(f"pandas read {pd_result['rows']} rows, traintl {rows_seen}")
@@ -213,6 +217,19 @@ def main():
         lines.append(f"| {names[k]} | {med[k]:.3f} | {mbps[k]:.0f} | "
                      f"{mbps[k] / mbps['pandas']:.2f}x | {mbps[k] / mbps['raw_warm']:.3f}x | "
                      f"{mbps[k] / mbps['raw_cold']:.3f}x |")
+    cpu_med = {k: statistics.median(v) for k, v in cpu_samples.items()}
+    lines += [
+        "",
+        "CPU time of the readers (all threads; on a loaded machine wall time depends on what "
+        "else runs, CPU time much less):",
+        "",
+        "| reader | CPU seconds | MB per CPU second | vs pandas |",
+        "|---|---|---|---|",
+    ]
+    for k in ("traintl1", "traintl2", "pandas"):
+        per_cpu = size / cpu_med[k] / 1e6
+        lines.append(f"| {names[k]} | {cpu_med[k]:.3f} | {per_cpu:.0f} | "
+                     f"{cpu_med['pandas'] / cpu_med[k]:.2f}x |")
     lines += [
         "",
         "Peak memory (VmHWM of the reading process; \"before\" is its VmRSS just before "

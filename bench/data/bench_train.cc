@@ -2,10 +2,13 @@
 // traintl::torch::iter_torch_batches as float32 tensors and stacks each batch's columns
 // into one [rows, columns] tensor (what pandas' read_csv(...).to_numpy() gives), then
 // reports: rows, seconds (from get_dataset_shard to the last batch, so it includes the
-// row count that a split shard needs), first_batch_seconds, rss_before_bytes and
-// peak_rss_bytes (VmRSS before reading, VmHWM after).
+// row count that a split shard needs), cpu_seconds (the process's CPU time over the same
+// span, all threads), first_batch_seconds, rss_before_bytes and peak_rss_bytes (VmRSS
+// before reading, VmHWM after).
 //
 // train_loop_config: batch_size (4096), threads (0 = the worker's default).
+#include <time.h>
+
 #include <chrono>
 #include <fstream>
 #include <string>
@@ -31,8 +34,15 @@ int64_t StatusBytes(const std::string& key) {
   return -1;
 }
 
+double CpuSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
 void read_loop(const nlohmann::json& config) {
   const int64_t rss_before = StatusBytes("VmRSS:");
+  const double cpu_start = CpuSeconds();
   const auto start = std::chrono::steady_clock::now();
   auto seconds = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -55,8 +65,10 @@ void read_loop(const nlohmann::json& config) {
     if (first_batch < 0) first_batch = seconds();
   }
   const double total = seconds();
+  const double cpu = CpuSeconds() - cpu_start;
   traintl::report({{"rows", rows},
                    {"seconds", total},
+                   {"cpu_seconds", cpu},
                    {"first_batch_seconds", first_batch},
                    {"checksum", checksum},
                    {"rss_before_bytes", rss_before},

@@ -172,6 +172,22 @@ Result<std::unique_ptr<BatchReader>> BatchReader::Start(std::shared_ptr<Dataset>
   for (size_t i = 0; i < all.size(); ++i) {
     if (r->out_of_schema_[i] >= 0) r->inferred_.push_back(r->dataset_->inferred()[i]);
   }
+  for (const auto& [name, type] : options.column_types) {
+    auto it = std::find_if(r->schema_.begin(), r->schema_.end(),
+                           [&](const ColumnSpec& c) { return c.name == name; });
+    if (it == r->schema_.end()) {
+      return Status::InvalidArgument("column_types names '" + name +
+                                     "', which is not among the columns read (" +
+                                     Names(r->schema_) + ")");
+    }
+    const bool numeric_only = r->dataset_->format() != Format::kCsv;
+    if (numeric_only && (it->dtype == DType::kString) != (type == DType::kString)) {
+      return Status::InvalidArgument("column '" + name + "' is " + DTypeName(it->dtype) +
+                                     " and cannot be read as " + DTypeName(type));
+    }
+    it->dtype = type;
+    r->inferred_[static_cast<size_t>(it - r->schema_.begin())] = false;
+  }
   if (r->dataset_->format() == Format::kCsv) {
     for (const auto& fi : r->dataset_->files()) {
       std::vector<FieldPlan> plan(fi.field_column.size());
@@ -179,7 +195,7 @@ Result<std::unique_ptr<BatchReader>> BatchReader::Start(std::shared_ptr<Dataset>
         const int c = fi.field_column[f];
         if (c < 0) continue;
         plan[f].out = r->out_of_schema_[static_cast<size_t>(c)];
-        plan[f].inferred = r->dataset_->inferred()[static_cast<size_t>(c)];
+        plan[f].inferred = plan[f].out >= 0 && r->inferred_[static_cast<size_t>(plan[f].out)];
       }
       r->field_plans_.push_back(std::move(plan));
     }

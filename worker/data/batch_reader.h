@@ -52,6 +52,10 @@ struct IterOptions {
   int64_t epoch = 0;
   // The columns to read, in this order; empty = every column. Default: empty.
   std::vector<std::string> columns;
+  // Types to parse columns as in this epoch, replacing the shard's (e.g. float32 for a
+  // float64 column: parsed straight into float32, no conversion pass). Numeric columns
+  // take numeric types; CSV columns any. Default: none.
+  std::map<std::string, DType> column_types;
   // Batches prepared ahead of the consumer. Default: 2.
   int prefetch_batches = 2;
   // Rows held by the shuffle buffer. Default: 10000.

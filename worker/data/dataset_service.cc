@@ -244,11 +244,11 @@ int DatasetService::IterOpen(void* ctx, traintl_dataset_shard* shard, const char
   auto* self = static_cast<DatasetService*>(ctx);
   const std::string prefix = "dataset '" + shard->name + "': ";
   try {
-    auto opts =
-        ParseOptions(options_json,
-                     {"batch_size", "drop_last", "shuffle", "seed", "epoch", "columns",
-                      "prefetch_batches", "shuffle_buffer_rows", "num_threads", "block_bytes"},
-                     "iteration");
+    auto opts = ParseOptions(
+        options_json,
+        {"batch_size", "drop_last", "shuffle", "seed", "epoch", "columns", "column_types",
+         "prefetch_batches", "shuffle_buffer_rows", "num_threads", "block_bytes"},
+        "iteration");
     if (!opts.ok())
       return self->Fail(Status::InvalidArgument(prefix + opts.status().message()), err, err_len);
     IterOptions o;
@@ -262,6 +262,14 @@ int DatasetService::IterOpen(void* ctx, traintl_dataset_shard* shard, const char
     if (st.ok()) st = Get(*opts, "shuffle_buffer_rows", &o.shuffle_buffer_rows);
     if (st.ok()) st = Get(*opts, "num_threads", &o.num_threads);
     if (st.ok()) st = Get(*opts, "block_bytes", &o.block_bytes);
+    if (st.ok()) {
+      auto types = ParseColumnTypes(*opts);
+      if (types.ok()) {
+        o.column_types = std::move(types).value();
+      } else {
+        st = types.status();
+      }
+    }
     if (!st.ok()) return self->Fail(Status::InvalidArgument(prefix + st.message()), err, err_len);
     if (o.num_threads == 0) {
       // The ranks of a node share its cores.

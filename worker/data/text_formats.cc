@@ -83,6 +83,52 @@ inline bool AtFieldEnd(const char* p, const char* end) {
   return p == end || *p == ',' || *p == '\n' || (*p == '\r' && (p + 1 == end || p[1] == '\n'));
 }
 
+constexpr uint64_t kPow10u[] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000};
+
+// Reads the run of decimal digits at q (up to 8 of them, with 8 bytes readable) as one
+// number, SWAR-style: returns how many digits there were, their value in *value.
+inline int DigitRun8(const char* q, uint64_t* value) {
+  uint64_t v;
+  std::memcpy(&v, q, 8);
+  const uint64_t x = v ^ 0x3030303030303030ull;  // digits become 0..9
+  // A byte is not a digit when x > 9: x + 0x76 sets its top bit, or x had it set. Carries
+  // only disturb bytes after the first non-digit, which are not used.
+  const uint64_t non_digit = ((x + 0x7676767676767676ull) | x) & 0x8080808080808080ull;
+  const int n = non_digit == 0 ? 8 : __builtin_ctzll(non_digit) >> 3;
+  if (n == 0) return 0;
+  // Keep the n digits as the low-order end of an 8-digit number (leading zeros before).
+  uint64_t d = n == 8 ? x : x << (8 * (8 - n));
+  d = (d * 10) + (d >> 8);
+  d = (((d & 0x000000FF000000FFull) * 0x000F424000000064ull) +
+       (((d >> 16) & 0x000000FF000000FFull) * 0x0000271000000001ull)) >>
+      32;
+  *value = static_cast<uint32_t>(d);
+  return n;
+}
+
+// Accumulates the digits at *q into *mantissa, counting them in *digits; false when there
+// are more than 19 (the mantissa could overflow).
+inline bool ReadDigits(const char*& q, const char* end, uint64_t* mantissa, int* digits) {
+  for (;;) {
+    if (end - q >= 8) {
+      uint64_t run;
+      const int n = DigitRun8(q, &run);
+      if (n == 0) return true;
+      if (*digits + n > 19) return false;
+      *mantissa = *mantissa * kPow10u[n] + run;
+      *digits += n;
+      q += n;
+      if (n < 8) return true;
+    } else {
+      while (q < end && IsDigit(*q)) {
+        if (++*digits > 19) return false;
+        *mantissa = *mantissa * 10 + static_cast<uint64_t>(*q++ - '0');
+      }
+      return true;
+    }
+  }
+}
+
 // The common case of a numeric CSV field, parsed in one pass: a plain decimal ([-+]digits
 // [.digits][e[-+]digits]) that ends at the field's end. Exact: Clinger's fast path, where
 // the decimal mantissa and the power of ten are both exact in the target type, so one
@@ -97,19 +143,14 @@ inline bool FastNumber(const char*& p, const char* end, T* out) {
   int digits = 0;
   int exponent = 0;
   const char* start = q;
-  while (q < end && IsDigit(*q)) {
-    mantissa = mantissa * 10 + static_cast<uint64_t>(*q++ - '0');
-    ++digits;
-  }
+  if (!ReadDigits(q, end, &mantissa, &digits)) return false;
   if (q < end && *q == '.') {
     ++q;
-    while (q < end && IsDigit(*q)) {
-      mantissa = mantissa * 10 + static_cast<uint64_t>(*q++ - '0');
-      ++digits;
-      --exponent;
-    }
+    const int before = digits;
+    if (!ReadDigits(q, end, &mantissa, &digits)) return false;
+    exponent -= digits - before;
   }
-  if (digits == 0 || digits > 19 || (q - start == 1 && *start == '.')) return false;
+  if (digits == 0) return false;
   if (q < end && (*q == 'e' || *q == 'E')) {
     ++q;
     bool exp_negative = false;

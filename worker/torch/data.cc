@@ -1,4 +1,6 @@
 // traintl::torch's side of datasets: batches from the worker (traintl/train.h) as tensors.
+#include <algorithm>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -66,7 +68,35 @@ TorchBatch to_torch_batch(const ::traintl::Batch& batch, const TorchBatchOptions
 
 TorchBatchIterable iter_torch_batches(::traintl::DatasetShard& shard, int64_t batch_size,
                                       const TorchBatchOptions& options) {
-  return TorchBatchIterable(shard.iter_batches(batch_size, options.iter), options);
+  // Columns wanted as a floating type, or int columns wanted as another int type, are
+  // parsed as that type: no conversion pass, and the tensors share the batch's memory.
+  // Float columns wanted as ints stay floats and torch converts them (truncating).
+  ::traintl::IterOptions iter = options.iter;
+  const nlohmann::json info = shard.info();
+  for (const auto& c : info.at("columns")) {
+    const std::string name = c.at("name").get<std::string>();
+    const std::string have = c.at("dtype").get<std::string>();
+    if (iter.column_types.count(name) || have == "string") continue;
+    if (!iter.columns.empty() &&
+        std::find(iter.columns.begin(), iter.columns.end(), name) == iter.columns.end()) {
+      continue;
+    }
+    auto it = options.dtypes.find(name);
+    const std::optional<::torch::Dtype> want =
+        it != options.dtypes.end() ? std::optional<::torch::Dtype>(it->second) : options.dtype;
+    if (!want) continue;
+    const bool have_int = have == "int64" || have == "int32";
+    if (*want == ::torch::kFloat32) {
+      iter.column_types[name] = ::traintl::DType::kFloat32;
+    } else if (*want == ::torch::kFloat64) {
+      iter.column_types[name] = ::traintl::DType::kFloat64;
+    } else if (*want == ::torch::kInt64 && have_int) {
+      iter.column_types[name] = ::traintl::DType::kInt64;
+    } else if (*want == ::torch::kInt32 && have_int) {
+      iter.column_types[name] = ::traintl::DType::kInt32;
+    }
+  }
+  return TorchBatchIterable(shard.iter_batches(batch_size, iter), options);
 }
 
 }  // namespace torch

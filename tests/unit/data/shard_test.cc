@@ -263,3 +263,34 @@ TEST_CASE("Column selection, order, and unknown columns") {
   CHECK_THAT(r2.status().message(), Catch::Contains("no column 'nope'"));
   CHECK_THAT(r2.status().message(), Catch::Contains("'id', 'x', 'name'"));
 }
+
+TEST_CASE("Per-epoch column types: parsed straight into the requested type") {
+  TempDir dir;
+  WriteIdCsv(dir / "a.csv", 0, 5);
+  auto ds = OpenDataset("file://" + dir.path() + "/a.csv");
+  IterOptions o;
+  o.column_types = {{"x", DType::kFloat32}, {"id", DType::kInt32}};
+  auto reader = BatchReader::Start(ds, o);
+  REQUIRE(reader.ok());
+  CHECK((*reader)->schema()[0].dtype == DType::kInt32);
+  CHECK((*reader)->schema()[1].dtype == DType::kFloat32);
+  auto b = (*reader)->Next();
+  REQUIRE(b.ok());
+  REQUIRE(*b);
+  CHECK((*b)->columns[0].As<int32_t>()[4] == 4);
+  CHECK((*b)->columns[1].As<float>()[3] == 1.5f);
+  CHECK(ds->schema()[1].dtype == DType::kFloat64);  // the shard's own types stay
+
+  IterOptions unknown;
+  unknown.columns = {"id"};
+  unknown.column_types = {{"x", DType::kFloat32}};  // not read
+  CHECK_THAT(BatchReader::Start(ds, unknown).status().message(),
+             Catch::Contains("column_types names 'x'"));
+  TempDir jdir;
+  Write(jdir / "a.jsonl", "{\"id\": 1, \"s\": \"x\"}\n");
+  auto jds = OpenDataset("file://" + jdir.path() + "/a.jsonl");
+  IterOptions to_number;
+  to_number.column_types = {{"s", DType::kFloat64}};
+  CHECK_THAT(BatchReader::Start(jds, to_number).status().message(),
+             Catch::Contains("column 's' is string and cannot be read as float64"));
+}

@@ -87,3 +87,22 @@ TEST_CASE("iter_torch_batches: own dtypes share the batch's memory; strings are 
   CHECK_THROWS_WITH(traintl::torch::iter_torch_batches(shard, 2, typo).begin(),
                     Catch::Contains("'idd'"));
 }
+
+TEST_CASE("iter_torch_batches: float32 columns come parsed as float32") {
+  TempDir dir;
+  WriteIdCsv(dir / "a.csv", 0, 8);
+  FakeHost host(nlohmann::json{{"train", {{"uri", "file://" + dir.path() + "/a.csv"}}}});
+  auto shard = traintl::get_dataset_shard("train");
+  traintl::torch::TorchBatchOptions options;
+  options.iter.columns = {"x", "id"};
+  options.dtype = torch::kFloat32;
+  options.dtypes = {{"id", torch::kInt32}};
+  options.device = torch::Device(torch::kCPU);
+  auto batches = traintl::torch::iter_torch_batches(shard, 8, options);
+  auto batch = batches.next();
+  REQUIRE(batch);
+  REQUIRE(batch->at("x").dtype() == torch::kFloat32);
+  REQUIRE(batch->at("id").dtype() == torch::kInt32);
+  REQUIRE(batch->at("x")[7].item<float>() == 3.5f);
+  REQUIRE(batch->at("id")[7].item<int32_t>() == 7);
+}

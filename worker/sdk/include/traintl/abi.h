@@ -121,6 +121,7 @@ typedef struct traintl_dataset_api {
 
   /* Starts one epoch. options_json: NULL or a JSON object with "batch_size" (256),
    * "drop_last" (false), "shuffle" (false), "seed" (0), "epoch" (0), "columns" ([] = all),
+   * "column_types" ({}: name -> dtype name, to parse a column as for this epoch),
    * "prefetch_batches" (2), "shuffle_buffer_rows" (10000), "num_threads" (0 = auto),
    * "block_bytes" (1 MiB). */
   int (*iter_open)(void* ctx, traintl_dataset_shard* shard, const char* options_json,

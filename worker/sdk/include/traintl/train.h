@@ -278,6 +278,9 @@ struct IterOptions {
   int64_t shuffle_buffer_rows = 10000;
   // Parser threads; 0 = min(4, cores / ranks on this node). Default: 0.
   int num_threads = 0;
+  // Types to parse columns as in this epoch, replacing the shard's: e.g. kFloat32 for a
+  // float64 column is parsed straight into float32. Default: none.
+  std::map<std::string, DType> column_types;
 };
 
 namespace internal {
@@ -566,6 +569,11 @@ class DatasetShard {
                         {"prefetch_batches", options.prefetch_batches},
                         {"shuffle_buffer_rows", options.shuffle_buffer_rows},
                         {"num_threads", options.num_threads}};
+    if (!options.column_types.empty()) {
+      nlohmann::json types = nlohmann::json::object();
+      for (const auto& [column, type] : options.column_types) types[column] = dtype_name(type);
+      o["column_types"] = types;
+    }
     const std::string text = o.dump();
     traintl_batch_iter* iter = nullptr;
     char err[4096] = {0};
