@@ -20,6 +20,12 @@ bool ParseLogLevel(const std::string& text, LogLevel* out);
 // Prefix every line with "[tag] " (e.g. the node id); empty for none.
 void SetLogTag(const std::string& tag);
 
+// Turns the stream expression into void, for the ternary in TRAINTL_LOG; & binds less
+// tightly than <<, so the whole chain is built first.
+struct LogVoidify {
+  void operator&(std::ostream&) {}
+};
+
 class LogMessage {
  public:
   explicit LogMessage(LogLevel level) : level_(level) {}
@@ -33,10 +39,12 @@ class LogMessage {
 
 }  // namespace traintl
 
-#define TRAINTL_LOG(level)                                     \
-  if (::traintl::LogLevel::level < ::traintl::GetLogLevel()) { \
-  } else                                                       \
-    ::traintl::LogMessage(::traintl::LogLevel::level).stream()
+// The ternary (not an if/else) keeps `if (x) LOG_INFO << ...; else ...` unambiguous, and
+// skips evaluating the stream arguments below the log level.
+#define TRAINTL_LOG(level)                                              \
+  !(::traintl::LogLevel::level >= ::traintl::GetLogLevel())             \
+      ? (void)0                                                         \
+      : ::traintl::LogVoidify() & ::traintl::LogMessage(::traintl::LogLevel::level).stream()
 
 #define LOG_DEBUG TRAINTL_LOG(kDebug)
 #define LOG_INFO TRAINTL_LOG(kInfo)
