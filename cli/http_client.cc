@@ -3,9 +3,9 @@
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/host_name_verification.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <boost/asio/ssl/host_name_verification.hpp>
 #include <boost/beast/ssl.hpp>
 #include <chrono>
 #include <cstdint>
@@ -109,7 +109,8 @@ Result<HttpResponse> BeastHttpClient::ExchangeOn(
   if (ec) return Status::Unavailable("cannot resolve '" + options_.host + "': " + ec.message());
 
   lowest.expires_after(std::chrono::milliseconds(options_.connect_timeout_ms));
-  lowest.async_connect(endpoints, [&](const beast::error_code& e, const tcp::endpoint&) { ec = e; });
+  lowest.async_connect(endpoints,
+                       [&](const beast::error_code& e, const tcp::endpoint&) { ec = e; });
   RunPending(ioc);
   if (ec) return Status::Unavailable(ConnectErrorText(ec, options_.connect_timeout_ms));
 

@@ -60,7 +60,8 @@ struct Handshake {
   bool handed_over = false;
   bool writing = false;
   bool handover_after_write = false;
-  int status = 0;  // for the connect callback of a failed outgoing handshake
+  bool claim_sent = false;  // outgoing: our claim is out, the proof is awaited
+  int status = 0;           // for the connect callback of a failed outgoing handshake
 
   // Outgoing.
   struct raft_uv_connect* req = nullptr;
@@ -161,9 +162,9 @@ void LogFailure(Transport* t, const std::string& message) {
     return;
   }
   LOG_WARN << "raft auth: " << message
-           << (t->unlogged > 0
-                   ? " (and " + std::to_string(t->unlogged) + " more failures since the last report)"
-                   : std::string());
+           << (t->unlogged > 0 ? " (and " + std::to_string(t->unlogged) +
+                                     " more failures since the last report)"
+                               : std::string());
   t->last_log = now;
   t->unlogged = 0;
 }
@@ -281,8 +282,11 @@ void OnRead(uv_stream_t* stream, ssize_t nread, const uv_buf_t*) {
   if (h->failed) return;
   if (nread == 0) return;
   if (nread < 0) {
-    Fail(h, RAFT_NOCONNECTION,
-         nread == UV_EOF ? "peer closed the connection" : uv_strerror(static_cast<int>(nread)));
+    std::string why =
+        nread == UV_EOF ? "peer closed the connection" : uv_strerror(static_cast<int>(nread));
+    // The acceptor closes without a word when our MAC does not verify.
+    if (h->claim_sent) why += " after our claim (does it have another cluster secret?)";
+    Fail(h, RAFT_NOCONNECTION, why);
     return;
   }
   h->rgot += static_cast<size_t>(nread);
@@ -340,9 +344,9 @@ Handshake* NewHandshake(Transport* t, bool incoming, uv_tcp_t* tcp) {
 }
 
 void StartTimer(Handshake* h) {
-  uv_timer_start(&h->timer, OnTimeout,
-                 static_cast<uint64_t>(std::max<int64_t>(1, h->t->options.handshake_timeout.count())),
-                 0);
+  uv_timer_start(
+      &h->timer, OnTimeout,
+      static_cast<uint64_t>(std::max<int64_t>(1, h->t->options.handshake_timeout.count())), 0);
 }
 
 // ---- acceptor ----
@@ -382,8 +386,8 @@ void OnClaimHead(Handshake* h) {
   h->claimed_id = GetU64(h->rbuf.data() + kNonceBytes);
   const uint64_t address_len = GetU64(h->rbuf.data() + kNonceBytes + 8);
   if (address_len == 0 || address_len > kMaxAddressBytes) {
-    Fail(h, RAFT_NOCONNECTION, "malformed handshake (address length " +
-                                   std::to_string(address_len) + ")");
+    Fail(h, RAFT_NOCONNECTION,
+         "malformed handshake (address length " + std::to_string(address_len) + ")");
     return;
   }
   ReadExactly(h, static_cast<size_t>(address_len) + kMacBytes, OnClaimRest);
@@ -426,8 +430,9 @@ void OnProof(Handshake* h) {
   Transport* t = h->t;
   const raft_id acceptor_id = GetU64(h->rbuf.data());
   if (h->peer_id != 0 && acceptor_id != h->peer_id) {
-    Fail(h, RAFT_NOCONNECTION, "server there is node " + std::to_string(acceptor_id) +
-                                   ", expected node " + std::to_string(h->peer_id));
+    Fail(h, RAFT_NOCONNECTION,
+         "server there is node " + std::to_string(acceptor_id) + ", expected node " +
+             std::to_string(h->peer_id));
     return;
   }
   unsigned char expected[kMacBytes];
@@ -467,6 +472,7 @@ void OnHello(Handshake* h) {
   out += t->address;
   out += Bytes(mac, kMacBytes);
   Write(h, std::move(out));
+  h->claim_sent = true;
   if (!h->failed) ReadExactly(h, kProofBytes, OnProof);
 }
 
@@ -510,8 +516,8 @@ int TransportListen(struct raft_uv_transport* transport, raft_uv_accept_cb cb) {
   t->listener.data = t;
   t->listener_open = true;
   int rv = uv_tcp_bind(&t->listener, reinterpret_cast<const struct sockaddr*>(&addr), 0);
-  if (rv == 0) rv = uv_listen(reinterpret_cast<uv_stream_t*>(&t->listener), kListenBacklog,
-                              OnConnection);
+  if (rv == 0)
+    rv = uv_listen(reinterpret_cast<uv_stream_t*>(&t->listener), kListenBacklog, OnConnection);
   if (rv != 0) {
     SetError(transport, "listen on " + t->address + ": " + uv_strerror(rv));
     return RAFT_IOERR;  // the listener is closed by TransportClose
@@ -519,8 +525,8 @@ int TransportListen(struct raft_uv_transport* transport, raft_uv_accept_cb cb) {
   return 0;
 }
 
-int TransportConnect(struct raft_uv_transport* transport, struct raft_uv_connect* req,
-                     raft_id id, const char* address, raft_uv_connect_cb cb) {
+int TransportConnect(struct raft_uv_transport* transport, struct raft_uv_connect* req, raft_id id,
+                     const char* address, raft_uv_connect_cb cb) {
   Transport* t = Get(transport);
   if (t->closing) return RAFT_CANCELED;
   struct sockaddr_in addr {};
@@ -571,8 +577,7 @@ int AuthTransportInit(struct raft_uv_transport* t, uv_loop_t* loop,
                       const AuthTransportOptions& options) {
   std::memset(t->errmsg, 0, sizeof t->errmsg);
   if (options.secret.size() < kMinClusterSecretBytes) {
-    SetError(t, "cluster secret shorter than " + std::to_string(kMinClusterSecretBytes) +
-                    " bytes");
+    SetError(t, "cluster secret shorter than " + std::to_string(kMinClusterSecretBytes) + " bytes");
     return RAFT_INVALID;
   }
   auto* impl = new (std::nothrow) Transport();

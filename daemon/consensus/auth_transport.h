@@ -67,10 +67,10 @@ void AuthTransportFree(struct raft_uv_transport* t);
 
 // Counters for tests and diagnostics (loop thread only).
 struct AuthTransportStats {
-  uint64_t accepted = 0;          // incoming connections handed to Raft
-  uint64_t connected = 0;         // outgoing connections handed to Raft
-  uint64_t rejected = 0;          // handshakes that failed (bad MAC, malformed, timeout...)
-  uint64_t refused_busy = 0;      // incoming connections closed by max_pending_handshakes
+  uint64_t accepted = 0;      // incoming connections handed to Raft
+  uint64_t connected = 0;     // outgoing connections handed to Raft
+  uint64_t rejected = 0;      // handshakes that failed (bad MAC, malformed, timeout...)
+  uint64_t refused_busy = 0;  // incoming connections closed by max_pending_handshakes
 };
 AuthTransportStats GetAuthTransportStats(const struct raft_uv_transport* t);
 

@@ -33,8 +33,7 @@ void EncodeCommandEntry(std::string_view command, uint64_t tag, char* out) {
   if (!command.empty()) std::memcpy(out + kCommandHeaderBytes, command.data(), command.size());
 }
 
-std::optional<DecodedCommand> DecodeCommandEntry(const void* data, size_t len,
-                                                 std::string* error) {
+std::optional<DecodedCommand> DecodeCommandEntry(const void* data, size_t len, std::string* error) {
   const char* p = static_cast<const char*>(data);
   if (len < kCommandHeaderBytes || GetU32(p) != kCommandMagic) {
     if (error) *error = "entry of " + std::to_string(len) + " bytes without a command header";

@@ -20,7 +20,7 @@
 
 namespace traintl::raft_codec {
 
-inline constexpr uint32_t kCommandMagic = 0x31435254;   // "TRC1"
+inline constexpr uint32_t kCommandMagic = 0x31435254;  // "TRC1"
 inline constexpr size_t kCommandHeaderBytes = 16;
 inline constexpr uint32_t kSnapshotMagic = 0x31535254;  // "TRS1"
 inline constexpr size_t kSnapshotHeaderBytes = 16;

@@ -252,6 +252,11 @@ class RaftNode::Impl {
     uint64_t id = 0;
     std::string address;
     StatusCallback done;
+    // AddVoter: this op added the server as a spare. When the promotion then fails (the
+    // server never caught up, e.g. it cannot authenticate), the spare is removed again
+    // so that the leader stops trying to reach it, and `failure` is reported.
+    bool added = false;
+    std::optional<Status> failure;
   };
 
   struct Change {
@@ -414,8 +419,7 @@ Status RaftNode::Impl::ValidateOptions() const {
   if (options_.connect_retry_delay_ms == 0) {
     return Status::InvalidArgument("raft: connect_retry_delay_ms must not be 0");
   }
-  if (!options_.cluster_secret.empty() &&
-      options_.cluster_secret.size() < kMinClusterSecretBytes) {
+  if (!options_.cluster_secret.empty() && options_.cluster_secret.size() < kMinClusterSecretBytes) {
     return Status::InvalidArgument("raft: cluster_secret must have at least " +
                                    std::to_string(kMinClusterSecretBytes) + " bytes");
   }
@@ -669,8 +673,7 @@ Status RaftNode::Impl::InitLoop() {
     auth.secret = options_.cluster_secret;
     auth.handshake_timeout = std::chrono::milliseconds(options_.auth_handshake_timeout_ms);
     if ((rv = AuthTransportInit(&transport_, &loop_, auth)) != 0) {
-      return Status::Internal("raft: authenticated transport: " +
-                              RaftError(rv, transport_.errmsg));
+      return Status::Internal("raft: authenticated transport: " + RaftError(rv, transport_.errmsg));
     }
     auth_transport_ = true;
   } else {
@@ -1333,11 +1336,30 @@ void RaftNode::Impl::OnChange(struct raft_change* req, int status) {
   Impl* self = c->impl;
   std::unique_ptr<Change> owned = std::move(self->change_);
   if (self->active_op_ == nullptr) return;  // already failed by FailOutstanding
+  if (self->active_op_->failure.has_value()) {
+    // The clean-up removal of a spare whose promotion failed: report the promotion error.
+    self->FinishChange(*self->active_op_->failure);
+    return;
+  }
   if (status != 0 && self->phase_ != Phase::kRunning) {
     self->FinishChange(ShuttingDownOutcomeUnknown());
+  } else if (status != 0 && owned->step == Change::Step::kAssign && self->active_op_->added) {
+    self->active_op_->failure = self->ChangeErrorStatus(status, *self->active_op_, nullptr);
+    LOG_WARN << "raft: server " << self->active_op_->id << " did not catch up ("
+             << self->active_op_->failure->message() << "); removing it again";
+    self->Defer([self] {
+      if (self->active_op_ == nullptr) return;
+      if (self->phase_ != Phase::kRunning || raft_state(&self->raft_) != RAFT_LEADER) {
+        self->FinishChange(*self->active_op_->failure);
+      } else {
+        self->SubmitChange(Change::Step::kRemove);
+      }
+    });
+    return;
   } else if (status != 0) {
     self->FinishChange(self->ChangeErrorStatus(status, *self->active_op_, nullptr));
   } else if (owned->step == Change::Step::kAdd) {
+    self->active_op_->added = true;
     // Promote outside this callback: C-Raft is still finishing the add.
     self->Defer([self] {
       if (self->active_op_ == nullptr) return;

@@ -205,6 +205,9 @@ class RaftNode {
   // each starts when the previous one finished. AddVoter adds the server as a spare, then
   // promotes it to voter once it has caught up with the log (the server must be running
   // with join=true and the given address); OK if it already is a voter at that address.
+  // A server that does not catch up (C-Raft gives up on an unresponsive one after its
+  // catch-up round duration, 5 s) fails the call with Unavailable, and the spare this
+  // call added is removed again.
   void AddVoter(uint64_t id, std::string address, StatusCallback done);
   // Removes a server from the configuration (NotFound when it is not a member). Removing
   // the leader itself makes it step down once the change is committed.

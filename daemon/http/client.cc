@@ -156,10 +156,11 @@ Result<ClientResponse> Fetch(const std::string& host, uint16_t port, const std::
             };
             if (!tls_stream) return exchange();
             stage = "TLS handshake";
-            tls_stream->async_handshake(asio::ssl::stream_base::client, [&, exchange](error_code ec) {
-              if (ec) return finish(ec);
-              exchange();
-            });
+            tls_stream->async_handshake(asio::ssl::stream_base::client,
+                                        [&, exchange](error_code ec) {
+                                          if (ec) return finish(ec);
+                                          exchange();
+                                        });
           });
         });
     ioc.run();

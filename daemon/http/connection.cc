@@ -318,8 +318,9 @@ void Connection::ReadBody() {
   // slow link must still finish.
   ArmReadTimer(server_->options.read_timeout);
   WithStream([&](auto& stream) {
-    bhttp::async_read_some(stream, buffer_, *parser_, [self = shared_from_this()](
-                                                          error_code ec, size_t) { self->OnBody(ec); });
+    bhttp::async_read_some(
+        stream, buffer_, *parser_,
+        [self = shared_from_this()](error_code ec, size_t) { self->OnBody(ec); });
   });
 }
 
@@ -616,10 +617,9 @@ void Connection::StartLinger() {
 void Connection::RawRead() {
   raw_read_pending_ = true;
   WithStream([&](auto& stream) {
-    stream.async_read_some(buffer_.prepare(kRawReadChunk),
-                           [self = shared_from_this()](error_code ec, size_t n) {
-                             self->OnRawRead(ec, n);
-                           });
+    stream.async_read_some(
+        buffer_.prepare(kRawReadChunk),
+        [self = shared_from_this()](error_code ec, size_t n) { self->OnRawRead(ec, n); });
   });
 }
 

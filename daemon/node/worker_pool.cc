@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 
@@ -23,6 +24,14 @@ namespace asio = boost::asio;
 using nlohmann::json;
 
 namespace {
+
+#if defined(__SANITIZE_ADDRESS__)
+#define TRAINTL_SANITIZER_BUILD 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TRAINTL_SANITIZER_BUILD 1
+#endif
+#endif
 
 // Exit status of a child that could not become the worker user (before exec, so the
 // worker's own codes 0-3 never mean this).
@@ -61,7 +70,8 @@ Result<WorkerUser> LookupWorkerUser(const std::string& name) {
   }
   if (found == nullptr) return Status::NotFound("worker user '" + name + "' does not exist");
   if (pw.pw_uid == 0) {
-    return Status::InvalidArgument("worker user '" + name + "' is root; workers must not run as root");
+    return Status::InvalidArgument("worker user '" + name +
+                                   "' is root; workers must not run as root");
   }
   WorkerUser user;
   user.name = pw.pw_name;
@@ -161,6 +171,14 @@ Status WorkerPool::Launch(const WorkerLaunch& l) {
   // async-signal-safe calls are allowed.
   std::vector<std::string> args = {options_.worker_binary, "--context", l.context_path};
   std::map<std::string, std::string> env = l.env;
+#ifdef TRAINTL_SANITIZER_BUILD
+  // Sanitizer builds only (scripts/sanitize.sh): workers keep the daemon's sanitizer
+  // settings, so that their reports go where the script collects them and a deliberate
+  // crash stays a signal. Release builds pass exactly the environment they are given.
+  for (const char* name : {"ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"}) {
+    if (const char* v = std::getenv(name)) env.emplace(name, v);
+  }
+#endif
   const std::optional<WorkerUser>& user = l.user ? l.user : options_.worker_user;
   const bool switch_user = user.has_value();
   std::vector<gid_t> groups;
@@ -276,15 +294,14 @@ Status WorkerPool::Launch(const WorkerLaunch& l) {
   }
   workers_[pid] = w;
   if (!ec) ReadNext(w);
-  LOG_INFO << "started worker job=" << l.job_id << " attempt=" << l.attempt
-           << " rank=" << l.rank << " pid=" << pid;
+  LOG_INFO << "started worker job=" << l.job_id << " attempt=" << l.attempt << " rank=" << l.rank
+           << " pid=" << pid;
   return Status::Ok();
 }
 
 void WorkerPool::ReadNext(const std::shared_ptr<Worker>& w) {
   asio::async_read_until(
-      w->channel, w->buffer, '\n',
-      [this, w](const boost::system::error_code& ec, size_t n) {
+      w->channel, w->buffer, '\n', [this, w](const boost::system::error_code& ec, size_t n) {
         if (ec) {
           // not_found: the buffer (max_message_bytes) filled up without a newline.
           if (ec == asio::error::not_found) {
@@ -366,8 +383,8 @@ void WorkerPool::MaybeFinish(const std::shared_ptr<Worker>& w) {
   w->drain_timer.cancel();
   w->exit.stopped_by_agent = w->stopping;
   workers_.erase(w->pid);
-  LOG_INFO << "worker exited job=" << w->job_id << " attempt=" << w->attempt
-           << " rank=" << w->rank << " pid=" << w->pid
+  LOG_INFO << "worker exited job=" << w->job_id << " attempt=" << w->attempt << " rank=" << w->rank
+           << " pid=" << w->pid
            << (w->exit.exit_code ? " code=" + std::to_string(*w->exit.exit_code) : "")
            << (w->exit.signal ? " signal=" + std::to_string(*w->exit.signal) : "");
   // The listener may launch or stop other workers; call it last.

@@ -31,9 +31,9 @@ namespace traintl {
 struct WorkerUser {
   std::string name;
   uid_t uid = 0;
-  gid_t gid = 0;                // primary group
-  std::vector<gid_t> groups;    // supplementary groups (getgrouplist), primary included
-  std::string home;             // HOME of the worker (from the user database)
+  gid_t gid = 0;              // primary group
+  std::vector<gid_t> groups;  // supplementary groups (getgrouplist), primary included
+  std::string home;           // HOME of the worker (from the user database)
 };
 
 // Looks `name` up in the user database (a name or a decimal uid). NotFound when there is
@@ -61,9 +61,9 @@ struct WorkerLaunch {
   std::string job_id;
   int attempt = 0;
   int rank = 0;
-  std::string context_path;  // JSON context file (already written)
-  std::string log_path;      // stdout + stderr (appended)
-  std::string workdir;       // cwd of the process
+  std::string context_path;                // JSON context file (already written)
+  std::string log_path;                    // stdout + stderr (appended)
+  std::string workdir;                     // cwd of the process
   std::map<std::string, std::string> env;  // the whole environment of the worker
   // When set (or WorkerPoolOptions::worker_user is), the worker drops to this account
   // (setgroups, setgid, setuid) before exec;
@@ -86,7 +86,7 @@ struct WorkerMessage {
   // report
   int64_t seq = 0;
   nlohmann::json metrics = nlohmann::json::object();  // always an object
-  std::string checkpoint;                              // "" = none
+  std::string checkpoint;                             // "" = none
   // done
   bool ok = false;
   std::string error;
@@ -108,8 +108,8 @@ struct WorkerExit {
   std::optional<int> signal;     // set when a signal killed it
   bool done_seen = false;        // a "done" message arrived
   bool done_ok = false;
-  std::string done_error;        // the worker's own failure message
-  bool retryable = true;         // false when the worker said retrying cannot help
+  std::string done_error;  // the worker's own failure message
+  bool retryable = true;   // false when the worker said retrying cannot help
   bool stopped_by_agent = false;
 };
 

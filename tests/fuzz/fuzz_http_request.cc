@@ -127,22 +127,23 @@ class Harness {
       r->Send(404, "application/json", "{}");
     });
     // Streaming, answered after the handler returned (as log following does).
-    router->Add("GET", "/v1/jobs/{job}/logs", [this](const Request& req,
-                                                     std::shared_ptr<Responder> r) {
-      CheckAuthorized(req);
-      CheckParams(req);
-      int lines = 2;
-      auto tail = req.query.find("tail");
-      if (tail != req.query.end() && !tail->second.empty() && tail->second.size() < 3 &&
-          tail->second.find_first_not_of("0123456789") == std::string::npos) {
-        lines = std::stoi(tail->second);
-      }
-      asio::post(io_, [r, lines] {
-        r->BeginChunked(200, "text/plain");
-        for (int i = 0; i < lines; ++i) r->WriteChunk("line " + std::to_string(i) + "\n");
-        r->EndChunked();
-      });
-    });
+    router->Add("GET", "/v1/jobs/{job}/logs",
+                [this](const Request& req, std::shared_ptr<Responder> r) {
+                  CheckAuthorized(req);
+                  CheckParams(req);
+                  int lines = 2;
+                  auto tail = req.query.find("tail");
+                  if (tail != req.query.end() && !tail->second.empty() && tail->second.size() < 3 &&
+                      tail->second.find_first_not_of("0123456789") == std::string::npos) {
+                    lines = std::stoi(tail->second);
+                  }
+                  asio::post(io_, [r, lines] {
+                    r->BeginChunked(200, "text/plain");
+                    for (int i = 0; i < lines; ++i)
+                      r->WriteChunk("line " + std::to_string(i) + "\n");
+                    r->EndChunked();
+                  });
+                });
 
     traintl::http::ServerOptions options;
     options.address = "127.0.0.1";

@@ -43,8 +43,7 @@ std::vector<std::string> SplitEntries(std::string_view in) {
       std::string again(codec::CommandEntryBytes(entry->command.size()), '\0');
       codec::EncodeCommandEntry(entry->command, entry->tag, again.data());
       auto redecoded = codec::DecodeCommandEntry(again.data(), again.size());
-      FUZZ_CHECK(redecoded && redecoded->command == entry->command &&
-                 redecoded->tag == entry->tag);
+      FUZZ_CHECK(redecoded && redecoded->command == entry->command && redecoded->tag == entry->tag);
       off += codec::CommandEntryBytes(entry->command.size());
     }
     return out;

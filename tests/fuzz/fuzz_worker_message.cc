@@ -24,7 +24,8 @@ nlohmann::json Encode(const traintl::WorkerMessage& m) {
       return {{"type", "hello"}};
     case Type::kReport: {
       nlohmann::json j = {{"type", "report"}, {"seq", m.seq}, {"metrics", m.metrics}};
-      j["checkpoint"] = m.checkpoint.empty() ? nlohmann::json(nullptr) : nlohmann::json(m.checkpoint);
+      j["checkpoint"] =
+          m.checkpoint.empty() ? nlohmann::json(nullptr) : nlohmann::json(m.checkpoint);
       return j;
     }
     case Type::kDone:
@@ -51,8 +52,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       FUZZ_CHECK(m->seq >= 0 && m->seq <= INT_MAX);
       FUZZ_CHECK(m->metrics.is_object());
     }
-    std::string again =
-        Encode(*m).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    std::string again = Encode(*m).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     auto m2 = traintl::ParseWorkerMessage(again);
     FUZZ_CHECK(m2.has_value());
     FUZZ_CHECK(m2->type == m->type);

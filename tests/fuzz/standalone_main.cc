@@ -63,12 +63,54 @@ void CollectInputs(const std::string& path, std::vector<std::string>* files) {
 }
 
 const char* const kTokens[] = {
-    "{", "}", "[", "]", "\"", ":", ",", "\\", "\\u0000", "\\ud800", "null", "true", "-1",
-    "1e309", "18446744073709551616", "0.5", "\xff", "\xc3\x28", "\xed\xa0\x80", "\r\n",
-    "\r\n\r\n", "%2e%2e", "%2F", "%00", "../", "/..", "%", "?", "&", "=", "Content-Length: ",
-    "Transfer-Encoding: chunked\r\n", "Authorization: Bearer fuzz-token\r\n", "0\r\n\r\n",
-    "HTTP/1.0", "HTTP/1.1", "GET ", "POST ", "PUT ", "HEAD ", "\"op\":", "\"rid\":",
-    "\"type\":", "\"seq\":", "\"job_id\":", "\"attempt\":", "\"metrics\":{}", "TRC1",
+    "{",
+    "}",
+    "[",
+    "]",
+    "\"",
+    ":",
+    ",",
+    "\\",
+    "\\u0000",
+    "\\ud800",
+    "null",
+    "true",
+    "-1",
+    "1e309",
+    "18446744073709551616",
+    "0.5",
+    "\xff",
+    "\xc3\x28",
+    "\xed\xa0\x80",
+    "\r\n",
+    "\r\n\r\n",
+    "%2e%2e",
+    "%2F",
+    "%00",
+    "../",
+    "/..",
+    "%",
+    "?",
+    "&",
+    "=",
+    "Content-Length: ",
+    "Transfer-Encoding: chunked\r\n",
+    "Authorization: Bearer fuzz-token\r\n",
+    "0\r\n\r\n",
+    "HTTP/1.0",
+    "HTTP/1.1",
+    "GET ",
+    "POST ",
+    "PUT ",
+    "HEAD ",
+    "\"op\":",
+    "\"rid\":",
+    "\"type\":",
+    "\"seq\":",
+    "\"job_id\":",
+    "\"attempt\":",
+    "\"metrics\":{}",
+    "TRC1",
 };
 
 std::string Mutate(const std::string& base, const std::vector<std::string>& corpus,
@@ -164,8 +206,8 @@ int main(int argc, char** argv) {
       std::chrono::duration<double> spent = std::chrono::steady_clock::now() - start;
       if (spent.count() >= max_time) break;
     }
-    std::string input = Mutate(corpus[static_cast<size_t>(rng() % corpus.size())], corpus, rng,
-                               max_len);
+    std::string input =
+        Mutate(corpus[static_cast<size_t>(rng() % corpus.size())], corpus, rng, max_len);
     LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t*>(input.data()), input.size());
   }
   std::chrono::duration<double> spent = std::chrono::steady_clock::now() - start;

@@ -60,7 +60,9 @@ class TlsServer {
     open.require_auth = false;
     router->Add(
         "GET", "/healthz",
-        [](const Request&, std::shared_ptr<Responder> r) { r->SendJson(200, {{"status", "ok"}}); },
+        [](const Request&, std::shared_ptr<Responder> r) {
+          r->SendJson(200, {{"status", "ok"}});
+        },
         open);
     router->Add("GET", "/v1/echo", [](const Request& req, std::shared_ptr<Responder> r) {
       r->SendJson(200, {{"q", req.query}});
@@ -162,8 +164,8 @@ TEST_CASE("tls: verified HTTPS round trip with a generated CA") {
 
   // A body larger than one TLS record arrives whole.
   std::string big(3 << 20, 'z');
-  r = Fetch("127.0.0.1", server.port, "PUT", "/v1/blobs/abc", big, Auth(),
-            std::chrono::seconds(30), &tls);
+  r = Fetch("127.0.0.1", server.port, "PUT", "/v1/blobs/abc", big, Auth(), std::chrono::seconds(30),
+            &tls);
   REQUIRE(r.ok());
   CHECK(r->status == 201);
   CHECK(json::parse(r->body)["size"] == big.size());
@@ -179,39 +181,39 @@ TEST_CASE("tls: the client refuses a server it cannot verify") {
   SECTION("another CA") {
     ClientTls tls;
     tls.ca_file = pki->other_ca;
-    auto r = Fetch("127.0.0.1", server.port, "GET", "/healthz", "", {}, std::chrono::seconds(10),
-                   &tls);
+    auto r =
+        Fetch("127.0.0.1", server.port, "GET", "/healthz", "", {}, std::chrono::seconds(10), &tls);
     REQUIRE(!r.ok());
     CHECK(r.status().code() == traintl::Status::Code::kUnavailable);
     CHECK(r.status().message().find("TLS handshake") != std::string::npos);
   }
   SECTION("the system store (the test CA is not in it)") {
     ClientTls tls;
-    auto r = Fetch("127.0.0.1", server.port, "GET", "/healthz", "", {}, std::chrono::seconds(10),
-                   &tls);
+    auto r =
+        Fetch("127.0.0.1", server.port, "GET", "/healthz", "", {}, std::chrono::seconds(10), &tls);
     CHECK(!r.ok());
   }
   SECTION("a name the certificate does not carry") {
     ClientTls tls;
     tls.ca_file = pki->ca_cert;
     tls.server_name = "evil.example";
-    auto r = Fetch("127.0.0.1", server.port, "GET", "/healthz", "", {}, std::chrono::seconds(10),
-                   &tls);
+    auto r =
+        Fetch("127.0.0.1", server.port, "GET", "/healthz", "", {}, std::chrono::seconds(10), &tls);
     CHECK(!r.ok());
   }
   SECTION("a missing CA file is a usage error") {
     ClientTls tls;
     tls.ca_file = dir.path + "/nope.pem";
-    auto r = Fetch("127.0.0.1", server.port, "GET", "/healthz", "", {}, std::chrono::seconds(10),
-                   &tls);
+    auto r =
+        Fetch("127.0.0.1", server.port, "GET", "/healthz", "", {}, std::chrono::seconds(10), &tls);
     REQUIRE(!r.ok());
     CHECK(r.status().code() == traintl::Status::Code::kInvalidArgument);
   }
   // The server is unaffected by the failed handshakes.
   ClientTls good;
   good.ca_file = pki->ca_cert;
-  auto r = Fetch("127.0.0.1", server.port, "GET", "/healthz", "", {}, std::chrono::seconds(10),
-                 &good);
+  auto r =
+      Fetch("127.0.0.1", server.port, "GET", "/healthz", "", {}, std::chrono::seconds(10), &good);
   REQUIRE(r.ok());
   CHECK(r->status == 200);
 }
@@ -239,8 +241,8 @@ TEST_CASE("tls: plain HTTP, garbage and stalled handshakes are closed; the serve
 
   ClientTls tls;
   tls.ca_file = pki->ca_cert;
-  auto r = Fetch("127.0.0.1", server.port, "GET", "/healthz", "", {}, std::chrono::seconds(10),
-                 &tls);
+  auto r =
+      Fetch("127.0.0.1", server.port, "GET", "/healthz", "", {}, std::chrono::seconds(10), &tls);
   REQUIRE(r.ok());
   CHECK(r->status == 200);
 }

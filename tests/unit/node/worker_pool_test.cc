@@ -54,7 +54,9 @@ WorkerLaunch MakeLaunch(const std::string& dir, const std::string& mode) {
   REQUIRE(WriteFileAtomic(l.context_path, "{}", 0600).ok());
   l.log_path = dir + "/rank_0.log";
   l.workdir = dir;
-  l.env = {{"PATH", "/usr/bin:/bin"}, {"LANG", "C.UTF-8"}, {"PROBE_MODE", mode},
+  l.env = {{"PATH", "/usr/bin:/bin"},
+           {"LANG", "C.UTF-8"},
+           {"PROBE_MODE", mode},
            {"TRAINTL_JOB_ID", "abc"}};
   return l;
 }
