@@ -41,9 +41,9 @@ class LogMessage {
 
 // The ternary (not an if/else) keeps `if (x) LOG_INFO << ...; else ...` unambiguous, and
 // skips evaluating the stream arguments below the log level.
-#define TRAINTL_LOG(level)                                              \
-  !(::traintl::LogLevel::level >= ::traintl::GetLogLevel())             \
-      ? (void)0                                                         \
+#define TRAINTL_LOG(level)                                  \
+  !(::traintl::LogLevel::level >= ::traintl::GetLogLevel()) \
+      ? (void)0                                             \
       : ::traintl::LogVoidify() & ::traintl::LogMessage(::traintl::LogLevel::level).stream()
 
 #define LOG_DEBUG TRAINTL_LOG(kDebug)

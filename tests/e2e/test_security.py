@@ -383,14 +383,21 @@ class ClusterSecretTest(unittest.TestCase):
             self.skipTest("this traintld has no --cluster-secret-file")
         import secrets
         token = secrets.token_hex(32)
-        head = Daemon(extra_args=["--server"])
+        head_dir = tempfile.mkdtemp(prefix="traintl-e2e-")
+        head = Daemon(data_dir=head_dir, extra_args=[
+            "--server", "--cluster-secret-file", os.path.join(head_dir, "cluster_secret")])
+        head.owns_dir = True
         write_secret(head.data_dir, "token", token)
         write_secret(head.data_dir, "cluster_secret", secrets.token_hex(32))
         intruder = None
         try:
             head.start(role="head")
             # The intruder even holds the API token; only the cluster secret differs.
-            intruder = Daemon(extra_args=["--server", "--join", head.address])
+            intruder_dir = tempfile.mkdtemp(prefix="traintl-e2e-")
+            intruder = Daemon(data_dir=intruder_dir, extra_args=[
+                "--server", "--join", head.address,
+                "--cluster-secret-file", os.path.join(intruder_dir, "cluster_secret")])
+            intruder.owns_dir = True
             write_secret(intruder.data_dir, "token", token)
             write_secret(intruder.data_dir, "cluster_secret", secrets.token_hex(32))
             try:
