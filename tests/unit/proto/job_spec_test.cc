@@ -420,7 +420,7 @@ TEST_CASE("datasets") {
   ExpectError(ds(json::object()), "datasets.train.uri", "is required");
   ExpectError(ds("file:///x.csv"), "datasets.train", "must be an object");
   ExpectError(ds({{"uri", "file:///x"}, {"format", "xls"}}), "datasets.train.format",
-              "csv, jsonl, npy, parquet");
+              "must be one of csv, jsonl, npy (or null to infer it), got \"xls\"");
   ExpectError(ds({{"uri", "file:///x"}, {"format", "jsnl"}}), "datasets.train.format",
               "did you mean jsonl?");
   ExpectError(ds({{"uri", "file:///x"}, {"split", "yes"}}), "datasets.train.split",
@@ -431,6 +431,34 @@ TEST_CASE("datasets") {
   CHECK(
       MustParse(With("/datasets/my.data", {{"uri", "http://h/x?y=1"}})).datasets.count("my.data") ==
       1);
+}
+
+TEST_CASE("datasets: parquet is refused at submit, given or inferred") {
+  const std::string why =
+      "parquet is not supported by this build (no Arrow/Parquet in Debian 12); use csv, jsonl "
+      "or npy";
+  auto ds = [](json d) { return With("/datasets/train", std::move(d)); };
+  SpecError err;
+  REQUIRE_FALSE(ParseJobSpec(ds({{"uri", "file:///d/x.csv"}, {"format", "parquet"}}), &err).ok());
+  CHECK(err.field == "datasets.train.format");
+  CHECK(err.message == why);
+  CHECK(err.ToString() == "datasets.train.format: " + why);
+  // Inferred: the error names the URI, which is what the user wrote.
+  for (const char* uri : {"file:///d/x.parquet", "file:///d/part-*.parquet",
+                          "https://h/data/X.PARQUET?sig=1", "file:///d/x.pq"}) {
+    INFO(uri);
+    ExpectError(ds({{"uri", uri}}), "datasets.train.uri",
+                "names Parquet files (the format is inferred from the extension): " + why);
+    ExpectError(ds({{"uri", uri}, {"format", nullptr}}), "datasets.train.uri", why);
+  }
+  ExpectError(With("/datasets/my.data", {{"uri", "file:///d/x.parquet"}}),
+              "datasets[\"my.data\"].uri", why);
+  // An explicit supported format wins over the extension.
+  JobSpec s = MustParse(ds({{"uri", "file:///d/x.parquet"}, {"format", "csv"}}));
+  CHECK(s.datasets.at("train").format == "csv");
+  // A near miss still gets the hint, which no longer offers parquet.
+  ExpectError(ds({{"uri", "file:///d/x"}, {"format", "parquett"}}), "datasets.train.format",
+              "did you mean parquet?");
 }
 
 TEST_CASE("env") {
