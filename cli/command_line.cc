@@ -93,6 +93,9 @@ po::options_description GlobalDescription(GlobalOptions* g) {
       "the daemon's data directory (default: $TRAINTL_DATA_DIR, else the config files' "
       "data-dir, else /var/lib/traintl when its token is readable, else "
       "$XDG_STATE_HOME/traintl or ~/.local/state/traintl)")(
+      "ca-file", po::value<std::string>(&g->ca_file)->value_name("PATH"),
+      "PEM CA certificates to verify an https:// daemon with (default: $TRAINTL_CA_FILE, "
+      "else the config files' ca-file, else the system's store)")(
       "json", po::bool_switch(&g->json), "print the daemon's JSON answer (for scripts)")(
       "help,h", po::bool_switch(&g->help), "show help")("version", po::bool_switch(&g->version),
                                                         "show the version");
@@ -101,7 +104,7 @@ po::options_description GlobalDescription(GlobalOptions* g) {
 
 // Options that take a value as the next argument, so that scanning for the verb can skip it.
 bool TakesValue(const std::string& arg) {
-  static const char* kWithValue[] = {"--address", "--token-file", "--data-dir",
+  static const char* kWithValue[] = {"--address", "--token-file", "--data-dir", "--ca-file",
                                      "--rank",    "--attempt",    "--tail"};
   return std::find(std::begin(kWithValue), std::end(kWithValue), arg) != std::end(kWithValue);
 }
@@ -247,7 +250,8 @@ std::string HelpText(const std::string& verb_name) {
       << GlobalDescription(&g)
       << "\nConfig files: /etc/traintl/traintl.conf, then ~/.config/traintl/config\n"
          "($XDG_CONFIG_HOME/traintl/config), which wins; \"key = value\" lines setting\n"
-         "address, token-file or data-dir. Options and environment variables win over both.\n"
+         "address, token-file, data-dir or ca-file. Options and environment variables win over "
+         "both.\n"
       << "\nExit codes:\n"
          "  0  success (submit --wait: the job SUCCEEDED)\n"
          "  1  submit --wait: the job FAILED\n"

@@ -20,6 +20,7 @@ struct GlobalOptions {
   std::string address;     // --address host:port; "" = discover
   std::string token_file;  // --token-file PATH; "" = discover
   std::string data_dir;    // --data-dir DIR; "" = discover
+  std::string ca_file;     // --ca-file PATH; "" = discover
   bool json = false;       // --json
   bool help = false;       // -h/--help (or the `help` verb)
   bool version = false;    // --version

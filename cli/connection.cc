@@ -64,14 +64,14 @@ Status ReadConfigFile(const DiscoveryInputs& in, const std::string& file, Config
   namespace po = boost::program_options;
   po::options_description keys;
   keys.add_options()("address", po::value<std::string>())("token-file", po::value<std::string>())(
-      "data-dir", po::value<std::string>());
+      "data-dir", po::value<std::string>())("ca-file", po::value<std::string>());
   po::variables_map vm;
   try {
     std::istringstream stream(*content);
     po::store(po::parse_config_file(stream, keys), vm);
   } catch (const po::error& e) {
     return Status::InvalidArgument(file + ": " + e.what() +
-                                   " (the keys are address, token-file, data-dir)");
+                                   " (the keys are address, token-file, data-dir, ca-file)");
   }
   auto value = [&vm](const char* key) {
     return vm.count(key) ? Trim(vm[key].as<std::string>()) : std::string();
@@ -85,6 +85,7 @@ Status ReadConfigFile(const DiscoveryInputs& in, const std::string& file, Config
     out->token_file_source = file;
   }
   if (std::string v = value("data-dir"); !v.empty()) out->data_dir = ConfigPath(in, file, v);
+  if (std::string v = value("ca-file"); !v.empty()) out->ca_file = ConfigPath(in, file, v);
   out->files_read.push_back(file);
   return Status::Ok();
 }
@@ -109,9 +110,15 @@ std::optional<std::string> ProcessGetenv(const std::string& name) {
   return std::string(v);
 }
 
-Status ParseAddress(const std::string& text, std::string* host, uint16_t* port) {
+Status ParseAddress(const std::string& text, std::string* host, uint16_t* port, bool* tls) {
   std::string s = Trim(text);
-  if (s.rfind("http://", 0) == 0) s = s.substr(7);
+  const bool https = s.rfind("https://", 0) == 0;
+  if (tls != nullptr) *tls = https;
+  if (https) {
+    s = s.substr(8);
+  } else if (s.rfind("http://", 0) == 0) {
+    s = s.substr(7);
+  }
   while (!s.empty() && s.back() == '/') s.pop_back();
   if (s.empty()) return Status::InvalidArgument("empty address");
   std::string port_text;
@@ -204,12 +211,20 @@ Result<Connection> DiscoverConnection(const DiscoveryInputs& in) {
       c.address_source = "default";
     }
   }
-  Status st = ParseAddress(address, &c.host, &c.port);
+  Status st = ParseAddress(address, &c.host, &c.port, &c.tls);
   if (!st.ok()) {
     return Status::InvalidArgument(st.message() + " (from " + c.address_source + ")");
   }
   c.address = (c.host.find(':') != std::string::npos ? "[" + c.host + "]" : c.host) + ":" +
               std::to_string(c.port);
+  if (c.tls) c.address = "https://" + c.address;
+  if (!in.ca_file_flag.empty()) {
+    c.ca_file = in.ca_file_flag;
+  } else if (auto env = Env(in, "TRAINTL_CA_FILE")) {
+    c.ca_file = *env;
+  } else {
+    c.ca_file = config.ca_file;
+  }
 
   // An explicitly named token file (flag or config) must be readable; the default one
   // may be missing (the daemon may run elsewhere, or not yet).

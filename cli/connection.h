@@ -9,9 +9,12 @@
 //              127.0.0.1:7450.
 //   token    = $TRAINTL_TOKEN, else the file named by --token-file, else `token-file` of a
 //              config file, else <data_dir>/token.
+//   TLS      = an address written "https://host:port" (the daemon writes its api_address
+//              so when it serves HTTPS); the server is verified against --ca-file, else
+//              $TRAINTL_CA_FILE, else `ca-file` of a config file, else the system's store.
 //
 // Config files (Boost.Program_options syntax: "key = value" lines, '#' comments) may set
-// address, token-file and data-dir: the user's $XDG_CONFIG_HOME/traintl/config (else
+// address, token-file, data-dir and ca-file: the user's $XDG_CONFIG_HOME/traintl/config (else
 // ~/.config/traintl/config) wins over the system-wide /etc/traintl/traintl.conf. A
 // relative token-file or data-dir is relative to the file's directory; "~/" is $HOME.
 //
@@ -38,6 +41,7 @@ struct DiscoveryInputs {
   std::string address_flag;
   std::string token_file_flag;
   std::string data_dir_flag;
+  std::string ca_file_flag;
   // Reads an environment variable; nullopt when unset. Default: none set.
   std::function<std::optional<std::string>(const std::string&)> getenv;
   // The system-wide data directory of a daemon running as root.
@@ -56,6 +60,7 @@ struct ConfigSettings {
   std::string token_file;      // resolved against the file's directory
   std::string token_file_source;
   std::string data_dir;
+  std::string ca_file;                  // resolved against the file's directory
   std::vector<std::string> files_read;  // in the order read
 };
 
@@ -75,6 +80,8 @@ struct Connection {
   std::string address;  // "host:port", as shown in messages
   std::string host;
   uint16_t port = kDefaultPort;
+  bool tls = false;            // the address was "https://..."
+  std::string ca_file;         // PEM CAs to verify the daemon with; "" = the system's store
   std::string address_source;  // "--address", "TRAINTL_ADDRESS", "<dir>/api_address", "default"
   std::string data_dir;
   std::string token;  // empty when none was found
@@ -95,8 +102,10 @@ struct Connection {
 // cannot be read.
 Result<Connection> DiscoverConnection(const DiscoveryInputs& inputs);
 
-// Splits "host:port", "[v6]:port", "host" (port 7450), optionally prefixed by "http://".
-Status ParseAddress(const std::string& text, std::string* host, uint16_t* port);
+// Splits "host:port", "[v6]:port", "host" (port 7450), optionally prefixed by "http://" or
+// "https://"; `tls` (when given) says whether it was "https://".
+Status ParseAddress(const std::string& text, std::string* host, uint16_t* port,
+                    bool* tls = nullptr);
 
 }  // namespace cli
 }  // namespace traintl

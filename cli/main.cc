@@ -47,6 +47,7 @@ int main(int argc, char** argv) {
   inputs.address_flag = cl.global.address;
   inputs.token_file_flag = cl.global.token_file;
   inputs.data_dir_flag = cl.global.data_dir;
+  inputs.ca_file_flag = cl.global.ca_file;
   inputs.getenv = ProcessGetenv;
   auto connection = DiscoverConnection(inputs);
   if (!connection.ok()) {
@@ -59,6 +60,8 @@ int main(int argc, char** argv) {
   client_options.host = connection->host;
   client_options.port = connection->port;
   client_options.token = connection->token;
+  client_options.tls = connection->tls;
+  client_options.tls_ca_file = connection->ca_file;
   BeastHttpClient client(client_options);
 
   CliContext ctx;

@@ -84,6 +84,8 @@ bool ParseDaemonConfig(int argc, char** argv, DaemonConfig* cfg, int* exit_code)
       "grace between the stop request and SIGTERM, and between SIGTERM and SIGKILL")(
       "max-upload-mb", po::value(&max_upload_mb)->default_value(512),
       "largest training library accepted, in MiB")(
+      "max-log-streams", po::value(&cfg->max_log_streams)->default_value(64),
+      "most log streams (traintl logs) served at once")(
       "log-level", po::value(&log_level)->default_value("info"), "debug|info|warning|error")(
       "server", po::bool_switch(&cfg->server),
       "be a Raft voter (a head candidate); with "
@@ -98,7 +100,21 @@ bool ParseDaemonConfig(int argc, char** argv, DaemonConfig* cfg, int* exit_code)
       "how often a node heartbeats to the head")(
       "node-loss-timeout-ms", po::value(&loss_ms)->default_value(4000),
       "a node silent this long is lost and its workers fail; a node without a head stops "
-      "its workers after 60% of it");
+      "its workers after 60% of it")(
+      "tls-cert", po::value(&cfg->tls_cert_file),
+      "PEM certificate (chain) of this node: serve the API over HTTPS only (needs --tls-key)")(
+      "tls-key", po::value(&cfg->tls_key_file), "PEM private key of --tls-cert (mode 0600)")(
+      "tls-ca-file", po::value(&cfg->tls_ca_file),
+      "PEM CA certificates that other daemons' HTTPS certificates are verified against "
+      "(default: the system store)")(
+      "cluster-secret-file", po::value(&cfg->cluster_secret_file),
+      "secret every daemon of the cluster shares (created 0600 when missing; copy it to "
+      "the other nodes); authenticates Raft connections. Default: a key derived from the "
+      "cluster's token")(
+      "insecure-allow-remote-without-tls", po::bool_switch(&cfg->insecure_allow_remote_without_tls),
+      "allow plain HTTP on a non-loopback --api-address (the token then travels in clear)")(
+      "worker-user", po::value(&cfg->worker_user),
+      "run workers as this unprivileged user (name or uid; traintld must run as root)");
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, opts), vm);
@@ -162,6 +178,7 @@ bool ParseDaemonConfig(int argc, char** argv, DaemonConfig* cfg, int* exit_code)
   cfg->worker_stop_grace = std::chrono::milliseconds(stop_grace_ms);
   if (max_upload_mb <= 0) return fail("--max-upload-mb must be > 0");
   cfg->max_upload_bytes = static_cast<size_t>(max_upload_mb) << 20;
+  if (cfg->max_log_streams <= 0) return fail("--max-log-streams must be > 0");
   for (size_t pos = 0; pos < join.size();) {
     size_t comma = join.find(',', pos);
     std::string item =
@@ -179,6 +196,12 @@ bool ParseDaemonConfig(int argc, char** argv, DaemonConfig* cfg, int* exit_code)
   cfg->heartbeat_interval = std::chrono::milliseconds(heartbeat_ms);
   cfg->node_loss_timeout = std::chrono::milliseconds(loss_ms);
   if (!cfg->token_file.empty()) cfg->token_file = AbsolutePath(cfg->token_file);
+  if (cfg->tls_cert_file.empty() != cfg->tls_key_file.empty())
+    return fail("--tls-cert and --tls-key go together");
+  for (std::string* f :
+       {&cfg->tls_cert_file, &cfg->tls_key_file, &cfg->tls_ca_file, &cfg->cluster_secret_file}) {
+    if (!f->empty()) *f = AbsolutePath(*f);
+  }
   return true;
 }
 

@@ -26,6 +26,7 @@ struct DaemonConfig {
   int collective_timeout_s = 300;  // --collective-timeout
   std::chrono::milliseconds worker_stop_grace{3000};  // --worker-stop-grace-ms
   size_t max_upload_bytes = 512u << 20;               // --max-upload-mb
+  int max_log_streams = 64;                           // --max-log-streams
   LogLevel log_level = LogLevel::kInfo;               // --log-level
   // Multi-node (DESIGN §5). --server: a Raft voter; --join: API addresses (host:port) of
   // daemons already in the cluster. A daemon with neither is a one-node cluster; with
@@ -35,6 +36,12 @@ struct DaemonConfig {
   std::string token_file;  // --token-file: the cluster's shared token; default <data-dir>/token
   std::chrono::milliseconds heartbeat_interval{500};  // --heartbeat-interval-ms
   std::chrono::milliseconds node_loss_timeout{4000};  // --node-loss-timeout-ms
+  std::string tls_cert_file;        // --tls-cert: PEM chain; with --tls-key the API is HTTPS only
+  std::string tls_key_file;         // --tls-key
+  std::string tls_ca_file;          // --tls-ca-file: CAs that peers' HTTPS is verified against
+  std::string cluster_secret_file;  // --cluster-secret-file; default: derived from the token
+  bool insecure_allow_remote_without_tls = false;  // --insecure-allow-remote-without-tls
+  std::string worker_user;  // --worker-user: account workers run as (root daemons)
   bool clustered() const { return server || !join.empty(); }
 };
 

@@ -1,5 +1,6 @@
 // traintld: wiring only. Parses options, builds the components, runs the io_context.
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <boost/asio.hpp>
@@ -9,6 +10,7 @@
 #include <functional>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "common/crypto.h"
@@ -60,7 +62,10 @@ int Run(const DaemonConfig& cfg, int argc, char** argv) {
   }
   systemd::ServiceStatus service_status(&notifier);
   service_status.Update(systemd::NodeState{});  // STATUS=starting
-  if (Status st = MakeDirs(cfg.data_dir, 0700); !st.ok()) {
+  // 0711 when workers run as another user: they must reach blobs/ and jobs/ below it, but
+  // never list it (token, cluster secret).
+  const mode_t data_dir_mode = cfg.worker_user.empty() ? 0700 : 0711;
+  if (Status st = MakeDirs(cfg.data_dir, data_dir_mode); !st.ok()) {
     LOG_ERROR << "data dir: " << st.message();
     return 1;
   }
@@ -69,6 +74,36 @@ int Run(const DaemonConfig& cfg, int argc, char** argv) {
   if (!token.ok()) {
     LOG_ERROR << token.status().message();
     return 1;
+  }
+  ::chmod(cfg.data_dir.c_str(), data_dir_mode);  // MakeDirs keeps an existing dir's mode
+  // Raft connections are authenticated with the cluster secret: --cluster-secret-file, or
+  // by default a key derived from the cluster's token (every daemon of a cluster has the
+  // same one), so that a cluster is authenticated without another file to distribute.
+  std::string cluster_secret;
+  if (!cfg.cluster_secret_file.empty()) {
+    auto secret = LoadOrCreateSecret(cfg.cluster_secret_file);
+    if (!secret.ok()) {
+      LOG_ERROR << secret.status().message();
+      return 1;
+    }
+    cluster_secret = *secret;
+  } else {
+    cluster_secret = Sha256Hex("traintl raft cluster secret v1\n" + *token);
+  }
+  std::optional<WorkerUser> worker_user;
+  if (!cfg.worker_user.empty()) {
+    if (::geteuid() != 0) {
+      LOG_ERROR << "--worker-user needs traintld to run as root";
+      return 1;
+    }
+    auto user = LookupWorkerUser(cfg.worker_user);
+    if (!user.ok()) {
+      LOG_ERROR << user.status().message();
+      return 1;
+    }
+    worker_user = *user;
+  } else if (::geteuid() == 0) {
+    LOG_WARN << "running as root without --worker-user: training code runs as root";
   }
   auto node_id = LoadOrCreateNodeId(cfg.data_dir + "/node_id");
   if (!node_id.ok()) {
@@ -94,6 +129,7 @@ int Run(const DaemonConfig& cfg, int argc, char** argv) {
   ropts.node_id = 1;
   ropts.data_dir = cfg.data_dir + "/raft";
   ropts.raft_address = cfg.raft_address;
+  ropts.cluster_secret = cluster_secret;
   // The first voter bootstraps as id 1; voters that join get an id of their own.
   const bool joining_voter = cfg.server && !cfg.join.empty();
   const bool agent_only = !cfg.server && !cfg.join.empty();
@@ -108,6 +144,7 @@ int Run(const DaemonConfig& cfg, int argc, char** argv) {
   wopts.worker_binary = cfg.worker_binary;
   wopts.stop_grace = cfg.worker_stop_grace;
   wopts.term_grace = cfg.worker_stop_grace;
+  wopts.worker_user = worker_user;
   std::unique_ptr<JobManager> jobs;
   std::unique_ptr<ClusterRuntime> cluster;
   // The pool reports worker events to the job manager, which is built after it.
@@ -153,6 +190,8 @@ int Run(const DaemonConfig& cfg, int argc, char** argv) {
   jopts.role = agent_only ? "agent" : "voter";
   jopts.raft_id = agent_only ? 0 : ropts.node_id;
   jopts.node_loss_timeout = cfg.node_loss_timeout;
+  if (worker_user)
+    jopts.worker_fs_identity = FsIdentity{worker_user->uid, worker_user->gid, worker_user->groups};
   if (cfg.clustered()) jopts.settle = cfg.node_loss_timeout;
   nlohmann::json gpu_view = nlohmann::json::array();
   for (const auto& g : resources.gpus)
@@ -165,6 +204,9 @@ int Run(const DaemonConfig& cfg, int argc, char** argv) {
   sopts.address = cfg.api_host;
   sopts.port = cfg.api_port;
   sopts.token = *token;
+  sopts.tls_cert_file = cfg.tls_cert_file;
+  sopts.tls_key_file = cfg.tls_key_file;
+  sopts.allow_insecure_remote = cfg.insecure_allow_remote_without_tls;
   http::Server server(io, sopts, router);
   if (Status st = server.Start(); !st.ok()) {
     LOG_ERROR << "cannot serve the API on " << cfg.api_host << ":" << cfg.api_port << ": "
@@ -195,6 +237,9 @@ int Run(const DaemonConfig& cfg, int argc, char** argv) {
     copts.heartbeat_interval = cfg.heartbeat_interval;
     copts.loss_timeout = cfg.node_loss_timeout;
     copts.peers_file = cfg.data_dir + "/peers.json";
+    // A cluster serves TLS on every daemon or on none: peers are called as this node serves.
+    copts.tls = !cfg.tls_cert_file.empty();
+    copts.client_tls.ca_file = cfg.tls_ca_file;
     cluster = std::make_unique<ClusterRuntime>(io, copts, jm, &agent, &blobs, &store,
                                                agent_only ? nullptr : &raft);
     jm->SetCluster(cluster.get(), &blobs);
@@ -228,6 +273,7 @@ int Run(const DaemonConfig& cfg, int argc, char** argv) {
   actx.api_address = api_address;
   actx.version = TRAINTL_VERSION;
   actx.max_upload_bytes = cfg.max_upload_bytes;
+  actx.max_log_streams = cfg.max_log_streams;
   if (cl != nullptr) {
     actx.role_when_not_head = jopts.role;
     actx.head_address = [cl] { return cl->head_address(); };
@@ -237,11 +283,15 @@ int Run(const DaemonConfig& cfg, int argc, char** argv) {
   }
   RegisterApiRoutes(*router, actx);
 
-  if (Status st = WriteFileAtomic(cfg.data_dir + "/api_address", api_address + "\n", 0644);
+  // The CLI on this machine reads this file; "https://" tells it to speak TLS.
+  const std::string scheme = cfg.tls_cert_file.empty() ? "http://" : "https://";
+  if (Status st =
+          WriteFileAtomic(cfg.data_dir + "/api_address",
+                          (cfg.tls_cert_file.empty() ? "" : scheme) + api_address + "\n", 0644);
       !st.ok()) {
     LOG_ERROR << st.message();
   }
-  LOG_INFO << "traintld " << TRAINTL_VERSION << " serving on http://" << api_address
+  LOG_INFO << "traintld " << TRAINTL_VERSION << " serving on " << scheme << api_address
            << " (data dir " << cfg.data_dir << ")";
   jm->Start();
   if (cl != nullptr) cl->Start();

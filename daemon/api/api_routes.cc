@@ -82,7 +82,10 @@ class LogStream : public std::enable_shared_from_this<LogStream> {
         job_id_(std::move(job_id)),
         attempt_(attempt),
         follow_(follow),
-        timer_(*ctx.io) {}
+        timer_(*ctx.io) {
+    ++*ctx_.open_log_streams;
+  }
+  ~LogStream() { --*ctx_.open_log_streams; }
 
   void Start(int tail_lines) {
     struct stat st;
@@ -257,13 +260,19 @@ void HandleLogs(const ApiContext& ctx, const Request& req, const ResponderPtr& r
         404, "no log for rank " + std::to_string(rank) + " of attempt " + std::to_string(attempt));
     return;
   }
+  if (*ctx.open_log_streams >= ctx.max_log_streams) {
+    res->SendError(503, "too many log streams open (" + std::to_string(ctx.max_log_streams) +
+                            "); retry later");
+    return;
+  }
   auto stream = std::make_shared<LogStream>(ctx, res, path, job->id, attempt, follow);
   stream->Start(tail);
 }
 
 }  // namespace
 
-void RegisterApiRoutes(http::Router& router, const ApiContext& ctx) {
+void RegisterApiRoutes(http::Router& router, ApiContext ctx) {
+  if (!ctx.open_log_streams) ctx.open_log_streams = std::make_shared<int>(0);
   http::RouteOptions open;
   open.require_auth = false;
   router.Add(

@@ -31,6 +31,12 @@ struct ApiContext {
   std::string api_address;
   std::string version;
   size_t max_upload_bytes = 512u << 20;  // largest library upload
+  // Most log streams (GET .../logs) open at once; more get 503. Each follow stream polls
+  // its file, so an unbounded number would let one client wear the daemon down. Default 64.
+  int max_log_streams = 64;
+  // How many are open; shared by the routes' copies of this context. Set by
+  // RegisterApiRoutes when null.
+  std::shared_ptr<int> open_log_streams;
   // Multi-node: the role this daemon shows when it is not the head ("voter" | "agent"),
   // the head's API address as far as it knows, and a hook that may forward a /v1 request
   // to the head instead of serving it (returns true when it took the request; `local`
@@ -42,6 +48,6 @@ struct ApiContext {
       forward;
 };
 
-void RegisterApiRoutes(http::Router& router, const ApiContext& ctx);
+void RegisterApiRoutes(http::Router& router, ApiContext ctx);
 
 }  // namespace traintl

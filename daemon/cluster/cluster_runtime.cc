@@ -42,13 +42,13 @@ bool SplitAddress(const std::string& address, std::string* host, uint16_t* port)
 Result<http::ClientResponse> Call(const std::string& address, const std::string& method,
                                   const std::string& target, const std::string& body,
                                   std::map<std::string, std::string> headers,
-                                  std::chrono::milliseconds timeout) {
+                                  std::chrono::milliseconds timeout, const http::ClientTls* tls) {
   std::string host;
   uint16_t port = 0;
   if (!SplitAddress(address, &host, &port))
     return Status::InvalidArgument("bad address " + address);
   if (!body.empty()) headers.emplace("Content-Type", "application/json");
-  return http::Fetch(host, port, method, target, body, headers, timeout);
+  return http::Fetch(host, port, method, target, body, headers, timeout, tls);
 }
 
 }  // namespace
@@ -163,9 +163,9 @@ void ClusterRuntime::Launch(const std::string& api_address, json plan,
   plan["blob_source"] = options_.self.api_address;
   auto* io = &io_;
   const auto headers = AuthHeaders();
-  RunOnHttpThread([io, api_address, headers, body = plan.dump(), done] {
-    auto r =
-        Call(api_address, "POST", "/v1/internal/launch", body, headers, std::chrono::seconds(30));
+  RunOnHttpThread([io, api_address, headers, body = plan.dump(), done, tls = Tls()] {
+    auto r = Call(api_address, "POST", "/v1/internal/launch", body, headers,
+                  std::chrono::seconds(30), tls);
     Status st = Status::Ok();
     if (!r.ok()) {
       st = r.status();
@@ -180,8 +180,9 @@ void ClusterRuntime::Launch(const std::string& api_address, json plan,
 void ClusterRuntime::Stop(const std::string& api_address, const std::string& job_id, int attempt) {
   const auto headers = AuthHeaders();
   const std::string body = json{{"job_id", job_id}, {"attempt", attempt}}.dump();
-  RunOnHttpThread([api_address, headers, body] {
-    auto r = Call(api_address, "POST", "/v1/internal/stop", body, headers, std::chrono::seconds(3));
+  RunOnHttpThread([api_address, headers, body, tls = Tls()] {
+    auto r =
+        Call(api_address, "POST", "/v1/internal/stop", body, headers, std::chrono::seconds(3), tls);
     if (!r.ok() || r->status != 200)
       LOG_WARN << "could not ask " << api_address << " to stop workers";
   });
@@ -226,7 +227,7 @@ bool ClusterRuntime::Forward(const http::Request& req, const ResponderPtr& res,
         if (SplitAddress(head, &host, &port)) {
           sent = true;
           r = http::Fetch(host, port, copy->method, copy->target, copy->body, headers,
-                          std::chrono::seconds(30));
+                          std::chrono::seconds(30), Tls());
           if (r.ok()) break;
         }
         std::lock_guard<std::mutex> lock(mu_);
@@ -324,7 +325,7 @@ void ClusterRuntime::SenderMain() {
     }
     json body = {{"node_id", options_.self.node_id}, {"events", batch}};
     auto r = Call(head, "POST", "/v1/internal/events", body.dump(), AuthHeaders(),
-                  std::chrono::seconds(5));
+                  std::chrono::seconds(5), Tls());
     if (!r.ok() || r->status != 200) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
       continue;
@@ -367,7 +368,7 @@ std::string ClusterRuntime::Discover(const std::vector<std::string>& given) {
   candidates.insert(candidates.end(), given.begin(), given.end());
   for (const auto& address : candidates) {
     if (address == options_.self.api_address) continue;
-    auto r = Call(address, "GET", "/healthz", "", {}, std::chrono::milliseconds(500));
+    auto r = Call(address, "GET", "/healthz", "", {}, std::chrono::milliseconds(500), Tls());
     if (!r.ok() || r->status != 200) continue;
     json b = json::parse(r->body, nullptr, false);
     if (b.is_object() && b.value("role", "") == "head") return address;
@@ -379,7 +380,7 @@ bool ClusterRuntime::HeartbeatOnce(const std::string& head) {
   NodeStatus s = options_.self;
   s.running = LiveAttemptsFromIo();
   auto r = Call(head, "POST", "/v1/internal/heartbeat", NodeStatusToJson(s).dump(), AuthHeaders(),
-                std::chrono::seconds(2));
+                std::chrono::seconds(2), Tls());
   if (!r.ok() || r->status != 200) return false;
   json b = json::parse(r->body, nullptr, false);
   if (!b.is_object()) return false;
@@ -404,7 +405,8 @@ void ClusterRuntime::SyncBlobs(const std::string& head) {
     if (!job.library_sha256.empty() && !blobs_->Has(job.library_sha256))
       wanted.insert(job.library_sha256);
   for (const auto& sha : wanted) {
-    auto r = Call(head, "GET", "/v1/blobs/" + sha, "", AuthHeaders(), std::chrono::seconds(60));
+    auto r =
+        Call(head, "GET", "/v1/blobs/" + sha, "", AuthHeaders(), std::chrono::seconds(60), Tls());
     if (!r.ok() || r->status != 200) continue;
     Status st = blobs_->Put(sha, r->body);  // verifies the hash
     if (!st.ok()) LOG_WARN << "library " << sha << " from the head: " << st.message();
@@ -440,7 +442,7 @@ void ClusterRuntime::HeartbeatMain() {
                      {"raft_id", options_.self.raft_id},
                      {"raft_address", raft_ != nullptr ? raft_->address() : ""}};
         auto r = Call(head, "POST", "/v1/internal/join", body.dump(), AuthHeaders(),
-                      std::chrono::seconds(10));
+                      std::chrono::seconds(10), Tls());
         if (r.ok() && r->status == 200) {
           joined = true;
           LOG_INFO << "joined the cluster as a voter (raft id " << options_.self.raft_id << ")";
@@ -620,9 +622,9 @@ void ClusterRuntime::RegisterRoutes(http::Router& router) {
     auto* blobs = blobs_;
     const auto headers = AuthHeaders();
     auto p = std::make_shared<NodeAttemptPlan>(std::move(*plan));
-    RunOnHttpThread([io, blobs, source, headers, p, res, launch] {
+    RunOnHttpThread([io, blobs, source, headers, p, res, launch, tls = Tls()] {
       auto r = Call(source, "GET", "/v1/blobs/" + p->library_sha256, "", headers,
-                    std::chrono::seconds(60));
+                    std::chrono::seconds(60), tls);
       Status st = Status::Ok();
       if (!r.ok())
         st = r.status();

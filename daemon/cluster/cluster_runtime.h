@@ -37,6 +37,7 @@
 #include "daemon/head/job_manager.h"
 #include "daemon/head/node_registry.h"
 #include "daemon/head/remote_nodes.h"
+#include "daemon/http/client.h"
 #include "daemon/http/request.h"
 #include "daemon/http/responder.h"
 #include "daemon/http/router.h"
@@ -64,6 +65,9 @@ struct ClusterOptions {
   // Where the voters' API addresses are remembered across restarts (a restarted first
   // voter has no --join to find the head with). "" = not kept.
   std::string peers_file;
+  // Daemon-to-daemon calls use HTTPS, verified with `client_tls`. Default false.
+  bool tls = false;
+  http::ClientTls client_tls;
 };
 
 class ClusterRuntime : public RemoteNodes {
@@ -113,6 +117,8 @@ class ClusterRuntime : public RemoteNodes {
   void SetHeadAddress(const std::string& address);
   void SetKnown(std::vector<std::string> voters);
   std::map<std::string, std::string> AuthHeaders() const;
+  // The TLS settings of daemon-to-daemon calls; null for plain HTTP. Lives as long as this.
+  const http::ClientTls* Tls() const { return options_.tls ? &options_.client_tls : nullptr; }
 
   boost::asio::io_context& io_;
   const ClusterOptions options_;

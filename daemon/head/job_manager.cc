@@ -612,7 +612,10 @@ void JobManager::CommitReport(ActiveAttempt& a, int seq) {
   a.reports.erase(seq);
   log_->Propose(commands::Report(a.job_id, a.attempt, seq, metrics), [](Result<json>) {});
   if (dirs.empty()) return;
-  auto merged = MergeCheckpoint(a.trial_dir, a.attempt, seq, dirs, metrics);
+  auto merged = [&] {
+    ScopedFsIdentity as_worker(WorkerFs());
+    return MergeCheckpoint(a.trial_dir, a.attempt, seq, dirs, metrics);
+  }();
   if (!merged.ok()) {
     LOG_ERROR << "job " << a.job_id << ": checkpoint " << seq
               << " could not be committed: " << merged.status().message();
@@ -628,8 +631,9 @@ void JobManager::CommitReport(ActiveAttempt& a, int seq) {
   }
   const std::string trial_prefix = a.trial_dir + "/checkpoint_";
   log_->Propose(commands::CommitCheckpoint(a.job_id, a.attempt, seq, *merged, metrics),
-                [trial_prefix](Result<json> r) {
+                [this, trial_prefix](Result<json> r) {
                   if (!r.ok()) return;
+                  ScopedFsIdentity as_worker(WorkerFs());
                   // Records go first, files after: a crash in between leaves only garbage.
                   for (const auto& p : r->value("deleted", json::array())) {
                     if (!p.is_string()) continue;
@@ -726,8 +730,11 @@ void JobManager::EndAttemptNow(ActiveAttempt& a, commands::AttemptOutcome outcom
                                                                  attempt](Result<json> r) {
     if (!r.ok())
       LOG_WARN << "job " << job_id << ": end of attempt not committed: " << r.status().message();
-    RemoveAll(Agent::StagingDir(trial_dir, attempt));
-    CleanupUncommitted(trial_dir);
+    {
+      ScopedFsIdentity as_worker(WorkerFs());
+      RemoveAll(Agent::StagingDir(trial_dir, attempt));
+      CleanupUncommitted(trial_dir);
+    }
     auto it = active_.find(job_id);
     if (it != active_.end() && it->second.attempt == attempt) active_.erase(it);
     ScheduleTick();

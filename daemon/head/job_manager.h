@@ -20,6 +20,7 @@
 #include <set>
 #include <string>
 
+#include "common/fs_identity.h"
 #include "daemon/head/command_log.h"
 #include "daemon/head/node_registry.h"
 #include "daemon/head/remote_nodes.h"
@@ -54,6 +55,10 @@ struct JobManagerOptions {
   // so that every node that ran their old workers has either reported them (and been told
   // to stop them) or fenced itself. 0 for a single node.
   std::chrono::milliseconds settle{0};
+  // When workers run as another account (traintld --worker-user), the files they wrote
+  // (checkpoint staging, trial dirs) are merged and deleted with that account's file
+  // access, never root's (see common/fs_identity.h). Default: unset (the daemon's own).
+  std::optional<FsIdentity> worker_fs_identity;
 };
 
 class JobManager : public WorkerPoolListener {
@@ -102,6 +107,9 @@ class JobManager : public WorkerPoolListener {
   void OnWorkerExit(const WorkerExit& exit) override;
 
  private:
+  const FsIdentity* WorkerFs() const {
+    return options_.worker_fs_identity ? &*options_.worker_fs_identity : nullptr;
+  }
   struct RankReport {
     nlohmann::json metrics;
     std::string checkpoint;

@@ -22,7 +22,9 @@ std::string Agent::StagingDir(const std::string& trial_dir, int attempt) {
 
 Status Agent::Launch(const NodeAttemptPlan& plan) {
   const std::string dir = AttemptDir(plan.job_id, plan.attempt);
-  TRAINTL_RETURN_IF_ERROR(MakeDirs(dir, 0750));
+  // 0711: a worker running as another user (--worker-user) must reach its context file
+  // here, but neither list nor change anything (the daemon writes the logs here).
+  TRAINTL_RETURN_IF_ERROR(MakeDirs(dir, 0711));
   TRAINTL_RETURN_IF_ERROR(MakeDirs(plan.trial_dir, 0755));
   const std::string staging = StagingDir(plan.trial_dir, plan.attempt);
   TRAINTL_RETURN_IF_ERROR(MakeDirs(staging, 0755));
@@ -62,6 +64,8 @@ Status Agent::Launch(const NodeAttemptPlan& plan) {
     l.context_path = ctx_path;
     l.log_path = LogPath(plan.job_id, plan.attempt, rank);
     l.workdir = plan.trial_dir;
+    // Given to the worker's account when the pool runs workers as another user.
+    l.user_dirs = {plan.trial_dir, staging};
     // The environment is exactly what the runtime and the spec set.
     l.env["PATH"] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
     l.env["LANG"] = "C.UTF-8";

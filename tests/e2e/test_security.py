@@ -1,8 +1,8 @@
 """Security of a running traintld: authentication, limits, hostile input, TLS, Raft
 authentication and the worker user (docs/SECURITY.md).
 
-Tests of features that need flags of traintld (--tls-cert, --worker-user, ...) skip when
-the daemon under test does not offer them; every other test runs against any build.
+The worker-user test needs root and skips (saying so) without it; every other test runs
+everywhere.
 """
 import hashlib
 import json
@@ -304,8 +304,9 @@ def make_pki(directory):
 class TlsDaemon(Daemon):
     """A daemon serving HTTPS; requests verify it against `ca`."""
 
-    def __init__(self, pki, **kw):
-        super().__init__(extra_args=["--tls-cert", pki["cert"], "--tls-key", pki["key"]], **kw)
+    def __init__(self, pki, extra_args=(), **kw):
+        super().__init__(extra_args=["--tls-cert", pki["cert"], "--tls-key", pki["key"]] +
+                         list(extra_args), **kw)
         self.context = ssl.create_default_context(cafile=pki["ca"])
 
     def request(self, method, path, body=None, auth=True, token=None, headers=None, raw=False):
@@ -331,8 +332,6 @@ class TlsDaemon(Daemon):
 
 class TlsTest(unittest.TestCase):
     def setUp(self):
-        if "--tls-cert" not in daemon_flags():
-            self.skipTest("this traintld has no --tls-cert")
         self.dir = tempfile.mkdtemp(prefix="traintl-e2e-pki-")
         self.pki = make_pki(self.dir)
         self.daemon = TlsDaemon(self.pki).start()
@@ -359,15 +358,136 @@ class TlsTest(unittest.TestCase):
         other = ssl.create_default_context(cafile=self.pki["other_ca"])
         with self.assertRaises(urllib.error.URLError):
             urllib.request.urlopen(f"https://{address}/healthz", timeout=10, context=other)
-        # The CLI verifies the daemon against --ca-file.
-        help_text = subprocess.run([bin_path("traintl"), "--help"], capture_output=True,
-                                   text=True).stdout
-        if "--ca-file" in help_text:
-            p = d.cli("--ca-file", self.pki["ca"], "list")
-            self.assertEqual(p.returncode, 0, p.stderr)
-            p = d.cli("--ca-file", self.pki["other_ca"], "list")
+        # The CLI finds "https://" in the daemon's api_address file and verifies the
+        # daemon against --ca-file, else $TRAINTL_CA_FILE, else the system store.
+        with open(os.path.join(d.data_dir, "api_address")) as f:
+            self.assertTrue(f.read().startswith("https://127.0.0.1:"))
+        p = d.cli("--ca-file", self.pki["ca"], "list")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn(job_id, p.stdout)
+        p = d.cli("status", job_id, env={"TRAINTL_CA_FILE": self.pki["ca"]})
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("SUCCEEDED", p.stdout)
+        p = d.cli("--ca-file", self.pki["ca"], "--address", f"https://{address}", "nodes")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        for bad in (["--ca-file", self.pki["other_ca"]], []):
+            p = d.cli(*bad, "list")
             self.assertEqual(p.returncode, 3, p.stderr)
             self.assertIn("certificate", p.stderr)
+        # Plain HTTP from the CLI to the TLS port gets no answer either.
+        p = d.cli("--address", f"http://{address}", "list")
+        self.assertNotEqual(p.returncode, 0)
+
+
+class TlsClusterTest(unittest.TestCase):
+    """Daemon-to-daemon calls (join, heartbeats, launch, library fetch, forwarding) are
+    HTTPS when the daemons serve TLS."""
+
+    def test_a_tls_cluster_runs_a_job_across_two_nodes(self):
+        import secrets
+        pki_dir = tempfile.mkdtemp(prefix="traintl-e2e-pki-")
+        pki = make_pki(pki_dir)
+        token = secrets.token_hex(32)
+        tls = ["--tls-cert", pki["cert"], "--tls-key", pki["key"], "--tls-ca-file", pki["ca"]]
+        head = agent = None
+        try:
+            head_dir = tempfile.mkdtemp(prefix="traintl-e2e-")
+            write_secret(head_dir, "token", token)
+            head = TlsDaemon(pki, data_dir=head_dir, num_cpus=1,
+                             extra_args=["--server", "--tls-ca-file", pki["ca"]])
+            head.owns_dir = True
+            head.start(role="head")
+            head_address = head.address.split("://", 1)[-1]
+            agent_dir = tempfile.mkdtemp(prefix="traintl-e2e-")
+            write_secret(agent_dir, "token", token)
+            agent = TlsDaemon(pki, data_dir=agent_dir, num_cpus=1,
+                              extra_args=["--join", head_address, "--tls-ca-file", pki["ca"]])
+            agent.owns_dir = True
+            agent.start(role="agent")
+            wait_for(lambda: len(head.get("/v1/nodes")[1]["nodes"]) == 2, 30,
+                     what="the agent registered over HTTPS")
+            # Two 1-CPU workers need both nodes: the head launches rank 1 on the agent,
+            # which fetches the library from the head, all over HTTPS.
+            job_id = head.submit_spec(train_spec(name="tls-cluster", workers=2, epochs=2,
+                                                 sleep_ms=10))
+            self.assertEqual(head.wait_terminal(job_id)["state"], "SUCCEEDED",
+                             head.job(job_id))
+            # A read through the agent is forwarded to the head over HTTPS.
+            status, job = agent.get(f"/v1/jobs/{job_id}")
+            self.assertEqual(status, 200)
+            self.assertEqual(job["state"], "SUCCEEDED")
+            self.assertNotIn("raft auth:", head.log())
+        finally:
+            for d in (agent, head):
+                if d is not None:
+                    d.stop()
+                    d.cleanup()
+            subprocess.run(["rm", "-rf", pki_dir])
+
+    def test_a_plain_agent_cannot_join_a_tls_head(self):
+        import secrets
+        pki_dir = tempfile.mkdtemp(prefix="traintl-e2e-pki-")
+        pki = make_pki(pki_dir)
+        token = secrets.token_hex(32)
+        head = agent = None
+        try:
+            head_dir = tempfile.mkdtemp(prefix="traintl-e2e-")
+            write_secret(head_dir, "token", token)
+            head = TlsDaemon(pki, data_dir=head_dir, num_cpus=1, extra_args=["--server"])
+            head.owns_dir = True
+            head.start(role="head")
+            agent_dir = tempfile.mkdtemp(prefix="traintl-e2e-")
+            write_secret(agent_dir, "token", token)
+            agent = Daemon(data_dir=agent_dir, num_cpus=1,
+                           extra_args=["--join", head.address.split("://", 1)[-1]])
+            agent.owns_dir = True
+            agent.start(role=None)
+            time.sleep(3)
+            self.assertEqual(len(head.get("/v1/nodes")[1]["nodes"]), 1)
+        finally:
+            for d in (agent, head):
+                if d is not None:
+                    d.stop()
+                    d.cleanup()
+            subprocess.run(["rm", "-rf", pki_dir])
+
+
+class LogStreamLimitTest(unittest.TestCase):
+    def test_log_streams_beyond_the_limit_get_503(self):
+        d = Daemon(extra_args=["--max-log-streams", "2"]).start()
+        streams = []
+        try:
+            job_id = d.submit_spec(train_spec(name="logs", workers=1, epochs=100, sleep_ms=100))
+            d.wait_job(job_id, lambda j: j["state"] == "RUNNING", what="RUNNING")
+            wait_for(lambda: d.get(f"/v1/jobs/{job_id}/logs", raw=True)[0] == 200, 30,
+                     what="a log")
+            host, port = d.address.rsplit(":", 1)
+            import http.client
+            for _ in range(2):
+                c = http.client.HTTPConnection(host, int(port), timeout=30)
+                c.request("GET", f"/v1/jobs/{job_id}/logs?follow=1",
+                          headers={"Authorization": f"Bearer {d.token}"})
+                r = c.getresponse()
+                self.assertEqual(r.status, 200)
+                streams.append((c, r))
+            status, body = d.get(f"/v1/jobs/{job_id}/logs", raw=True)
+            self.assertEqual(status, 503, body)
+            self.assertIn(b"too many log streams", body)
+            # Closing one frees its place.
+            c, _ = streams.pop()
+            c.close()
+            wait_for(lambda: d.get(f"/v1/jobs/{job_id}/logs", raw=True)[0] == 200, 10,
+                     what="a free log stream")
+            self.assertEqual(d.get("/healthz", auth=False)[0], 200)
+            d.post(f"/v1/jobs/{job_id}/stop")
+            d.wait_terminal(job_id)
+        finally:
+            for c, _ in streams:
+                c.close()
+            leftover = d.worker_pids()
+            d.stop()
+            d.cleanup()
+            self.assertEqual(leftover, [])
 
 
 def write_secret(data_dir, name, value):
@@ -379,8 +499,6 @@ def write_secret(data_dir, name, value):
 
 class ClusterSecretTest(unittest.TestCase):
     def test_a_daemon_without_the_cluster_secret_cannot_join(self):
-        if "--cluster-secret-file" not in daemon_flags():
-            self.skipTest("this traintld has no --cluster-secret-file")
         import secrets
         token = secrets.token_hex(32)
         head_dir = tempfile.mkdtemp(prefix="traintl-e2e-")
@@ -429,8 +547,6 @@ class WorkerUserTest(unittest.TestCase):
     def test_worker_started_by_a_root_daemon_runs_as_the_configured_user(self):
         if os.geteuid() != 0:
             self.skipTest("needs root")
-        if "--worker-user" not in daemon_flags():
-            self.skipTest("this traintld has no --worker-user")
         nobody = pwd.getpwnam("nobody")
         d = Daemon(extra_args=["--worker-user", "nobody"]).start()
         try:
@@ -450,6 +566,18 @@ class WorkerUserTest(unittest.TestCase):
             d.wait_terminal(job_id)
             job = d.job(job_id)
             self.assertEqual(job["state"], "STOPPED", job)
+            # Checkpoints written by nobody's workers are merged and committed (the daemon
+            # does it with nobody's file access), and their files belong to nobody.
+            job_id = d.submit_spec(train_spec(name="ckpt-as-nobody", workers=2, epochs=3,
+                                              sleep_ms=10))
+            self.assertEqual(d.wait_terminal(job_id)["state"], "SUCCEEDED")
+            status, ckpts = d.get(f"/v1/jobs/{job_id}/checkpoints")
+            self.assertEqual(status, 200)
+            paths = [c["path"] for c in ckpts["checkpoints"]]
+            self.assertTrue(paths, ckpts)
+            for path in paths:
+                self.assertEqual(os.stat(os.path.join(path, "manifest.json")).st_uid,
+                                 nobody.pw_uid)
         finally:
             leftover = d.worker_pids()
             d.stop()

@@ -61,6 +61,51 @@ TEST_CASE("ParseAddress") {
   CHECK_FALSE(ParseAddress("h:", &host, &port).ok());
   CHECK_FALSE(ParseAddress(":80", &host, &port).ok());
   CHECK_FALSE(ParseAddress("", &host, &port).ok());
+  bool tls = true;
+  REQUIRE(ParseAddress("http://example:81/", &host, &port, &tls).ok());
+  CHECK_FALSE(tls);
+  REQUIRE(ParseAddress("https://10.0.0.9:7450", &host, &port, &tls).ok());
+  CHECK(tls);
+  CHECK(host == "10.0.0.9");
+  CHECK(port == 7450);
+  REQUIRE(ParseAddress("https://[::1]", &host, &port, &tls).ok());
+  CHECK(tls);
+  CHECK(host == "::1");
+  CHECK_FALSE(ParseAddress("https://", &host, &port, &tls).ok());
+}
+
+TEST_CASE("TLS: an https:// address, CA file from --ca-file, TRAINTL_CA_FILE, config") {
+  TempDir data;
+  TempDir system;
+  Env env;
+  env.vars["TRAINTL_DATA_DIR"] = data.path();
+  auto in = env.Inputs(system.path());
+  in.user_config_file = JoinPath(data.path(), "config");
+
+  // A TLS daemon writes "https://..." into api_address.
+  data.Write("api_address", "https://127.0.0.1:7999\n");
+  Connection c = Discover(in);
+  CHECK(c.tls);
+  CHECK(c.host == "127.0.0.1");
+  CHECK(c.port == 7999);
+  CHECK(c.address == "https://127.0.0.1:7999");
+  CHECK(c.ca_file.empty());  // the system store
+
+  data.Write("config", "ca-file = certs/ca.pem\n");
+  c = Discover(in);
+  CHECK(c.ca_file == JoinPath(data.path(), "certs/ca.pem"));
+
+  env.vars["TRAINTL_CA_FILE"] = "/env/ca.pem";
+  in = env.Inputs(system.path());
+  in.user_config_file = JoinPath(data.path(), "config");
+  c = Discover(in);
+  CHECK(c.ca_file == "/env/ca.pem");
+
+  in.ca_file_flag = "/flag/ca.pem";
+  in.address_flag = "127.0.0.1:7450";  // plain: TLS only when the address says so
+  c = Discover(in);
+  CHECK(c.ca_file == "/flag/ca.pem");
+  CHECK_FALSE(c.tls);
 }
 
 TEST_CASE("address: --address, then TRAINTL_ADDRESS, then api_address, then default") {
