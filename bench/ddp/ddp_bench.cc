@@ -6,8 +6,10 @@
 //     rank 0 prints "steps_per_s <x> final_loss <l>".
 //   ddp_bench allreduce --rank R --world W --store FILE [--iters N]
 //     25 MB float32 allreduce, alternating rounds of traintl's path (the one prepare_model's
-//     buckets take: process_group().allreduce_async(kAvg)) and a raw c10d ProcessGroupGloo
-//     built the same way; rank 0 prints "traintl_ms <a> raw_ms <b>" (medians per op).
+//     buckets take: process_group().allreduce_async(kSum); the 1/world scale is fused into
+//     the gradient's copy into the bucket, which both DDPs pay) and a raw c10d
+//     ProcessGroupGloo built the same way; rank 0 prints "traintl_ms <a> raw_ms <b>"
+//     (medians per op).
 #include <algorithm>
 #include <chrono>
 #include <iostream>
@@ -106,13 +108,13 @@ int Allreduce(const Args& a) {
   auto t = torch::ones({25 * 1000 * 1000 / 4});
   std::vector<at::Tensor> v{t};
   for (int i = 0; i < 3; ++i) {
-    ours.allreduce_async({t}, tt::ReduceOp::kAvg)->wait();
+    ours.allreduce_async({t}, tt::ReduceOp::kSum)->wait();
     raw->allreduce(v)->wait();
   }
   std::vector<double> ours_ms, raw_ms;
   for (int round = 0; round < 5; ++round) {
     auto t0 = Clock::now();
-    for (int i = 0; i < a.iters; ++i) ours.allreduce_async({t}, tt::ReduceOp::kAvg)->wait();
+    for (int i = 0; i < a.iters; ++i) ours.allreduce_async({t}, tt::ReduceOp::kSum)->wait();
     ours_ms.push_back(Seconds(t0) * 1e3 / a.iters);
     t0 = Clock::now();
     for (int i = 0; i < a.iters; ++i) raw->allreduce(v)->wait();

@@ -13,7 +13,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=${1:-build}
 rounds=${2:-5}
-bench=$build/bench/ddp/ddp_bench
+bench=$build/bin/ddp_bench
 steps=300
 [[ -x $bench ]] || { echo "missing $bench (cmake --build $build --target ddp_bench)" >&2; exit 2; }
 /usr/bin/python3 -c 'import torch' 2>/dev/null || { echo "needs python3-torch" >&2; exit 2; }

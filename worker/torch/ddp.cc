@@ -6,7 +6,8 @@
 //    first_bucket_cap_bytes), in reverse order (backward produces the last layers'
 //    gradients first);
 //  - a hook on each parameter receives its gradient of this backward pass and copies it
-//    into the bucket's flat buffer; when a bucket is complete its allreduce starts
+//    into the bucket's flat buffer, divided by the world size on the way; when a bucket is
+//    complete its (sum) allreduce starts
 //    (asynchronously), but only in bucket order, so every rank issues the same collectives
 //    in the same order whatever order its hooks fire in;
 //  - the first hook of a backward pass queues an autograd-engine final callback, which runs
@@ -40,7 +41,9 @@ class GradientSynchronizer : public std::enable_shared_from_this<GradientSynchro
  public:
   GradientSynchronizer(std::vector<at::Tensor> params, ProcessGroup* group,
                        const PrepareModelOptions& options)
-      : params_(std::move(params)), group_(group) {
+      : params_(std::move(params)),
+        group_(group),
+        world_(at::scalar_tensor(static_cast<double>(group->world_size()), at::kDouble)) {
     bucket_of_.resize(params_.size());
     offset_.resize(params_.size());
     ready_.assign(params_.size(), 0);
@@ -124,7 +127,10 @@ class GradientSynchronizer : public std::enable_shared_from_this<GradientSynchro
     {
       ::torch::NoGradGuard no_grad;
       if (grad.defined()) {
-        slot.copy_(grad.reshape({-1}));
+        // The 1/world scale rides on the copy: one pass over the gradient instead of a
+        // copy now and a division of the whole bucket after the allreduce. Exact for a
+        // power-of-two world; otherwise as close as dividing the sum.
+        at::div_out(slot, grad.reshape({-1}), world_);
       } else {
         slot.zero_();
       }
@@ -132,7 +138,7 @@ class GradientSynchronizer : public std::enable_shared_from_this<GradientSynchro
     --b.pending;
     while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
       Bucket& next = buckets_[next_launch_++];
-      next.work = group_->allreduce_async({next.flat}, ReduceOp::kAvg);
+      next.work = group_->allreduce_async({next.flat}, ReduceOp::kSum);
     }
   }
 
@@ -174,6 +180,7 @@ class GradientSynchronizer : public std::enable_shared_from_this<GradientSynchro
   std::mutex mu_;
   std::vector<at::Tensor> params_;
   ProcessGroup* group_;
+  const at::Tensor world_;  // 0-dim: divides without changing the gradient's dtype
   std::vector<size_t> bucket_of_;
   std::vector<int64_t> offset_;
   std::vector<Bucket> buckets_;
