@@ -1,5 +1,5 @@
 // The runtime of traintl::torch: options from the worker context, the device, and the
-// process group over c10d (our rendezvous store + ProcessGroupGloo, or ProcessGroupNCCL).
+// process group: c10d ProcessGroupGloo over our rendezvous store, or NCCL (nccl_group.h).
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -18,13 +18,11 @@
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#ifdef TRAINTL_WITH_NCCL
-#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
-#endif
 
 #include "common/logging.h"
 #include "traintl/torch.h"
 #include "traintl/train.h"
+#include "worker/torch/nccl_group.h"
 #include "worker/torch/runtime.h"
 #include "worker/torch/store.h"
 
@@ -408,15 +406,9 @@ std::unique_ptr<ProcessGroup> BuildGroup(const RuntimeOptions& o) {
   }
   auto prefixed = c10::make_intrusive<c10d::PrefixStore>("traintl/default_pg", store);
 
-#ifdef TRAINTL_WITH_NCCL
   if (o.use_gpu && ::torch::cuda::is_available()) {
-    auto opts = c10d::ProcessGroupNCCL::Options::create();
-    opts->timeout = o.collective_timeout;
-    auto pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(prefixed, o.rank, o.world_size, opts);
-    return std::make_unique<C10dProcessGroup<c10d::ProcessGroupNCCL>>(pg, "nccl", o.rank,
-                                                                      o.world_size);
+    return MakeNcclGroup(prefixed, o, get_device().index());
   }
-#endif
   auto opts = c10d::ProcessGroupGloo::Options::create(o.collective_timeout);
   opts->devices.push_back(GlooDevice(o));
   opts->threads = 2;
