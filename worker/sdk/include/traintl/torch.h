@@ -61,8 +61,8 @@ class Work {
 };
 
 // The ranks of this job as a collective group. Backed by c10d ProcessGroupGloo (CPU
-// tensors), or ProcessGroupNCCL for CUDA jobs when traintl was built against a CUDA
-// LibTorch with NCCL.
+// tensors), or, for use_gpu jobs on a CUDA LibTorch, NCCL through libtraintl_nccl.so
+// (built when CMake finds CUDA with NCCL; loaded only by GPU jobs).
 //
 // Each tensor in a list is reduced or broadcast independently (unlike c10d's multi-tensor
 // convention); small tensors of one dtype are coalesced into one message. Tensors are
