@@ -383,73 +383,52 @@ class TlsClusterTest(unittest.TestCase):
     """Daemon-to-daemon calls (join, heartbeats, launch, library fetch, forwarding) are
     HTTPS when the daemons serve TLS."""
 
-    def test_a_tls_cluster_runs_a_job_across_two_nodes(self):
+    def setUp(self):
         import secrets
-        pki_dir = tempfile.mkdtemp(prefix="traintl-e2e-pki-")
-        pki = make_pki(pki_dir)
-        token = secrets.token_hex(32)
-        tls = ["--tls-cert", pki["cert"], "--tls-key", pki["key"], "--tls-ca-file", pki["ca"]]
-        head = agent = None
-        try:
-            head_dir = tempfile.mkdtemp(prefix="traintl-e2e-")
-            write_secret(head_dir, "token", token)
-            head = TlsDaemon(pki, data_dir=head_dir, num_cpus=1,
-                             extra_args=["--server", "--tls-ca-file", pki["ca"]])
-            head.owns_dir = True
-            head.start(role="head")
-            head_address = head.address.split("://", 1)[-1]
-            agent_dir = tempfile.mkdtemp(prefix="traintl-e2e-")
-            write_secret(agent_dir, "token", token)
-            agent = TlsDaemon(pki, data_dir=agent_dir, num_cpus=1,
-                              extra_args=["--join", head_address, "--tls-ca-file", pki["ca"]])
-            agent.owns_dir = True
-            agent.start(role="agent")
-            wait_for(lambda: len(head.get("/v1/nodes")[1]["nodes"]) == 2, 30,
-                     what="the agent registered over HTTPS")
-            # Two 1-CPU workers need both nodes: the head launches rank 1 on the agent,
-            # which fetches the library from the head, all over HTTPS.
-            job_id = head.submit_spec(train_spec(name="tls-cluster", workers=2, epochs=2,
-                                                 sleep_ms=10))
-            self.assertEqual(head.wait_terminal(job_id)["state"], "SUCCEEDED",
-                             head.job(job_id))
-            # A read through the agent is forwarded to the head over HTTPS.
-            status, job = agent.get(f"/v1/jobs/{job_id}")
-            self.assertEqual(status, 200)
-            self.assertEqual(job["state"], "SUCCEEDED")
-            self.assertNotIn("raft auth:", head.log())
-        finally:
-            for d in (agent, head):
-                if d is not None:
-                    d.stop()
-                    d.cleanup()
-            subprocess.run(["rm", "-rf", pki_dir])
+        self.pki_dir = tempfile.mkdtemp(prefix="traintl-e2e-pki-")
+        self.pki = make_pki(self.pki_dir)
+        self.token = secrets.token_hex(32)
+        self.daemons = []
+
+    def tearDown(self):
+        for d in reversed(self.daemons):
+            d.stop()
+            d.cleanup()
+        subprocess.run(["rm", "-rf", self.pki_dir])
+
+    def node(self, kind, role, *args):
+        """A 1-CPU daemon of the cluster's token; TlsDaemon nodes serve the test's cert."""
+        data_dir = tempfile.mkdtemp(prefix="traintl-e2e-")
+        write_secret(data_dir, "token", self.token)
+        pki = (self.pki,) if kind is TlsDaemon else ()
+        d = kind(*pki, data_dir=data_dir, num_cpus=1, extra_args=list(args))
+        d.owns_dir = True
+        self.daemons.append(d)
+        return d.start(role=role)
+
+    def test_a_tls_cluster_runs_a_job_across_two_nodes(self):
+        head = self.node(TlsDaemon, "head", "--server", "--tls-ca-file", self.pki["ca"])
+        agent = self.node(TlsDaemon, "agent", "--join", head.address.split("://", 1)[-1],
+                          "--tls-ca-file", self.pki["ca"])
+        wait_for(lambda: len(head.get("/v1/nodes")[1]["nodes"]) == 2, 30,
+                 what="the agent registered over HTTPS")
+        # Two 1-CPU workers need both nodes: the head launches rank 1 on the agent,
+        # which fetches the library from the head, all over HTTPS.
+        job_id = head.submit_spec(train_spec(name="tls-cluster", workers=2, epochs=2,
+                                             sleep_ms=10))
+        self.assertEqual(head.wait_terminal(job_id)["state"], "SUCCEEDED",
+                         head.job(job_id))
+        # A read through the agent is forwarded to the head over HTTPS.
+        status, job = agent.get(f"/v1/jobs/{job_id}")
+        self.assertEqual(status, 200)
+        self.assertEqual(job["state"], "SUCCEEDED")
+        self.assertNotIn("raft auth:", head.log())
 
     def test_a_plain_agent_cannot_join_a_tls_head(self):
-        import secrets
-        pki_dir = tempfile.mkdtemp(prefix="traintl-e2e-pki-")
-        pki = make_pki(pki_dir)
-        token = secrets.token_hex(32)
-        head = agent = None
-        try:
-            head_dir = tempfile.mkdtemp(prefix="traintl-e2e-")
-            write_secret(head_dir, "token", token)
-            head = TlsDaemon(pki, data_dir=head_dir, num_cpus=1, extra_args=["--server"])
-            head.owns_dir = True
-            head.start(role="head")
-            agent_dir = tempfile.mkdtemp(prefix="traintl-e2e-")
-            write_secret(agent_dir, "token", token)
-            agent = Daemon(data_dir=agent_dir, num_cpus=1,
-                           extra_args=["--join", head.address.split("://", 1)[-1]])
-            agent.owns_dir = True
-            agent.start(role=None)
-            time.sleep(3)
-            self.assertEqual(len(head.get("/v1/nodes")[1]["nodes"]), 1)
-        finally:
-            for d in (agent, head):
-                if d is not None:
-                    d.stop()
-                    d.cleanup()
-            subprocess.run(["rm", "-rf", pki_dir])
+        head = self.node(TlsDaemon, "head", "--server")
+        self.node(Daemon, None, "--join", head.address.split("://", 1)[-1])
+        time.sleep(3)
+        self.assertEqual(len(head.get("/v1/nodes")[1]["nodes"]), 1)
 
 
 class LogStreamLimitTest(unittest.TestCase):

@@ -21,6 +21,13 @@ std::string TempDir() {
   return tmpl;
 }
 
+// The identity of the unprivileged account "nobody".
+FsIdentity Nobody() {
+  const struct passwd* nobody = ::getpwnam("nobody");
+  REQUIRE(nobody != nullptr);
+  return FsIdentity{nobody->pw_uid, nobody->pw_gid, {}};
+}
+
 }  // namespace
 
 TEST_CASE("ranks' files merge; rank 0 wins a clash; manifest lists them") {
@@ -73,9 +80,7 @@ TEST_CASE("a worker's planted symlink cannot make a root daemon move root's file
     WARN("skipped: needs root");
     return;
   }
-  const struct passwd* nobody = ::getpwnam("nobody");
-  REQUIRE(nobody != nullptr);
-  const FsIdentity worker{nobody->pw_uid, nobody->pw_gid, {}};
+  const FsIdentity worker = Nobody();
   // A root-only directory with a secret, as /root/.ssh would be.
   const std::string secret_dir = TempDir();
   REQUIRE(::chmod(secret_dir.c_str(), 0700) == 0);
@@ -110,9 +115,7 @@ TEST_CASE("ScopedFsIdentity checks file access as the worker, then restores root
     WARN("skipped: needs root");
     return;
   }
-  const struct passwd* nobody = ::getpwnam("nobody");
-  REQUIRE(nobody != nullptr);
-  const FsIdentity worker{nobody->pw_uid, nobody->pw_gid, {}};
+  const FsIdentity worker = Nobody();
   const std::string dir = TempDir();
   REQUIRE(::chmod(dir.c_str(), 0755) == 0);
   REQUIRE(WriteFileAtomic(dir + "/root_only", "x", 0600).ok());
