@@ -3,8 +3,9 @@
 
   1. Head failover: kill -9 of the head of a 3-voter cluster, N times (default 10): time
      from the kill until a survivor answers /healthz as head. Median and worst.
-  2. Committed job submissions per second through the head (concurrent clients, keep-alive),
-     with the cluster's CPUs held by a blocker job so that submitted jobs stay PENDING.
+  2. Committed job submissions per second through the head (concurrent clients, keep-alive,
+     several client processes), with the cluster's CPUs held by a blocker job so that
+     submitted jobs stay PENDING; several rounds, each into the queue the earlier left.
   3. GET /v1/jobs/{id} latency (what `traintl status JOB` does) with 10,000 jobs in the store.
   4. Head CPU with 1,000 simulated agents heartbeating at 1 Hz.
 Each figure is printed next to its target, with the distribution it comes from.
@@ -15,7 +16,9 @@ Usage: TRAINTL_BIN_DIR=build/bin TRAINTL_TEST_LIBS=build/tests/e2e/libs \
 import argparse
 import http.client
 import json
+import multiprocessing
 import os
+import resource
 import statistics
 import sys
 import threading
@@ -92,12 +95,17 @@ def upload(head):
     return sha
 
 
-def submit_many(head, sha, n, threads, stop_after=False):
+def _submit_proc(address, token, sha, indices, threads, stop_after, out):
+    """One client process: `threads` keep-alive connections submitting jobs `indices`."""
+    class Target:
+        pass
+    target = Target()
+    target.address, target.token = address, token
     ids, errors, lock = [], [], threading.Lock()
-    counter = iter(range(n))
+    counter = iter(indices)
 
     def work():
-        conn = Conn(head)
+        conn = Conn(target)
         while True:
             with lock:
                 i = next(counter, None)
@@ -106,7 +114,8 @@ def submit_many(head, sha, n, threads, stop_after=False):
             st, body = conn.call("POST", "/v1/jobs", {"spec": spec_for(i), "library_sha256": sha,
                                                       "submission_id": uuid.uuid4().hex})
             if st != 201:
-                errors.append((st, body[:200]))
+                with lock:
+                    errors.append((st, body[:200]))
                 continue
             jid = json.loads(body)["job_id"]
             if stop_after:
@@ -115,15 +124,37 @@ def submit_many(head, sha, n, threads, stop_after=False):
                 ids.append(jid)
 
     ts = [threading.Thread(target=work) for _ in range(threads)]
-    t0 = time.monotonic()
     for t in ts:
         t.start()
     for t in ts:
         t.join()
-    return ids, errors, time.monotonic() - t0
+    out.put((ids, errors))
 
 
-def bench_control_plane(n_submit, n_jobs, threads):
+def submit_many(head, sha, n, clients, stop_after=False):
+    """Submits n jobs from `clients` (processes, threads) keep-alive connections. Several
+    processes: one Python process cannot keep enough requests in flight (its threads
+    queue for the GIL), so the client, not the head, would be what is measured."""
+    procs, threads = clients
+    ctx = multiprocessing.get_context("fork")
+    out = ctx.Queue()
+    ps = [ctx.Process(target=_submit_proc,
+                      args=(head.address, head.token, sha, range(k, n, procs), threads,
+                            stop_after, out)) for k in range(procs)]
+    cpu0 = reaped_children_cpu()
+    t0 = time.monotonic()
+    for p in ps:
+        p.start()
+    results = [out.get() for _ in ps]  # before join: a full pipe would block the child
+    took = time.monotonic() - t0
+    for p in ps:
+        p.join()
+    ids = [i for r in results for i in r[0]]
+    errors = [e for r in results for e in r[1]]
+    return ids, errors, took, reaped_children_cpu() - cpu0
+
+
+def bench_control_plane(n_submit, n_jobs, clients, rounds):
     c = Cluster(voters=3, agents=0, num_cpus=1).start()
     try:
         head = c.head()
@@ -133,17 +164,37 @@ def bench_control_plane(n_submit, n_jobs, threads):
         blocker["scaling_config"]["placement_strategy"] = "SPREAD"
         bid = head.submit_spec(blocker)
         head.wait_job(bid, lambda j: j["state"] == "RUNNING", what="blocker RUNNING")
-        ids, errors, took = submit_many(head, sha, n_submit, threads)
-        rate = len(ids) / took
-        print(f"submissions: {len(ids)} committed in {took:.2f} s = {rate:.0f}/s through the head "
-              f"with {threads} clients (target >= 1000/s; Slurm's documented figure); "
-              f"{len(errors)} errors")
+        # Each round adds n_submit PENDING jobs to those of the rounds before: the later
+        # rounds submit into a queue of thousands of waiting jobs.
+        ids, rates, cpu, client_cpu = [], [], [], []
+        for r in range(rounds):
+            pids = [d.proc.pid for d in c.daemons]
+            s0 = [cpu_seconds(p) for p in pids]
+            got, errors, took, client = submit_many(head, sha, n_submit, clients)
+            s1 = [cpu_seconds(p) for p in pids]
+            ids += got
+            rates.append(len(got) / took)
+            cpu.append([(b - a) / took * 100 for a, b in zip(s0, s1)])
+            client_cpu.append(client / took * 100)
+            if errors:
+                print(f"round {r}: {len(errors)} errors, first: {errors[0]}")
+        head_i = c.daemons.index(head)
+        print(f"submissions: {rounds} rounds of {n_submit} with {clients[0]}x{clients[1]} "
+              f"keep-alive clients (processes x threads): "
+              f"median {statistics.median(rates):.0f}/s, min {min(rates):.0f}/s committed through "
+              f"the head (target >= 1000/s; Slurm's documented figure); rounds: "
+              + ", ".join(f"{x:.0f}" for x in rates)
+              + f"; {len(ids)} jobs PENDING at the end; head CPU per round "
+              + ", ".join(f"{x[head_i]:.0f}%" for x in cpu)
+              + "; followers " + ", ".join(
+                  "/".join(f"{v:.0f}%" for i, v in enumerate(x) if i != head_i) for x in cpu)
+              + "; the Python clients " + ", ".join(f"{x:.0f}%" for x in client_cpu))
         # Fill the store to n_jobs, stopping them as they go (terminal records).
         conn = Conn(head)
         for jid in ids:
             conn.call("POST", f"/v1/jobs/{jid}/stop", {})
-        more, errors2, _ = submit_many(head, sha, max(0, n_jobs - len(ids)), threads,
-                                       stop_after=True)
+        more, errors2, _, _ = submit_many(head, sha, max(0, n_jobs - len(ids)), clients,
+                                          stop_after=True)
         all_ids = ids + more
         total = json.loads(conn.call("GET", "/v1/jobs")[1])["jobs"]
         lat = []
@@ -168,6 +219,14 @@ def cpu_seconds(pid):
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+
+def reaped_children_cpu():
+    """CPU seconds of the child processes this one has waited for (the daemons still run,
+    so a difference around submit_many is its client processes' CPU)."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def bench_heartbeats(n_agents, seconds, threads=8):
@@ -223,18 +282,23 @@ def main():
     ap.add_argument("--kills", type=int, default=10)
     ap.add_argument("--submit", type=int, default=2000)
     ap.add_argument("--jobs", type=int, default=10000)
-    ap.add_argument("--threads", type=int, default=16)
+    ap.add_argument("--procs", type=int, default=4, help="client processes")
+    ap.add_argument("--threads", type=int, default=16, help="connections per client process")
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--agents", type=int, default=1000)
     ap.add_argument("--seconds", type=float, default=10)
     ap.add_argument("--only", choices=["failover", "control", "heartbeats"])
     a = ap.parse_args()
+    print(f"machine: {os.cpu_count()} CPUs, load average "
+          + " ".join(f"{x:.2f}" for x in os.getloadavg()))
     if a.only in (None, "failover"):
         bench_failover(a.kills)
     if a.only in (None, "control"):
-        bench_control_plane(a.submit, a.jobs, a.threads)
+        bench_control_plane(a.submit, a.jobs, (a.procs, a.threads), a.rounds)
     if a.only in (None, "heartbeats"):
         bench_heartbeats(a.agents, a.seconds)
 
 
 if __name__ == "__main__":
     main()
+    print("load average at the end: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))

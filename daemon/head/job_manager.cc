@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstring>
 
@@ -64,6 +65,7 @@ JobManager::JobManager(asio::io_context& io, JobManagerOptions options, StateSto
       log_(log),
       agent_(agent),
       timer_(io),
+      kick_timer_(io),
       registry_(options_.node_loss_timeout) {}
 
 void JobManager::RefreshSelf() {
@@ -77,6 +79,8 @@ void JobManager::RefreshSelf() {
   self.num_gpus = options_.num_gpus;
   self.gpus = options_.gpus;
   self.running = agent_->LiveAttempts();
+  const NodeStatus* before = registry_.Get(self.node_id);
+  if (before != nullptr && before->running != self.running) full_pass_due_ = true;
   registry_.Heartbeat(std::move(self), std::chrono::steady_clock::now(), commands::NowMs());
 }
 
@@ -179,9 +183,17 @@ json JobManager::OnHeartbeat(NodeStatus status) {
   }
   const std::string id = status.node_id;
   RecordVoterAddress(status.raft_id, status.api_address);
+  // Workers gone from a node may unblock a restart (HasLiveWorkersOf), other totals may
+  // fit other jobs: either asks for a full pass; a steady heartbeat asks for nothing.
+  const NodeStatus* before = registry_.Get(id);
+  const bool changed =
+      before != nullptr && (before->running != status.running || before->total != status.total ||
+                            before->num_gpus != status.num_gpus);
   if (registry_.Heartbeat(std::move(status), std::chrono::steady_clock::now(), commands::NowMs())) {
     LOG_INFO << "node " << id << " joined (" << registry_.Get(id)->api_address << ")";
     ScheduleTick();
+  } else if (changed) {
+    full_pass_due_ = true;  // the next periodic tick runs it
   }
   return {{"head", options_.node_id}, {"stop", stop}, {"voters", registry_.VoterAddresses()}};
 }
@@ -239,6 +251,7 @@ void JobManager::Start() {
 void JobManager::Shutdown() {
   shutting_down_ = true;
   timer_.cancel();
+  kick_timer_.cancel();
 }
 
 void JobManager::SetLeader(bool leader) {
@@ -247,6 +260,9 @@ void JobManager::SetLeader(bool leader) {
   registry_.Clear();
   stale_stopped_.clear();
   leader_since_ = std::chrono::steady_clock::now();
+  settle_pending_ = options_.settle.count() > 0;
+  queued_.clear();
+  fresh_.clear();
   voter_address_proposed_.clear();
   if (leader) {
     RefreshSelf();
@@ -264,13 +280,40 @@ void JobManager::SetLeader(bool leader) {
   ScheduleTick();
 }
 
-void JobManager::ScheduleTick() {
+void JobManager::ScheduleTick(bool full) {
+  if (full) full_pass_due_ = true;
   if (tick_queued_) return;
   tick_queued_ = true;
-  asio::post(io_, [this] {
+  const auto since = std::chrono::steady_clock::now() - last_tick_;
+  if (since >= kMinTickGap) {
+    asio::post(io_, [this] {
+      tick_queued_ = false;
+      Tick();
+    });
+    return;
+  }
+  kick_timer_.expires_after(kMinTickGap - since);
+  kick_timer_.async_wait([this](const boost::system::error_code& ec) {
     tick_queued_ = false;
-    Tick();
+    if (!ec) Tick();
   });
+}
+
+JobManager::QueuedJob& JobManager::Queued(const JobRecord& job) {
+  auto [it, inserted] = queued_.try_emplace(job.id);
+  QueuedJob& q = it->second;
+  if (!inserted) return q;
+  q.seen = pass_;
+  auto full = store_->GetJob(job.id);
+  if (!full) return q;
+  auto parsed = ParseJobSpecText(full->spec);
+  if (!parsed.ok()) {
+    LOG_ERROR << "job " << job.id << " has an unreadable spec: " << parsed.status().message();
+    return q;
+  }
+  q.pending = ToPending(job, *parsed);
+  q.spec = std::make_shared<const JobSpec>(std::move(*parsed));
+  return q;
 }
 
 PendingJob JobManager::ToPending(const JobRecord& job, const JobSpec& spec) {
@@ -315,7 +358,6 @@ void JobManager::Submit(Submission sub, std::function<void(Result<std::string>)>
   JobRecord job;
   job.id = RandomHex(6);
   job.name = sub.spec.name;
-  job.spec = JobSpecToJson(sub.spec).dump();
   job.priority = sub.spec.priority;
   job.library_sha256 = sub.library_sha256;
   job.library_path = sub.library_path;
@@ -323,13 +365,27 @@ void JobManager::Submit(Submission sub, std::function<void(Result<std::string>)>
       sub.spec.storage_path.empty() ? options_.default_storage_path : sub.spec.storage_path;
   job.trial_dir = storage + "/" + job.name + "-" + job.id;
   job.submitted_at = commands::NowMs();
-  log_->Propose(commands::SubmitJob(job, sub.submission_id), [this, done](Result<json> r) {
+  std::string command = commands::SubmitJob(job, JobSpecToJson(sub.spec), sub.submission_id);
+  auto spec = std::make_shared<const JobSpec>(std::move(sub.spec));
+  log_->Propose(std::move(command), [this, done, spec, job_id = job.id](Result<json> r) {
     if (!r.ok()) {
       done(r.status());
       return;
     }
-    done(r->value("job_id", std::string()));
-    ScheduleTick();
+    const std::string id = r->value("job_id", std::string());
+    // The next pass need not read back and parse the spec this head already has (a
+    // repeated submission_id answers with an older job, whose spec the pass reads).
+    if (id == job_id && leader_) {
+      QueuedJob& q = queued_[id];
+      q.spec = spec;
+      JobRecord record;
+      record.id = id;
+      q.pending = ToPending(record, *spec);
+      q.seen = pass_;
+    }
+    fresh_.push_back(id);
+    done(id);
+    ScheduleTick(/*full=*/false);
   });
 }
 
@@ -352,25 +408,40 @@ void JobManager::Stop(const std::string& job_id, std::function<void(Result<std::
 
 void JobManager::Tick() {
   if (!leader_ || shutting_down_) return;
+  const auto now = std::chrono::steady_clock::now();
+  last_tick_ = now;
   RefreshSelf();
-  for (const auto& id : registry_.ExpireLost(std::chrono::steady_clock::now())) OnNodeLost(id);
+  for (const auto& id : registry_.ExpireLost(now)) OnNodeLost(id);
   StopStaleLocal();
-  const bool settling = std::chrono::steady_clock::now() - leader_since_ < options_.settle;
-  std::vector<PendingJob> queue;
-  std::map<std::string, std::pair<JobRecord, JobSpec>> pending;
-  for (const JobRecord& job : store_->ListActiveJobs()) {
+  const bool settling = now - leader_since_ < options_.settle;
+  if (settle_pending_) {
+    // Jobs that ran before wait out the settle period: look again once it is over.
+    full_pass_due_ = true;
+    settle_pending_ = settling;
+  }
+  if (full_pass_due_ || now - last_full_pass_ >= kFullPassInterval) {
+    FullPass(settling);
+  } else if (!fresh_.empty()) {
+    FreshPass();
+  }
+}
+
+void JobManager::FullPass(bool settling) {
+  full_pass_due_ = false;
+  last_full_pass_ = std::chrono::steady_clock::now();
+  fresh_.clear();
+  ++pass_;
+  const std::vector<JobRecord> jobs = store_->ListActiveJobs(/*with_spec=*/false);
+  std::vector<std::pair<const JobRecord*, QueuedJob*>> queue;
+  for (const JobRecord& job : jobs) {
     auto it = active_.find(job.id);
     if (job.state == kJobPending) {
       if (it != active_.end()) continue;  // its start is being committed
+      QueuedJob& q = Queued(job);
+      q.seen = pass_;
       // A job that ran before must not start while old workers of it may still run.
       if (job.attempt > 0 && (settling || registry_.HasLiveWorkersOf(job.id))) continue;
-      auto spec = ParseJobSpecText(job.spec);
-      if (!spec.ok()) {
-        LOG_ERROR << "job " << job.id << " has an unreadable spec: " << spec.status().message();
-        continue;
-      }
-      queue.push_back(ToPending(job, *spec));
-      pending.emplace(job.id, std::make_pair(job, std::move(*spec)));
+      if (q.spec != nullptr) queue.emplace_back(&job, &q);
       continue;
     }
     if (it == active_.end()) {
@@ -397,19 +468,72 @@ void JobManager::Tick() {
       if (it->second.launched) BeginEnding(it->second);
     }
   }
-  if (queue.empty()) return;
+  // Jobs no longer PENDING (started, stopped) leave the queue.
+  for (auto it = queued_.begin(); it != queued_.end();)
+    it = it->second.seen == pass_ ? std::next(it) : queued_.erase(it);
+  RunQueue(queue);
+}
 
+void JobManager::FreshPass() {
+  std::vector<std::string> ids;
+  ids.swap(fresh_);
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());  // a repeated submission_id
+  std::vector<JobRecord> jobs;
+  for (const auto& id : ids) {
+    if (active_.count(id)) continue;
+    auto job = store_->GetJob(id, /*with_spec=*/false);
+    if (job && job->state == kJobPending && job->attempt == 0) jobs.push_back(std::move(*job));
+  }
+  // The store's queue order (ListActiveJobs): priority, then submit time.
+  std::sort(jobs.begin(), jobs.end(), [](const JobRecord& a, const JobRecord& b) {
+    if (a.priority != b.priority) return a.priority > b.priority;
+    if (a.submitted_at != b.submitted_at) return a.submitted_at < b.submitted_at;
+    return a.id < b.id;
+  });
+  std::vector<std::pair<const JobRecord*, QueuedJob*>> queue;
+  for (JobRecord& job : jobs) {
+    QueuedJob& q = Queued(job);
+    if (q.spec != nullptr) queue.emplace_back(&job, &q);
+  }
+  RunQueue(queue);
+}
+
+void JobManager::RunQueue(const std::vector<std::pair<const JobRecord*, QueuedJob*>>& jobs) {
+  if (jobs.empty()) return;
+  std::vector<PendingJob> queue;
+  queue.reserve(jobs.size());
+  std::unordered_map<std::string, size_t> index;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    queue.push_back(jobs[i].second->pending);
+    index.emplace(jobs[i].first->id, i);
+  }
   ScheduleResult result = Schedule(Snapshots(/*alive_only=*/true), queue);
   for (const auto& p : result.placements) {
-    auto& [job, spec] = pending.at(p.job_id);
-    StartAttempt(job, spec, p);
+    const auto& [job, q] = jobs[index.at(p.job_id)];
+    std::shared_ptr<const JobSpec> spec = q->spec;  // StartAttempt drops the entry
+    StartAttempt(*job, *spec, p);
   }
-  for (const auto& [id, reason] : result.waiting) {
-    const JobRecord& job = pending.at(id).first;
-    if (job.pending_reason == reason || proposed_reason_[id] == reason) continue;
-    proposed_reason_[id] = reason;
-    log_->Propose(commands::SetPendingReason(id, reason), [](Result<json>) {});
+  // Every changed reason of this pass in one command: a queue of thousands of waiting
+  // jobs costs one commit, not one per job.
+  std::map<std::string, std::string> changed;
+  for (auto& [id, reason] : result.waiting) {
+    const auto& [job, q] = jobs[index.at(id)];
+    if (job->pending_reason == reason || q->proposed_reason == reason) continue;
+    q->proposed_reason = reason;
+    changed.emplace(id, std::move(reason));
   }
+  if (changed.empty()) return;
+  std::string command = commands::SetPendingReasons(changed);
+  log_->Propose(std::move(command), [this, changed = std::move(changed)](Result<json> r) {
+    if (r.ok()) return;
+    // Not committed: let a later pass propose these reasons again.
+    for (const auto& [id, reason] : changed) {
+      auto it = queued_.find(id);
+      if (it != queued_.end() && it->second.proposed_reason == reason)
+        it->second.proposed_reason.clear();
+    }
+  });
 }
 
 std::string JobManager::ResolveRestore(const JobRecord& job, const JobSpec& spec) const {
@@ -442,7 +566,7 @@ void JobManager::StartAttempt(const JobRecord& job, const JobSpec& spec,
   for (size_t r = 0; r < a.rank_nodes.size(); ++r)
     if (a.rank_nodes[r] != options_.node_id) a.remote_ranks.insert(static_cast<int>(r));
   active_[job.id] = a;  // reserves the resources while start_attempt commits
-  proposed_reason_.erase(job.id);
+  queued_.erase(job.id);
   const std::string restored = ResolveRestore(job, spec);
   log_->Propose(commands::StartAttempt(job.id, a.attempt, restored), [this, job, spec,
                                                                       restored](Result<json> r) {

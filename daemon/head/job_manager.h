@@ -19,6 +19,9 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "common/fs_identity.h"
 #include "daemon/head/command_log.h"
@@ -134,8 +137,32 @@ class JobManager : public WorkerPoolListener {
     bool end_proposed = false;
   };
 
-  void ScheduleTick();
+  // Asks for a scheduling pass soon: at once when the last one is kMinTickGap old, else
+  // when it will be, so that a burst of events (one commit callback after another) costs
+  // one pass. `full`: something may have freed resources or unblocked a job (an attempt
+  // ended, a node joined, leadership changed), so every PENDING job is looked at again.
+  // Otherwise (a submission) only the jobs submitted since the last pass are: jobs that
+  // waited before cannot fit now, as no resources were freed since (placement only ever
+  // needs more of them).
+  void ScheduleTick(bool full = true);
   void Tick();
+  // A PENDING job as the passes see it: its spec (immutable after submission) parsed once.
+  struct QueuedJob {
+    std::shared_ptr<const JobSpec> spec;  // null: unreadable (logged once)
+    PendingJob pending;                   // what the scheduler needs of it
+    std::string proposed_reason;          // the last pending reason proposed for it
+    uint64_t seen = 0;                    // the full pass that last saw it PENDING
+  };
+  // queued_'s entry of `job` (PENDING), created (spec read from the store) when missing.
+  QueuedJob& Queued(const JobRecord& job);
+  // Reads every active job: ends attempts lost with a previous head, forwards stop
+  // requests, and schedules every PENDING job.
+  void FullPass(bool settling);
+  // Schedules only the jobs submitted since the last pass (see ScheduleTick).
+  void FreshPass();
+  // Places what fits of `jobs` (in queue order) and proposes the changed pending reasons
+  // of the rest, all in one command.
+  void RunQueue(const std::vector<std::pair<const JobRecord*, QueuedJob*>>& jobs);
   void StartAttempt(const JobRecord& job, const JobSpec& spec, const Placement& placement);
   void LaunchCommitted(const std::string& job_id, const JobRecord& job, const JobSpec& spec,
                        const std::string& restored_from);
@@ -167,14 +194,26 @@ class JobManager : public WorkerPoolListener {
   RemoteNodes* remote_ = nullptr;
   BlobStore* blobs_ = nullptr;
 
+  static constexpr std::chrono::milliseconds kMinTickGap{20};
+  // A full pass runs at least this often, even when no event asked for one: the safety
+  // net for whatever frees a job that no event reports.
+  static constexpr std::chrono::milliseconds kFullPassInterval{2000};
+
   // Owned by the io_context thread.
   boost::asio::steady_timer timer_;
+  boost::asio::steady_timer kick_timer_;  // a ScheduleTick() that waits for kMinTickGap
   bool leader_ = false;
   bool shutting_down_ = false;
   bool tick_queued_ = false;
-  std::map<std::string, ActiveAttempt> active_;         // job id -> its live attempt
-  std::set<std::string> reconciling_;                   // jobs whose lost attempt is being ended
-  std::map<std::string, std::string> proposed_reason_;  // last pending reason proposed
+  bool full_pass_due_ = true;
+  bool settle_pending_ = false;  // a settle period began and no full pass after its end ran
+  std::chrono::steady_clock::time_point last_tick_{};
+  std::chrono::steady_clock::time_point last_full_pass_{};
+  uint64_t pass_ = 0;                                  // full passes so far
+  std::unordered_map<std::string, QueuedJob> queued_;  // PENDING job id -> its entry
+  std::vector<std::string> fresh_;                     // submitted since the last pass
+  std::map<std::string, ActiveAttempt> active_;        // job id -> its live attempt
+  std::set<std::string> reconciling_;                  // jobs whose lost attempt is being ended
   NodeRegistry registry_;
   std::chrono::steady_clock::time_point leader_since_{};
   std::set<std::pair<std::string, int>> stale_stopped_;

@@ -156,6 +156,19 @@ std::string MissingReason(const std::vector<NodeSnapshot>& nodes, const PendingJ
   return os.str();
 }
 
+// Everything Place() and MissingReason() look at in a job besides its id.
+std::string ShapeKey(const PendingJob& job) {
+  std::string key =
+      std::to_string(job.num_workers) + "/" + std::to_string(static_cast<int>(job.strategy));
+  char buf[32];
+  for (const auto& [name, amount] : job.per_worker) {
+    std::snprintf(buf, sizeof buf, "=%a;", amount);   // exact: hex float
+    key += std::to_string(name.size()) + ":" + name;  // length-prefixed: any name is safe
+    key += buf;
+  }
+  return key;
+}
+
 }  // namespace
 
 std::optional<std::vector<int>> TakeGpus(std::vector<double>& gpu_free, double amount) {
@@ -194,13 +207,26 @@ std::string FormatResources(const ResourceMap& r) {
 
 ScheduleResult Schedule(std::vector<NodeSnapshot> nodes, const std::vector<PendingJob>& queue) {
   ScheduleResult result;
+  // A queue of thousands of waiting jobs usually holds a few shapes. A shape that did not
+  // fit does not fit again until a placement changes the nodes, and waits for the same
+  // reason: remembering it keeps a long queue linear instead of a placement attempt and a
+  // formatted reason per job.
+  std::map<std::string, std::string> unplaceable;  // shape -> reason; cleared on placement
   for (const auto& job : queue) {
-    std::vector<int> count = Place(nodes, job, /*use_total=*/false);
-    if (count.empty()) {
-      result.waiting[job.job_id] =
-          "waiting for resources: " + MissingReason(nodes, job, /*use_total=*/false);
+    const std::string shape = ShapeKey(job);
+    if (auto known = unplaceable.find(shape); known != unplaceable.end()) {
+      result.waiting[job.job_id] = known->second;
       continue;
     }
+    std::vector<int> count = Place(nodes, job, /*use_total=*/false);
+    if (count.empty()) {
+      std::string reason =
+          "waiting for resources: " + MissingReason(nodes, job, /*use_total=*/false);
+      result.waiting[job.job_id] = reason;
+      unplaceable.emplace(shape, std::move(reason));
+      continue;
+    }
+    unplaceable.clear();
     Placement p;
     p.job_id = job.job_id;
     const double gpu = GpuNeed(job.per_worker);

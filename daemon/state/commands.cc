@@ -25,10 +25,14 @@ int64_t NowMs() {
 }
 
 std::string SubmitJob(const JobRecord& job, const std::string& submission_id) {
+  return SubmitJob(job, json::parse(job.spec), submission_id);
+}
+
+std::string SubmitJob(const JobRecord& job, const json& spec, const std::string& submission_id) {
   json c = Base("submit_job");
   c["job"] = {{"id", job.id},
               {"name", job.name},
-              {"spec", json::parse(job.spec)},
+              {"spec", spec},
               {"priority", job.priority},
               {"library_sha256", job.library_sha256},
               {"library_path", job.library_path},
@@ -42,6 +46,12 @@ std::string SetPendingReason(const std::string& job_id, const std::string& reaso
   json c = Base("set_pending_reason");
   c["job_id"] = job_id;
   c["reason"] = reason;
+  return c.dump();
+}
+
+std::string SetPendingReasons(const std::map<std::string, std::string>& reasons) {
+  json c = Base("set_pending_reasons");
+  c["reasons"] = reasons;
   return c.dump();
 }
 

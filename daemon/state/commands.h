@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -19,7 +20,13 @@ int64_t NowMs();
 // `job` holds id, name, spec, priority, library_sha256, library_path, trial_dir,
 // submitted_at; the FSM sets the state.
 std::string SubmitJob(const JobRecord& job, const std::string& submission_id);
+// The same with the spec as JSON (job.spec is ignored): saves a parse of its text.
+std::string SubmitJob(const JobRecord& job, const nlohmann::json& spec,
+                      const std::string& submission_id);
 std::string SetPendingReason(const std::string& job_id, const std::string& reason);
+// Many reasons in one command (job id -> reason): one commit per scheduling pass instead
+// of one per waiting job.
+std::string SetPendingReasons(const std::map<std::string, std::string>& reasons);
 std::string StartAttempt(const std::string& job_id, int attempt, const std::string& restored_from);
 std::string JobRunning(const std::string& job_id, int attempt);
 std::string WorkerEvent(const std::string& job_id, int attempt, int rank, const std::string& event,

@@ -1,5 +1,8 @@
 #include "daemon/state/fsm.h"
 
+#include <utility>
+#include <vector>
+
 #include <nlohmann/json.hpp>
 
 #include "daemon/state/retention.h"
@@ -72,7 +75,7 @@ std::string ApplySubmit(StateStore::Tx& tx, const json& c) {
   if (!sid.empty()) {
     if (auto existing = tx.JobIdForSubmission(sid)) return Ok({{"job_id", *existing}});
   }
-  if (tx.GetJob(job.id)) return Err("job id " + job.id + " already exists");
+  if (tx.JobExists(job.id)) return Err("job id " + job.id + " already exists");
   tx.InsertJob(job, sid);
   return Ok({{"job_id", job.id}});
 }
@@ -85,6 +88,19 @@ std::string ApplySetPendingReason(StateStore::Tx& tx, const json& c) {
   job->pending_reason = f.Str("reason");
   tx.UpdateJob(*job);
   return Ok();
+}
+
+std::string ApplySetPendingReasons(StateStore::Tx& tx, const json& c) {
+  const json& reasons = c.at("reasons");
+  if (!reasons.is_object()) return Err("reasons: must be an object");
+  std::vector<std::pair<std::string, std::string>> updates;
+  for (auto it = reasons.begin(); it != reasons.end(); ++it)
+    updates.emplace_back(it.key(), it.value().get<std::string>());  // throws before writes
+  // A job may have started or ended since the proposer looked: such entries are skipped,
+  // not errors, so that one stale job does not drop the reasons of the others.
+  int updated = 0;
+  for (const auto& [id, reason] : updates) updated += tx.SetPendingReason(id, reason) ? 1 : 0;
+  return Ok({{"updated", updated}});
 }
 
 std::string ApplyStartAttempt(StateStore::Tx& tx, const json& c) {
@@ -269,6 +285,7 @@ std::string ApplySetVoterAddress(StateStore::Tx& tx, const json& c) {
 std::string Dispatch(StateStore::Tx& tx, const std::string& op, const json& c) {
   if (op == "submit_job") return ApplySubmit(tx, c);
   if (op == "set_pending_reason") return ApplySetPendingReason(tx, c);
+  if (op == "set_pending_reasons") return ApplySetPendingReasons(tx, c);
   if (op == "start_attempt") return ApplyStartAttempt(tx, c);
   if (op == "job_running") return ApplyJobRunning(tx, c);
   if (op == "worker_event") return ApplyWorkerEvent(tx, c);

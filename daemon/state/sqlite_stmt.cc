@@ -13,8 +13,39 @@ namespace {
 
 }  // namespace
 
+void StmtCache::Clear(sqlite3* db) {
+  for (auto& [sql, e] : entries_) sqlite3_finalize(e.stmt);
+  entries_.clear();
+  if (db != nullptr) db_ = db;
+}
+
 Stmt::Stmt(sqlite3* db, const char* sql) : db_(db) {
   if (sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr) != SQLITE_OK) Die(db, sql);
+}
+
+Stmt::Stmt(StmtCache& cache, const std::string& sql) : db_(cache.db()) {
+  StmtCache::Entry& e = cache.entries_[sql];
+  if (e.busy) {
+    if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &stmt_, nullptr) != SQLITE_OK)
+      Die(db_, sql.c_str());
+    return;
+  }
+  if (e.stmt == nullptr && sqlite3_prepare_v3(db_, sql.c_str(), -1, SQLITE_PREPARE_PERSISTENT,
+                                              &e.stmt, nullptr) != SQLITE_OK)
+    Die(db_, sql.c_str());
+  e.busy = true;
+  stmt_ = e.stmt;
+  borrowed_ = &e;  // unordered_map entries keep their address while others are added
+}
+
+Stmt::~Stmt() {
+  if (borrowed_ == nullptr) {
+    sqlite3_finalize(stmt_);
+    return;
+  }
+  sqlite3_reset(stmt_);
+  sqlite3_clear_bindings(stmt_);
+  borrowed_->busy = false;
 }
 
 Stmt& Stmt::Bind(int i, const std::string& v) {

@@ -45,6 +45,11 @@ constexpr const char* kJobColumns =
     "id, name, spec, state, attempt, failures, priority, submitted_at, started_at, ended_at, "
     "message, pending_reason, metrics, library_sha256, library_path, trial_dir, stop_requested";
 
+// kJobColumns with an empty string in the spec's place (ReadJob reads by position).
+constexpr const char* kJobColumnsWithoutSpec =
+    "id, name, '', state, attempt, failures, priority, submitted_at, started_at, ended_at, "
+    "message, pending_reason, metrics, library_sha256, library_path, trial_dir, stop_requested";
+
 JobRecord ReadJob(const Stmt& s) {
   JobRecord j;
   j.id = s.Text(0);
@@ -105,14 +110,15 @@ std::string Sql(const std::string& a, const char* cols, const std::string& b) {
   return a + cols + b;
 }
 
-std::optional<JobRecord> GetJobImpl(sqlite3* db, const std::string& id) {
-  Stmt s(db, Sql("SELECT ", kJobColumns, " FROM jobs WHERE id = ?").c_str());
+std::optional<JobRecord> GetJobImpl(StmtCache& db, const std::string& id, bool with_spec = true) {
+  Stmt s(db, Sql("SELECT ", with_spec ? kJobColumns : kJobColumnsWithoutSpec,
+                 " FROM jobs WHERE id = ?"));
   s.Bind(1, id);
   if (!s.Step()) return std::nullopt;
   return ReadJob(s);
 }
 
-std::optional<AttemptRecord> GetAttemptImpl(sqlite3* db, const std::string& id, int attempt) {
+std::optional<AttemptRecord> GetAttemptImpl(StmtCache& db, const std::string& id, int attempt) {
   Stmt s(
       db,
       Sql("SELECT ", kAttemptColumns, " FROM attempts WHERE job_id = ? AND attempt = ?").c_str());
@@ -121,7 +127,7 @@ std::optional<AttemptRecord> GetAttemptImpl(sqlite3* db, const std::string& id, 
   return ReadAttempt(s);
 }
 
-std::vector<CheckpointRecord> ListCheckpointsImpl(sqlite3* db, const std::string& id) {
+std::vector<CheckpointRecord> ListCheckpointsImpl(StmtCache& db, const std::string& id) {
   Stmt s(
       db,
       Sql("SELECT ", kCheckpointColumns, " FROM checkpoints WHERE job_id = ? ORDER BY id").c_str());
@@ -137,21 +143,25 @@ bool IsTerminalJobState(const std::string& state) {
   return state == kJobSucceeded || state == kJobFailed || state == kJobStopped;
 }
 
-StateStore::StateStore() { OpenFresh(); }
+StateStore::StateStore() : stmts_(nullptr) { OpenFresh(); }
 
-StateStore::~StateStore() { sqlite3_close(db_); }
+StateStore::~StateStore() {
+  stmts_.Clear();  // a connection with live statements does not close
+  sqlite3_close(db_);
+}
 
 void StateStore::OpenFresh() {
   if (sqlite3_open_v2(":memory:", &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) !=
       SQLITE_OK) {
     std::abort();
   }
+  stmts_.Clear(db_);
   ExecOrDie(db_, kSchema);
 }
 
-std::optional<JobRecord> StateStore::GetJob(const std::string& id) const {
+std::optional<JobRecord> StateStore::GetJob(const std::string& id, bool with_spec) const {
   std::lock_guard<std::mutex> l(mu_);
-  return GetJobImpl(db_, id);
+  return GetJobImpl(stmts_, id, with_spec);
 }
 
 Result<std::string> StateStore::ResolveJobId(const std::string& prefix,
@@ -163,7 +173,7 @@ Result<std::string> StateStore::ResolveJobId(const std::string& prefix,
   }
   std::lock_guard<std::mutex> l(mu_);
   // The prefix is hex-only (checked above), so it cannot carry LIKE wildcards.
-  Stmt s(db_, "SELECT id FROM jobs WHERE id >= ? AND id < ? ORDER BY id LIMIT 11");
+  Stmt s(stmts_, "SELECT id FROM jobs WHERE id >= ? AND id < ? ORDER BY id LIMIT 11");
   s.Bind(1, prefix).Bind(2, prefix + "g");
   std::vector<std::string> ids;
   while (s.Step()) ids.push_back(s.Text(0));
@@ -177,20 +187,21 @@ Result<std::string> StateStore::ResolveJobId(const std::string& prefix,
 
 std::vector<JobRecord> StateStore::ListJobs(size_t limit) const {
   std::lock_guard<std::mutex> l(mu_);
-  std::string sql = Sql("SELECT ", kJobColumns, " FROM jobs ORDER BY submitted_at DESC, id DESC");
-  if (limit > 0) sql += " LIMIT " + std::to_string(limit);
-  Stmt s(db_, sql.c_str());
+  // A bound limit (-1: none), so that every limit shares one cached statement.
+  Stmt s(stmts_,
+         Sql("SELECT ", kJobColumns, " FROM jobs ORDER BY submitted_at DESC, id DESC LIMIT ?"));
+  s.Bind(1, limit > 0 ? static_cast<int64_t>(limit) : int64_t{-1});
   std::vector<JobRecord> out;
   while (s.Step()) out.push_back(ReadJob(s));
   return out;
 }
 
-std::vector<JobRecord> StateStore::ListActiveJobs() const {
+std::vector<JobRecord> StateStore::ListActiveJobs(bool with_spec) const {
   std::lock_guard<std::mutex> l(mu_);
-  Stmt s(db_, Sql("SELECT ", kJobColumns,
-                  " FROM jobs WHERE state IN ('PENDING', 'STARTING', 'RUNNING') "
-                  "ORDER BY priority DESC, submitted_at, id")
-                  .c_str());
+  Stmt s(stmts_, Sql("SELECT ", with_spec ? kJobColumns : kJobColumnsWithoutSpec,
+                     " FROM jobs WHERE state IN ('PENDING', 'STARTING', 'RUNNING') "
+                     "ORDER BY priority DESC, submitted_at, id")
+                     .c_str());
   std::vector<JobRecord> out;
   while (s.Step()) out.push_back(ReadJob(s));
   return out;
@@ -198,9 +209,8 @@ std::vector<JobRecord> StateStore::ListActiveJobs() const {
 
 std::vector<AttemptRecord> StateStore::ListAttempts(const std::string& job_id) const {
   std::lock_guard<std::mutex> l(mu_);
-  Stmt s(
-      db_,
-      Sql("SELECT ", kAttemptColumns, " FROM attempts WHERE job_id = ? ORDER BY attempt").c_str());
+  Stmt s(stmts_,
+         Sql("SELECT ", kAttemptColumns, " FROM attempts WHERE job_id = ? ORDER BY attempt"));
   s.Bind(1, job_id);
   std::vector<AttemptRecord> out;
   while (s.Step()) out.push_back(ReadAttempt(s));
@@ -209,19 +219,19 @@ std::vector<AttemptRecord> StateStore::ListAttempts(const std::string& job_id) c
 
 std::optional<AttemptRecord> StateStore::GetAttempt(const std::string& job_id, int attempt) const {
   std::lock_guard<std::mutex> l(mu_);
-  return GetAttemptImpl(db_, job_id, attempt);
+  return GetAttemptImpl(stmts_, job_id, attempt);
 }
 
 std::vector<CheckpointRecord> StateStore::ListCheckpoints(const std::string& job_id) const {
   std::lock_guard<std::mutex> l(mu_);
-  return ListCheckpointsImpl(db_, job_id);
+  return ListCheckpointsImpl(stmts_, job_id);
 }
 
 std::optional<CheckpointRecord> StateStore::LatestCheckpoint(const std::string& job_id) const {
   std::lock_guard<std::mutex> l(mu_);
-  Stmt s(db_, Sql("SELECT ", kCheckpointColumns,
-                  " FROM checkpoints WHERE job_id = ? ORDER BY id DESC LIMIT 1")
-                  .c_str());
+  Stmt s(stmts_, Sql("SELECT ", kCheckpointColumns,
+                     " FROM checkpoints WHERE job_id = ? ORDER BY id DESC LIMIT 1")
+                     .c_str());
   s.Bind(1, job_id);
   if (!s.Step()) return std::nullopt;
   return ReadCheckpoint(s);
@@ -229,7 +239,7 @@ std::optional<CheckpointRecord> StateStore::LatestCheckpoint(const std::string& 
 
 std::vector<MetricRecord> StateStore::ListMetrics(const std::string& job_id) const {
   std::lock_guard<std::mutex> l(mu_);
-  Stmt s(db_,
+  Stmt s(stmts_,
          "SELECT job_id, attempt, seq, time, metrics FROM metrics WHERE job_id = ? "
          "ORDER BY attempt, seq");
   s.Bind(1, job_id);
@@ -248,7 +258,7 @@ std::vector<MetricRecord> StateStore::ListMetrics(const std::string& job_id) con
 
 std::vector<WorkerEventRecord> StateStore::ListWorkerEvents(const std::string& job_id) const {
   std::lock_guard<std::mutex> l(mu_);
-  Stmt s(db_,
+  Stmt s(stmts_,
          "SELECT job_id, attempt, rank, time, event, detail FROM worker_events WHERE job_id = ? "
          "ORDER BY rowid");
   s.Bind(1, job_id);
@@ -268,14 +278,14 @@ std::vector<WorkerEventRecord> StateStore::ListWorkerEvents(const std::string& j
 
 std::optional<std::string> StateStore::GetMeta(const std::string& key) const {
   std::lock_guard<std::mutex> l(mu_);
-  Stmt s(db_, "SELECT value FROM meta WHERE key = ?");
+  Stmt s(stmts_, "SELECT value FROM meta WHERE key = ?");
   s.Bind(1, key);
   if (!s.Step()) return std::nullopt;
   return s.Text(0);
 }
 
 void StateStore::Tx::SetMeta(const std::string& key, const std::string& value) {
-  Stmt(db_, "INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)")
+  Stmt(stmts_, "INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)")
       .Bind(1, key)
       .Bind(2, value)
       .Run();
@@ -283,7 +293,7 @@ void StateStore::Tx::SetMeta(const std::string& key, const std::string& value) {
 
 int64_t StateStore::CountJobs() const {
   std::lock_guard<std::mutex> l(mu_);
-  Stmt s(db_, "SELECT count(*) FROM jobs");
+  Stmt s(stmts_, "SELECT count(*) FROM jobs");
   s.Step();
   return s.Int(0);
 }
@@ -300,6 +310,8 @@ Result<std::string> StateStore::Serialize() const {
 
 Status StateStore::Restore(const std::string& image) {
   std::lock_guard<std::mutex> l(mu_);
+  // The statements were planned for the database being replaced.
+  stmts_.Clear();
   auto* p = static_cast<unsigned char*>(sqlite3_malloc64(image.size()));
   if (p == nullptr && !image.empty()) return Status::ResourceExhausted("out of memory");
   std::memcpy(p, image.data(), image.size());
@@ -324,44 +336,60 @@ Status StateStore::Restore(const std::string& image) {
 
 std::string StateStore::Mutate(const std::function<std::string(Tx&)>& fn) {
   std::lock_guard<std::mutex> l(mu_);
-  ExecOrDie(db_, "BEGIN");
-  Tx tx(db_);
+  Stmt(stmts_, "BEGIN").Run();
+  Tx tx(db_, stmts_);
   std::string result = fn(tx);
-  ExecOrDie(db_, "COMMIT");
+  Stmt(stmts_, "COMMIT").Run();
   return result;
 }
 
 // ---- Tx ----
 
 std::optional<std::string> StateStore::Tx::AppliedResult(const std::string& rid) {
-  Stmt s(db_, "SELECT result FROM applied WHERE rid = ?");
+  Stmt s(stmts_, "SELECT result FROM applied WHERE rid = ?");
   s.Bind(1, rid);
   if (!s.Step()) return std::nullopt;
   return s.Text(0);
 }
 
 void StateStore::Tx::RecordApplied(const std::string& rid, const std::string& result) {
-  Stmt(db_, "INSERT OR REPLACE INTO applied(rid, result) VALUES(?, ?)")
+  Stmt(stmts_, "INSERT OR REPLACE INTO applied(rid, result) VALUES(?, ?)")
       .Bind(1, rid)
       .Bind(2, result)
       .Run();
 }
 
 std::optional<std::string> StateStore::Tx::JobIdForSubmission(const std::string& sid) {
-  Stmt s(db_, "SELECT id FROM jobs WHERE submission_id = ?");
+  Stmt s(stmts_, "SELECT id FROM jobs WHERE submission_id = ?");
   s.Bind(1, sid);
   if (!s.Step()) return std::nullopt;
   return s.Text(0);
 }
 
+bool StateStore::Tx::SetPendingReason(const std::string& id, const std::string& reason) {
+  Stmt(stmts_,
+       "UPDATE jobs SET pending_reason = ?1 WHERE id = ?2 AND state = 'PENDING' AND "
+       "pending_reason <> ?1")
+      .Bind(1, reason)
+      .Bind(2, id)
+      .Run();
+  return sqlite3_changes(db_) > 0;
+}
+
+bool StateStore::Tx::JobExists(const std::string& id) {
+  Stmt s(stmts_, "SELECT 1 FROM jobs WHERE id = ?");
+  s.Bind(1, id);
+  return s.Step();
+}
+
 std::optional<JobRecord> StateStore::Tx::GetJob(const std::string& id) {
-  return GetJobImpl(db_, id);
+  return GetJobImpl(stmts_, id);
 }
 
 void StateStore::Tx::InsertJob(const JobRecord& j, const std::string& submission_id) {
-  Stmt s(db_, Sql("INSERT INTO jobs(", kJobColumns,
-                  ", submission_id) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
-                  .c_str());
+  Stmt s(stmts_, Sql("INSERT INTO jobs(", kJobColumns,
+                     ", submission_id) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
+                     .c_str());
   s.Bind(1, j.id).Bind(2, j.name).Bind(3, j.spec).Bind(4, j.state).Bind(5, j.attempt);
   s.Bind(6, j.failures).Bind(7, j.priority).Bind(8, j.submitted_at).Bind(9, j.started_at);
   s.Bind(10, j.ended_at).Bind(11, j.message).Bind(12, j.pending_reason).Bind(13, j.metrics);
@@ -376,7 +404,7 @@ void StateStore::Tx::InsertJob(const JobRecord& j, const std::string& submission
 }
 
 void StateStore::Tx::UpdateJob(const JobRecord& j) {
-  Stmt s(db_,
+  Stmt s(stmts_,
          "UPDATE jobs SET state=?, attempt=?, failures=?, started_at=?, ended_at=?, message=?, "
          "pending_reason=?, metrics=?, stop_requested=? WHERE id=?");
   s.Bind(1, j.state).Bind(2, j.attempt).Bind(3, j.failures).Bind(4, j.started_at);
@@ -386,7 +414,7 @@ void StateStore::Tx::UpdateJob(const JobRecord& j) {
 }
 
 void StateStore::Tx::InsertAttempt(const AttemptRecord& a) {
-  Stmt s(db_,
+  Stmt s(stmts_,
          Sql("INSERT OR REPLACE INTO attempts(", kAttemptColumns, ") VALUES(?,?,?,?,?,?,?,?,?,?,?)")
              .c_str());
   s.Bind(1, a.job_id).Bind(2, a.attempt).Bind(3, a.state).Bind(4, a.started_at);
@@ -398,11 +426,11 @@ void StateStore::Tx::InsertAttempt(const AttemptRecord& a) {
 void StateStore::Tx::UpdateAttempt(const AttemptRecord& a) { InsertAttempt(a); }
 
 std::optional<AttemptRecord> StateStore::Tx::GetAttempt(const std::string& job_id, int attempt) {
-  return GetAttemptImpl(db_, job_id, attempt);
+  return GetAttemptImpl(stmts_, job_id, attempt);
 }
 
 void StateStore::Tx::UpsertMetric(const MetricRecord& m) {
-  Stmt(db_,
+  Stmt(stmts_,
        "INSERT OR REPLACE INTO metrics(job_id, attempt, seq, time, metrics) "
        "VALUES(?,?,?,?,?)")
       .Bind(1, m.job_id)
@@ -415,11 +443,11 @@ void StateStore::Tx::UpsertMetric(const MetricRecord& m) {
 
 int64_t StateStore::Tx::InsertCheckpoint(const CheckpointRecord& c) {
   {
-    Stmt s(db_, "SELECT id FROM checkpoints WHERE job_id=? AND attempt=? AND seq=?");
+    Stmt s(stmts_, "SELECT id FROM checkpoints WHERE job_id=? AND attempt=? AND seq=?");
     s.Bind(1, c.job_id).Bind(2, c.attempt).Bind(3, c.seq);
     if (s.Step()) return s.Int(0);
   }
-  Stmt(db_,
+  Stmt(stmts_,
        "INSERT INTO checkpoints(job_id, attempt, seq, path, metrics, created_at) "
        "VALUES(?,?,?,?,?,?)")
       .Bind(1, c.job_id)
@@ -433,15 +461,15 @@ int64_t StateStore::Tx::InsertCheckpoint(const CheckpointRecord& c) {
 }
 
 std::vector<CheckpointRecord> StateStore::Tx::ListCheckpoints(const std::string& job_id) {
-  return ListCheckpointsImpl(db_, job_id);
+  return ListCheckpointsImpl(stmts_, job_id);
 }
 
 void StateStore::Tx::DeleteCheckpoint(int64_t id) {
-  Stmt(db_, "DELETE FROM checkpoints WHERE id = ?").Bind(1, id).Run();
+  Stmt(stmts_, "DELETE FROM checkpoints WHERE id = ?").Bind(1, id).Run();
 }
 
 void StateStore::Tx::InsertWorkerEvent(const WorkerEventRecord& e) {
-  Stmt(db_,
+  Stmt(stmts_,
        "INSERT INTO worker_events(job_id, attempt, rank, time, event, detail) "
        "VALUES(?,?,?,?,?,?)")
       .Bind(1, e.job_id)

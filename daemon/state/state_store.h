@@ -20,6 +20,7 @@
 
 #include "common/result.h"
 #include "daemon/state/records.h"
+#include "daemon/state/sqlite_stmt.h"
 
 namespace traintl {
 
@@ -31,13 +32,16 @@ class StateStore {
   StateStore& operator=(const StateStore&) = delete;
 
   // ---- reads (thread-safe) ----
-  std::optional<JobRecord> GetJob(const std::string& id) const;
+  // Without `with_spec` the spec field is left empty (see ListActiveJobs).
+  std::optional<JobRecord> GetJob(const std::string& id, bool with_spec = true) const;
   // Resolves an id or unique prefix: NotFound, or FailedPrecondition listing candidates.
   Result<std::string> ResolveJobId(const std::string& id_or_prefix,
                                    std::vector<std::string>* candidates = nullptr) const;
   std::vector<JobRecord> ListJobs(size_t limit = 0) const;  // newest first; 0 = all
-  // Jobs in PENDING, STARTING or RUNNING, by priority desc then submit time.
-  std::vector<JobRecord> ListActiveJobs() const;
+  // Jobs in PENDING, STARTING or RUNNING, by priority desc then submit time. Without
+  // `with_spec` the spec field is left empty: the head's scheduling pass reads every
+  // active job several times a second and keeps the (immutable) specs it parsed.
+  std::vector<JobRecord> ListActiveJobs(bool with_spec = true) const;
   std::vector<AttemptRecord> ListAttempts(const std::string& job_id) const;
   std::optional<AttemptRecord> GetAttempt(const std::string& job_id, int attempt) const;
   std::vector<CheckpointRecord> ListCheckpoints(const std::string& job_id) const;  // oldest first
@@ -60,6 +64,9 @@ class StateStore {
     void RecordApplied(const std::string& rid, const std::string& result);
     std::optional<std::string> JobIdForSubmission(const std::string& submission_id);
     std::optional<JobRecord> GetJob(const std::string& id);
+    bool JobExists(const std::string& id);
+    // Sets a PENDING job's reason; false when the job is not PENDING (or has it already).
+    bool SetPendingReason(const std::string& id, const std::string& reason);
     void InsertJob(const JobRecord& job, const std::string& submission_id);
     void UpdateJob(const JobRecord& job);
     void InsertAttempt(const AttemptRecord& a);
@@ -75,8 +82,9 @@ class StateStore {
 
    private:
     friend class StateStore;
-    explicit Tx(sqlite3* db) : db_(db) {}
+    Tx(sqlite3* db, StmtCache& stmts) : db_(db), stmts_(stmts) {}
     sqlite3* db_;
+    StmtCache& stmts_;
   };
   // Runs fn inside one transaction under mu_; returns what fn returns. A SQLite failure
   // here is a broken invariant (in-memory database, schema we own) and aborts.
@@ -86,7 +94,8 @@ class StateStore {
   void OpenFresh();
 
   mutable std::mutex mu_;
-  sqlite3* db_ = nullptr;  // guarded by mu_
+  sqlite3* db_ = nullptr;    // guarded by mu_
+  mutable StmtCache stmts_;  // guarded by mu_; statements of db_
 };
 
 }  // namespace traintl

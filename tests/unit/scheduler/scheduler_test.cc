@@ -125,3 +125,29 @@ TEST_CASE("TakeGpus leaves the devices unchanged when it cannot") {
   CHECK(*TakeGpus(free, 1) == std::vector<int>{1});
   CHECK(!TakeGpus(free, 0.1).has_value());
 }
+
+TEST_CASE("a long queue of one shape: the waiting reason is shared, placements still retried") {
+  // A shape that did not fit is not retried until a placement changes the nodes; other
+  // shapes are still tried, and the remembered reason is redone after a placement.
+  std::vector<PendingJob> queue = {Job("wide", 3, 1), Job("one-a", 1, 1), Job("one-b", 1, 1),
+                                   Job("half", 1, 0.5), Job("wide2", 3, 1)};
+  auto r = Schedule({Node("a", 2.5)}, queue);
+  REQUIRE(r.placements.size() == 3);
+  CHECK(r.placements[0].job_id == "one-a");
+  CHECK(r.placements[1].job_id == "one-b");
+  CHECK(r.placements[2].job_id == "half");
+  REQUIRE(r.waiting.count("wide"));
+  REQUIRE(r.waiting.count("wide2"));
+  // wide2 was looked at again after the placements: its reason reflects the nodes now
+  // (0 free), not the nodes when "wide" was looked at (2.5 free).
+  CHECK(r.waiting["wide"].find("3 needed, 2.5 free") != std::string::npos);
+  CHECK(r.waiting["wide2"].find("3 needed, 0 free") != std::string::npos);
+
+  std::vector<PendingJob> many;
+  for (int i = 0; i < 5000; ++i) many.push_back(Job("j" + std::to_string(i), 1, 1));
+  r = Schedule({Node("a", 2), Node("b", 1)}, many);
+  CHECK(r.placements.size() == 3);
+  REQUIRE(r.waiting.size() == 4997);
+  CHECK(r.waiting["j4999"] == r.waiting["j3"]);
+  CHECK(r.waiting["j3"].find("CPU: 1 needed, 0 free") != std::string::npos);
+}

@@ -184,3 +184,43 @@ TEST_CASE("snapshot and restore round trip") {
   CHECK(Apply(fsm2, commands::EndAttempt("0a1b", 1, ok))["job_state"] == kJobSucceeded);
   CHECK(!fsm2.Restore("garbage that is not a database").ok());
 }
+
+TEST_CASE("pending reasons in one command: jobs that are no longer PENDING are skipped") {
+  StateStore store;
+  Fsm fsm(&store);
+  Apply(fsm, commands::SubmitJob(MakeJob("b1", 0), ""));
+  Apply(fsm, commands::SubmitJob(MakeJob("b2", 0), ""));
+  Apply(fsm, commands::SubmitJob(MakeJob("b3", 0), ""));
+  Apply(fsm, commands::StartAttempt("b2", 1, ""));
+  auto r =
+      Apply(fsm, commands::SetPendingReasons(
+                     {{"b1", "needs CPU"}, {"b2", "stale"}, {"b3", "needs GPU"}, {"zz", "x"}}));
+  CHECK(r["ok"] == true);
+  CHECK(r["updated"] == 2);
+  CHECK(store.GetJob("b1")->pending_reason == "needs CPU");
+  CHECK(store.GetJob("b2")->pending_reason.empty());
+  CHECK(store.GetJob("b3")->pending_reason == "needs GPU");
+  // A malformed entry changes nothing, not even the well-formed ones.
+  json bad = json::parse(commands::SetPendingReasons({{"b1", "other"}}));
+  bad["reasons"]["b3"] = 7;
+  CHECK(Apply(fsm, bad.dump())["ok"] == false);
+  CHECK(store.GetJob("b1")->pending_reason == "needs CPU");
+}
+
+TEST_CASE("active jobs without their specs") {
+  StateStore store;
+  Fsm fsm(&store);
+  Apply(fsm, commands::SubmitJob(MakeJob("c1", 0), ""));
+  Apply(fsm, commands::SubmitJob(MakeJob("c2", 0), ""));
+  Apply(fsm, commands::StopJob("c2"));
+  auto full = store.ListActiveJobs();
+  auto light = store.ListActiveJobs(/*with_spec=*/false);
+  REQUIRE(full.size() == 1);
+  REQUIRE(light.size() == 1);
+  CHECK(!full[0].spec.empty());
+  CHECK(light[0].spec.empty());
+  CHECK(light[0].id == "c1");
+  CHECK(light[0].state == kJobPending);
+  CHECK(light[0].trial_dir == full[0].trial_dir);
+  CHECK(light[0].library_path == full[0].library_path);
+}

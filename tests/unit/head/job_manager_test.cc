@@ -1,0 +1,181 @@
+// JobManager's scheduling passes against an FSM applied directly (no Raft, no workers):
+// what a queue of thousands of waiting jobs costs in commands.
+#include <stdlib.h>
+
+#include <boost/asio.hpp>
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "daemon/head/command_log.h"
+#include "daemon/head/job_manager.h"
+#include "daemon/node/agent.h"
+#include "daemon/node/worker_pool.h"
+#include "daemon/state/fsm.h"
+#include "daemon/state/state_store.h"
+
+using namespace traintl;
+using nlohmann::json;
+
+namespace {
+
+// Applies every command to the FSM at once and answers on the io_context, as the Raft
+// log does after a commit; counts the commands by op.
+class FsmLog : public CommandLog {
+ public:
+  FsmLog(boost::asio::io_context& io, Fsm* fsm) : io_(io), fsm_(fsm) {}
+  void Propose(std::string command, std::function<void(Result<json>)> done) override {
+    ops[json::parse(command).at("op").get<std::string>()]++;
+    std::string result = fsm_->Apply(command);
+    boost::asio::post(io_, [done, result] { done(DecodeFsmResult(result)); });
+  }
+  std::map<std::string, int> ops;
+
+ private:
+  boost::asio::io_context& io_;
+  Fsm* const fsm_;
+};
+
+// The pool exists before the JobManager it reports to.
+struct ForwardingListener : WorkerPoolListener {
+  void OnWorkerHello(const std::string& job_id, int attempt, int rank) override {
+    target->OnWorkerHello(job_id, attempt, rank);
+  }
+  void OnWorkerReport(const std::string& job_id, int attempt, int rank, int seq,
+                      const json& metrics, const std::string& checkpoint) override {
+    target->OnWorkerReport(job_id, attempt, rank, seq, metrics, checkpoint);
+  }
+  void OnWorkerExit(const WorkerExit& exit) override { target->OnWorkerExit(exit); }
+  WorkerPoolListener* target = nullptr;
+};
+
+std::string TempDir() {
+  char tmpl[] = "/tmp/traintl-jm-XXXXXX";
+  REQUIRE(mkdtemp(tmpl));
+  return tmpl;
+}
+
+}  // namespace
+
+TEST_CASE("a long queue of waiting jobs: reasons in few commands, specs parsed once") {
+  boost::asio::io_context io;
+  StateStore store;
+  Fsm fsm(&store);
+  FsmLog log(io, &fsm);
+  const std::string dir = TempDir();
+  WorkerPoolOptions pool_opts;
+  pool_opts.worker_binary = "/nonexistent/traintl-worker";  // nothing may start here
+  WorkerPool pool(io, pool_opts, nullptr);
+  AgentOptions agent_opts;
+  agent_opts.data_dir = dir;
+  Agent agent(agent_opts, &pool);
+  JobManagerOptions opts;
+  opts.node_id = "n1";
+  opts.default_storage_path = dir + "/storage";
+  opts.node_resources = {{"CPU", 0.5}};  // every job below waits for 1 CPU
+  opts.tick = std::chrono::milliseconds(5);
+  JobManager jobs(io, opts, &store, &log, &agent);
+  jobs.SetLeader(true);
+  jobs.Start();
+
+  auto spec = ParseJobSpecText(R"({"name": "wait", "entrypoint": {"library": "/x.so"}})");
+  REQUIRE(spec.ok());
+  const int kJobs = 3000;
+  int submitted = 0;
+  for (int i = 0; i < kJobs; ++i) {
+    JobManager::Submission sub;
+    sub.spec = *spec;
+    sub.library_path = "/x.so";
+    sub.submission_id = "s" + std::to_string(i);
+    jobs.Submit(sub, [&](Result<std::string> id) { submitted += id.ok(); });
+  }
+  // Enough passes for every job to be looked at, several times over.
+  io.run_for(std::chrono::milliseconds(500));
+  CHECK(submitted == kJobs);
+  const auto active = store.ListActiveJobs(/*with_spec=*/false);
+  REQUIRE(active.size() == static_cast<size_t>(kJobs));
+  for (const auto& job : active) {
+    CHECK(job.state == kJobPending);
+    CHECK(job.pending_reason.find("CPU: 1 needed, 0.5 free") != std::string::npos);
+  }
+  CHECK(log.ops["submit_job"] == kJobs);
+  CHECK(log.ops.count("set_pending_reason") == 0);
+  CHECK(log.ops.count("start_attempt") == 0);
+  // The reasons took a handful of commands (one per pass that saw new jobs), and passes
+  // that changed nothing proposed nothing.
+  const int reason_commands = log.ops["set_pending_reasons"];
+  CHECK(reason_commands >= 1);
+  CHECK(reason_commands <= 10);
+  io.restart();
+  io.run_for(std::chrono::milliseconds(100));
+  CHECK(log.ops["set_pending_reasons"] == reason_commands);
+  jobs.Shutdown();
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a job that waited starts once the attempt before it ended and freed its CPU") {
+  boost::asio::io_context io;
+  StateStore store;
+  Fsm fsm(&store);
+  FsmLog log(io, &fsm);
+  const std::string dir = TempDir();
+  ForwardingListener forward;
+  WorkerPoolOptions pool_opts;
+  pool_opts.worker_binary = "/bin/false";  // every rank exits 1 at once
+  pool_opts.drain_timeout = std::chrono::milliseconds(50);
+  WorkerPool pool(io, pool_opts, &forward);
+  AgentOptions agent_opts;
+  agent_opts.data_dir = dir;
+  Agent agent(agent_opts, &pool);
+  JobManagerOptions opts;
+  opts.node_id = "n1";
+  opts.default_storage_path = dir + "/storage";
+  opts.node_resources = {{"CPU", 1}};
+  opts.tick = std::chrono::milliseconds(5);
+  JobManager jobs(io, opts, &store, &log, &agent);
+  forward.target = &jobs;
+  jobs.SetLeader(true);
+  jobs.Start();
+
+  auto spec = ParseJobSpecText(R"({"name": "one", "entrypoint": {"library": "/x.so"}})");
+  REQUIRE(spec.ok());
+  std::vector<std::string> ids;
+  for (int i = 0; i < 2; ++i) {
+    JobManager::Submission sub;
+    sub.spec = *spec;
+    sub.library_path = "/x.so";
+    jobs.Submit(sub, [&](Result<std::string> id) {
+      REQUIRE(id.ok());
+      ids.push_back(*id);
+    });
+  }
+  // Bounded wait for both to end (the bound is not what is tested).
+  for (int i = 0; i < 200; ++i) {
+    io.run_for(std::chrono::milliseconds(50));
+    if (ids.size() == 2 && IsTerminalJobState(store.GetJob(ids[0])->state) &&
+        IsTerminalJobState(store.GetJob(ids[1])->state))
+      break;
+  }
+  REQUIRE(ids.size() == 2);
+  for (const auto& id : ids) {
+    auto job = store.GetJob(id);
+    CHECK(job->state == kJobFailed);
+    CHECK(job->attempt == 1);
+  }
+  // One CPU: the second attempt started only after the first ended.
+  auto a = store.ListAttempts(ids[0]);
+  auto b = store.ListAttempts(ids[1]);
+  REQUIRE(a.size() == 1);
+  REQUIRE(b.size() == 1);
+  const auto& first = a[0].started_at <= b[0].started_at ? a[0] : b[0];
+  const auto& second = a[0].started_at <= b[0].started_at ? b[0] : a[0];
+  REQUIRE(first.ended_at);
+  CHECK(*first.ended_at <= second.started_at);
+  CHECK(log.ops["start_attempt"] == 2);
+  jobs.Shutdown();
+  pool.KillAll();
+  std::filesystem::remove_all(dir);
+}
