@@ -10,6 +10,10 @@
 #include <system_error>
 #include <type_traits>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include <nlohmann/json.hpp>
 
 namespace traintl {
@@ -46,7 +50,12 @@ bool ParseFloat(const char* b, const char* e, F* out) {
   if (r.ptr != e) return false;
   if (r.ec == std::errc::result_out_of_range) {  // as strtod: +-inf, or 0 for underflow
     std::string s(b, e);
-    *out = static_cast<F>(std::strtod(s.c_str(), nullptr));
+    // strtof for floats: rounding through a double first could differ from it.
+    if constexpr (std::is_same<F, float>::value) {
+      *out = std::strtof(s.c_str(), nullptr);
+    } else {
+      *out = static_cast<F>(std::strtod(s.c_str(), nullptr));
+    }
     return true;
   }
   return r.ec == std::errc();
@@ -185,6 +194,118 @@ inline bool FastNumber(const char*& p, const char* end, T* out) {
   return true;
 }
 
+// Bytes that FastDecimal may read from where it starts.
+constexpr ptrdiff_t kFastDecimalReach = 32;
+
+// The value of the first n (1..8) digits of x (bytes '0'..'9' minus '0', the first digit
+// in the lowest byte; the bytes after the n digits may hold anything).
+inline uint64_t SwarDigits(uint64_t x, int n) {
+  uint64_t d = x << (8 * (8 - n));  // the n digits as the low end of an 8-digit number
+  d = (d * 10) + (d >> 8);
+  d = (((d & 0x000000FF000000FFull) * 0x000F424000000064ull) +
+       (((d >> 16) & 0x000000FF000000FFull) * 0x0000271000000001ull)) >>
+      32;
+  return static_cast<uint32_t>(d);
+}
+
+// The bytes of v minus '0', and how many of them are digits before the first that is not,
+// up to 7: 7 also when all 8 are (byte 7 is then a digit where the caller wants a
+// non-digit, so it gives up).
+inline int LeadingDigits(uint64_t v, uint64_t* x) {
+  *x = v ^ 0x3030303030303030ull;
+  // As in DigitRun8: a byte is not a digit when x > 9.
+  const uint64_t non_digit = ((*x + 0x7676767676767676ull) | *x) & 0x8080808080808080ull;
+  return __builtin_ctzll(non_digit | (uint64_t{1} << 63)) >> 3;
+}
+
+// The usual numeric CSV field, "[-]digits[.digits]" with at most 7 digits on either side
+// of the point, followed by a field end, in as few instructions as can be: the digits
+// before and after the point are read 8 bytes at a time and, when there are at most 8 in
+// all, joined into one word that is converted at once. Needs kFastDecimalReach bytes
+// readable at p (the caller checks that the buffer has them), so it tests no bounds.
+// Exact: the decimal mantissa m < 10^14 and 10^k (k <= 7) are exact doubles, so m / 10^k
+// is the correctly rounded double (Clinger's fast path); for floats, rounding that double
+// to float gives the correctly rounded float, because the exact quotient is never within
+// half a double ulp of a float rounding boundary without being on it (with k <= 8 its
+// distance from one is at least 2^-25 / 10^k relative, over 2^-53). Returns false (p
+// unchanged) for anything else; FastNumber and the general path take it then.
+template <typename T>
+inline bool FastDecimal(const char*& p, T* out) {
+  const char* q = p;
+  const bool negative = *q == '-';
+  q += negative;
+  uint64_t w;
+  std::memcpy(&w, q, 8);
+  uint64_t x;
+  const int a = LeadingDigits(w, &x);  // digits before the point
+  int b = 0;                           // digits after it
+  uint64_t m;
+  const char* after;
+  if (q[a] == '.') {
+    if constexpr (std::is_integral<T>::value) return false;
+    std::memcpy(&w, q + a + 1, 8);
+    uint64_t y;
+    b = LeadingDigits(w, &y);
+    const int n = a + b;
+    if (n == 0) return false;
+    if (n <= 8) {
+      // The integer digits, then the fraction's in the bytes after them: one number.
+      const uint64_t low = (uint64_t{1} << (8 * a)) - 1;
+      m = SwarDigits((x & low) | (y << (8 * a)), n);
+    } else {
+      m = SwarDigits(x, a) * kPow10u[b] + SwarDigits(y, b);
+    }
+    after = q + a + 1 + b;
+  } else {
+    if (a == 0) return false;
+    m = SwarDigits(x, a);
+    after = q + a;
+  }
+  const char c = *after;
+  if (c != ',' && c != '\n' && !(c == '\r' && after[1] == '\n')) return false;
+  if constexpr (std::is_floating_point<T>::value) {
+    // m < 2^63: the signed conversion is one instruction, the unsigned one is not.
+    double v = static_cast<double>(static_cast<int64_t>(m)) / kPow10[b];
+    // The sign as a bit (v >= 0 here), which costs no branch; rounding to float is
+    // symmetric, so it may come before.
+    uint64_t bits;
+    std::memcpy(&bits, &v, sizeof v);
+    bits |= static_cast<uint64_t>(negative) << 63;
+    std::memcpy(&v, &bits, sizeof v);
+    *out = static_cast<T>(v);
+  } else {
+    // At most 7 digits: fits int32 and int64 either way.
+    *out = negative ? static_cast<T>(-static_cast<int64_t>(m)) : static_cast<T>(m);
+  }
+  p = after;
+  return true;
+}
+
+// Where ParseCsvRows puts one field's values.
+struct Sink {
+  DType dtype = DType::kString;
+  bool numeric = false;       // false also for fields that are not read
+  ColumnData* col = nullptr;  // the output column; null when not read
+  char* values = nullptr;     // numeric: the value of the block's first row
+};
+
+// FastDecimal into `sink` at the block's row `row`.
+inline bool FastDecimal(const Sink& sink, const char*& p, int64_t row) {
+  switch (sink.dtype) {
+    case DType::kFloat64:
+      return FastDecimal(p, reinterpret_cast<double*>(sink.values) + row);
+    case DType::kFloat32:
+      return FastDecimal(p, reinterpret_cast<float*>(sink.values) + row);
+    case DType::kInt64:
+      return FastDecimal(p, reinterpret_cast<int64_t*>(sink.values) + row);
+    case DType::kInt32:
+      return FastDecimal(p, reinterpret_cast<int32_t*>(sink.values) + row);
+    case DType::kString:
+      return false;
+  }
+  return false;
+}
+
 // The fast path for column `col` at `row`; false when the field needs the general path.
 inline bool FastValue(DType dtype, const char*& p, const char* end, ColumnData* col, int64_t row) {
   switch (dtype) {
@@ -255,6 +376,61 @@ struct TypeVote {
   }
 };
 
+// ScanRecords counts lines in windows of this many bytes: large enough that the per-window
+// work (memrchr, the loop setup) does not matter, small enough that the window in which
+// max_rows is reached, which goes through the record loop, is cheap.
+constexpr size_t kCountWindow = 64 << 10;
+
+struct LineCount {
+  int64_t newlines = 0;
+  // The window may hold something that is not a plain line: a blank line (a '\n' followed
+  // by '\n' or '\r', or the window starting with one), which is not a row, or, in CSV, a
+  // quote, which may open a field with newlines in it.
+  bool unsettled = false;
+};
+
+// Counts the newlines of [b, e), which starts at a record boundary and ends with '\n'.
+// One pass does what memchr per line and a memchr for quotes did in two.
+inline LineCount CountLines(const char* b, const char* e, bool csv) {
+  LineCount c;
+  c.unsettled = *b == '\n' || *b == '\r';
+  const char* p = b;
+#if defined(__SSE2__)
+  const __m128i nl = _mm_set1_epi8('\n');
+  const __m128i cr = _mm_set1_epi8('\r');
+  // JSON Lines has no quoting: then this matches the newlines, already counted.
+  const __m128i quote = _mm_set1_epi8(csv ? '"' : '\n');
+  const __m128i zero = _mm_setzero_si128();
+  __m128i odd = zero;
+  // Newlines are counted per byte lane (a match is -1, subtracted), and the lanes are
+  // added up before any can pass 255.
+  while (e - p > 16) {
+    __m128i lanes = zero;
+    // p + 16 < e: the load at p + 1 stays inside the range.
+    for (int i = 0; i < 255 && e - p > 16; ++i, p += 16) {
+      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+      const __m128i next = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 1));
+      const __m128i is_nl = _mm_cmpeq_epi8(v, nl);
+      lanes = _mm_sub_epi8(lanes, is_nl);
+      const __m128i blank =
+          _mm_and_si128(is_nl, _mm_or_si128(_mm_cmpeq_epi8(next, nl), _mm_cmpeq_epi8(next, cr)));
+      odd =
+          _mm_or_si128(odd, _mm_or_si128(blank, _mm_andnot_si128(is_nl, _mm_cmpeq_epi8(v, quote))));
+    }
+    const __m128i sums = _mm_sad_epu8(lanes, zero);  // two 64-bit lane sums
+    c.newlines += _mm_cvtsi128_si32(sums) + _mm_cvtsi128_si32(_mm_srli_si128(sums, 8));
+  }
+  c.unsettled = c.unsettled || _mm_movemask_epi8(odd) != 0;
+#endif
+  for (; p < e; ++p) {
+    if (csv && *p == '"') c.unsettled = true;
+    if (*p != '\n') continue;
+    ++c.newlines;
+    if (p + 1 < e && (p[1] == '\n' || p[1] == '\r')) c.unsettled = true;
+  }
+  return c;
+}
+
 // Advances *p past blank lines (ScanRecords consumes them together with the next record).
 void SkipBlankLines(const char* buf, size_t len, size_t* p, int64_t* line) {
   for (;;) {
@@ -287,64 +463,96 @@ size_t Utf8BomLength(const char* buf, size_t len) {
 Result<ScanResult> ScanRecords(const char* buf, size_t len, int64_t max_rows, bool at_eof, bool csv,
                                const TextPos& pos) {
   ScanResult r;
-  const bool quotes = csv && std::memchr(buf, '"', len) != nullptr;
   size_t p = 0;
-  while (r.rows < max_rows && p < len) {
-    size_t end;  // just past the record's newline
-    int64_t lines = 1;
-    if (!quotes) {
-      const void* nl = std::memchr(buf + p, '\n', len - p);
-      if (nl == nullptr) {
-        if (!at_eof) break;
-        end = len;
-      } else {
-        end = static_cast<size_t>(static_cast<const char*>(nl) - buf) + 1;
+  for (bool more = true; more;) {
+    // The record loop below takes records while p < limit (the last may end past it),
+    // minding quotes when `quotes`.
+    size_t limit = len;
+    bool quotes = csv;
+    // Whole windows of plain lines (no blank line, no quote: each line a record) are
+    // counted a vector at a time; the record loop gets what that cannot settle: the window
+    // in which max_rows is reached, a window with a blank line or a quote, a record longer
+    // than a window, and the end of the buffer.
+    while (p < len && r.rows < max_rows) {
+      const size_t window_end = std::min(len, p + kCountWindow);
+      const void* last = memrchr(buf + p, '\n', window_end - p);
+      if (last == nullptr) {
+        limit = p + 1;
+        break;
       }
-    } else {
-      bool in_quotes = false, field_start = true, found = false;
-      size_t q = p;
-      int64_t quote_line = 0;
-      while (q < len) {
-        const char c = buf[q++];
-        if (in_quotes) {
-          if (c == '"') {
-            if (q < len && buf[q] == '"') {
-              ++q;
-            } else {
-              in_quotes = false;
+      const size_t stop = static_cast<size_t>(static_cast<const char*>(last) - buf) + 1;
+      const LineCount c = CountLines(buf + p, buf + stop, csv);
+      if (c.unsettled || r.rows + c.newlines >= max_rows) {
+        limit = stop;
+        quotes = csv && std::memchr(buf + p, '"', stop - p) != nullptr;
+        break;
+      }
+      r.rows += c.newlines;
+      r.lines += c.newlines;
+      p = stop;
+    }
+    more = false;
+    while (r.rows < max_rows && p < len) {
+      if (p >= limit) {
+        more = true;
+        break;
+      }
+      size_t end;  // just past the record's newline
+      int64_t lines = 1;
+      if (!quotes) {
+        const void* nl = std::memchr(buf + p, '\n', len - p);
+        if (nl == nullptr) {
+          if (!at_eof) break;
+          end = len;
+        } else {
+          end = static_cast<size_t>(static_cast<const char*>(nl) - buf) + 1;
+        }
+      } else {
+        bool in_quotes = false, field_start = true, found = false;
+        size_t q = p;
+        int64_t quote_line = 0;
+        while (q < len) {
+          const char c = buf[q++];
+          if (in_quotes) {
+            if (c == '"') {
+              if (q < len && buf[q] == '"') {
+                ++q;
+              } else {
+                in_quotes = false;
+              }
+            } else if (c == '\n') {
+              ++lines;
             }
           } else if (c == '\n') {
-            ++lines;
+            found = true;
+            break;
+          } else if (c == '"' && field_start) {
+            in_quotes = true;
+            quote_line = lines;
+            field_start = false;
+          } else {
+            field_start = c == ',';
           }
-        } else if (c == '\n') {
-          found = true;
-          break;
-        } else if (c == '"' && field_start) {
-          in_quotes = true;
-          quote_line = lines;
-          field_start = false;
+        }
+        if (!found) {
+          if (!at_eof) break;
+          if (in_quotes) {
+            return Status::InvalidArgument(
+                Located(pos, pos.line + r.lines + quote_line - 1, pos.offset + p,
+                        "a quoted field is not closed before the end of the file"));
+          }
+          end = len;
         } else {
-          field_start = c == ',';
+          end = q;
         }
       }
-      if (!found) {
-        if (!at_eof) break;
-        if (in_quotes) {
-          return Status::InvalidArgument(
-              Located(pos, pos.line + r.lines + quote_line - 1, pos.offset + p,
-                      "a quoted field is not closed before the end of the file"));
-        }
-        end = len;
-      } else {
-        end = q;
-      }
+      size_t content_end = end;
+      if (content_end > p && buf[content_end - 1] == '\n') --content_end;
+      if (content_end > p && buf[content_end - 1] == '\r') --content_end;
+      if (content_end > p) ++r.rows;
+      r.lines += lines;
+      p = end;
     }
-    size_t content_end = end;
-    if (content_end > p && buf[content_end - 1] == '\n') --content_end;
-    if (content_end > p && buf[content_end - 1] == '\r') --content_end;
-    if (content_end > p) ++r.rows;
-    r.lines += lines;
-    p = end;
   }
   r.consumed = p;
   return r;
@@ -488,6 +696,20 @@ Status ParseCsvRows(const char* buf, size_t len, int64_t rows, const std::vector
     }
   }
   const size_t nf = fields.size();
+  // Per field, where its values go, looked up once rather than per value; the last entry
+  // stands for fields beyond nf (an error, found at the end of the record).
+  std::vector<Sink> sinks(nf + 1);
+  for (size_t f = 0; f < nf; ++f) {
+    if (fields[f].out < 0) continue;
+    const ColumnSpec& spec = out_schema[static_cast<size_t>(fields[f].out)];
+    ColumnData* col = &out->columns[static_cast<size_t>(fields[f].out)];
+    sinks[f].dtype = spec.dtype;
+    sinks[f].col = col;
+    if (spec.dtype != DType::kString) {
+      sinks[f].numeric = true;
+      sinks[f].values = col->values.data() + spec.RowBytes() * static_cast<size_t>(base_row);
+    }
+  }
   const char* p = buf;
   const char* const end = buf + len;
   int64_t line = pos.line;
@@ -548,10 +770,10 @@ Status ParseCsvRows(const char* buf, size_t len, int64_t rows, const std::vector
                        std::to_string(f + 1));
         }
       } else {
-        if (f < nf && fields[f].out >= 0) {
-          const int o = fields[f].out;
-          if (FastValue(out_schema[static_cast<size_t>(o)].dtype, p, end,
-                        &out->columns[static_cast<size_t>(o)], base_row + row)) {
+        const Sink& sink = sinks[f < nf ? f : nf];
+        if (sink.numeric) {
+          if ((end - p >= kFastDecimalReach && FastDecimal(sink, p, row)) ||
+              FastValue(sink.dtype, p, end, sink.col, base_row + row)) {
             ++f;
             if (p < end && *p == ',') {
               ++p;

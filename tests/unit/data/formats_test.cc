@@ -2,6 +2,8 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -346,5 +348,268 @@ TEST_CASE("CSV numbers: the one-pass fast path and the general path agree") {
     b.Reset(out, 1);
     INFO(bad);
     CHECK_FALSE(ParseCsvRows(t.data(), t.size(), 1, plan, out, {&kFile, 1, 0}, &b).ok());
+  }
+}
+
+namespace {
+
+// What ScanRecords returns, one record at a time: the definition that counting whole
+// windows of lines must agree with. `csv`: quotes (RFC 4180) keep newlines in a record.
+// *open: the text ended inside a quoted field (ScanRecords refuses that at the end of a file).
+ScanResult ScanOneByOne(const std::string& text, int64_t max_rows, bool eof, bool csv,
+                        bool* open = nullptr) {
+  ScanResult r;
+  if (open != nullptr) *open = false;
+  size_t p = 0;
+  while (r.rows < max_rows && p < text.size()) {
+    size_t q = p;
+    int64_t lines = 1;
+    bool in_quotes = false, field_start = true, found = false;
+    while (q < text.size()) {
+      const char c = text[q++];
+      if (in_quotes) {
+        if (c == '"') {
+          if (q < text.size() && text[q] == '"') {
+            ++q;
+          } else {
+            in_quotes = false;
+          }
+        } else if (c == '\n') {
+          ++lines;
+        }
+      } else if (c == '\n') {
+        found = true;
+        break;
+      } else if (csv && c == '"' && field_start) {
+        in_quotes = true;
+        field_start = false;
+      } else {
+        field_start = c == ',';
+      }
+    }
+    if (!found && !eof) break;
+    if (!found && in_quotes && open != nullptr) *open = true;
+    const size_t end = q;
+    size_t content = end;
+    if (content > p && text[content - 1] == '\n') --content;
+    if (content > p && text[content - 1] == '\r') --content;
+    if (content > p) ++r.rows;
+    r.lines += lines;
+    p = end;
+  }
+  r.consumed = p;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("ScanRecords: counting whole windows of lines agrees with one record at a time") {
+  // Lines of varied lengths over several 64 KiB windows, with blank lines, CRLF, a lone
+  // '\r' line, a record longer than a window and quotes at chosen places.
+  SplitMix rng(7);
+  for (int variant = 0; variant < 8; ++variant) {
+    std::string text;
+    int64_t line = 0;
+    while (text.size() < 300000) {
+      ++line;
+      if (variant >= 1 && line % 997 == 0) {
+        text += variant == 2 ? "\r\n" : "\n";  // blank
+        continue;
+      }
+      if (variant == 3 && line == 1500) text += "\r";  // "\r\n" alone is blank too
+      if (variant == 4 && line == 700) text += std::string(70000, 'x');
+      // Quoted fields with newlines, "" inside them, and a quote inside an unquoted field.
+      if (variant == 6 && line % 1500 == 0) text += "\"a\n\"\"b\n\",";
+      if (variant == 7 && line % 800 == 0) text += "x\"y,";
+      text += std::to_string(rng.Next() % 100000) + "," + std::string(rng.Below(40), 'a');
+      text += variant == 5 && line % 3 == 0 ? "\r\n" : "\n";
+    }
+    text += "tail,no,newline";
+    const std::vector<std::string> prefixes = {
+        text,        text.substr(0, 65536),         text.substr(0, 65537), text.substr(0, 200001),
+        "\n" + text, "\r\n" + text.substr(0, 70000)};
+    for (const std::string& t : prefixes) {
+      for (int64_t max_rows : {int64_t{1}, int64_t{100}, int64_t{5000}, int64_t{5001},
+                               int64_t{9999}, int64_t{100000}, INT64_MAX}) {
+        for (bool eof : {false, true}) {
+          INFO("variant " << variant << ", " << t.size() << " bytes, max_rows " << max_rows
+                          << ", eof " << eof);
+          bool open = false;
+          const ScanResult want = ScanOneByOne(t, max_rows, eof, /*csv=*/true, &open);
+          if (open) {
+            CHECK_FALSE(ScanRecords(t.data(), t.size(), max_rows, eof, true, {&kFile, 1, 0}).ok());
+          } else {
+            const ScanResult got = Scan(t, max_rows, eof);
+            CHECK(got.consumed == want.consumed);
+            CHECK(got.rows == want.rows);
+            CHECK(got.lines == want.lines);
+          }
+          const ScanResult want_jsonl = ScanOneByOne(t, max_rows, eof, /*csv=*/false);
+          const ScanResult jsonl = Scan(t, max_rows, eof, /*csv=*/false);
+          CHECK(jsonl.consumed == want_jsonl.consumed);
+          CHECK(jsonl.rows == want_jsonl.rows);
+          CHECK(jsonl.lines == want_jsonl.lines);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("CSV numbers: the fast parser is bit-identical to strtod/strtof on random values") {
+  // Decimals of 1..25 significant digits with the point anywhere (or none), leading zeros,
+  // signs and exponents: most take the fast path, the rest the exact fallback; every one
+  // must give exactly strtod's double and strtof's float.
+  SplitMix rng(20261129);
+  std::vector<std::string> values;
+  for (int i = 0; i < 200000; ++i) {
+    std::string v;
+    switch (rng.Below(4)) {
+      case 0:
+        v += '-';
+        break;
+      case 1:
+        if (rng.Below(4) == 0) v += '+';
+        break;
+      default:
+        break;
+    }
+    const int digits = 1 + static_cast<int>(rng.Below(i % 3 == 0 ? 25 : 9));
+    const int zeros = rng.Below(8) == 0 ? static_cast<int>(rng.Below(4)) : 0;
+    std::string d(static_cast<size_t>(zeros), '0');
+    for (int k = 0; k < digits; ++k) d += static_cast<char>('0' + rng.Below(10));
+    const size_t point = rng.Below(d.size() + 2);  // d.size() + 1: no point
+    if (point <= d.size()) d.insert(point, ".");
+    v += d;
+    if (rng.Below(5) == 0) {
+      v += rng.Below(2) ? 'e' : 'E';
+      const uint64_t sign = rng.Below(3);
+      if (sign == 1) v += '-';
+      if (sign == 2) v += '+';
+      v += std::to_string(rng.Below(rng.Below(4) == 0 ? 400 : 30));
+    }
+    values.push_back(v);
+  }
+  // Edge cases: powers of ten at the fast path's limits, 2^24 / 2^53 neighbours, halfway
+  // cases, subnormals, overflow, zeros, many digits.
+  for (const std::string v : {"0",
+                              "-0",
+                              "+0",
+                              "-0.0",
+                              "0e0",
+                              "-0e-5",
+                              "1e22",
+                              "1e-22",
+                              "1e23",
+                              "1e-23",
+                              "9e22",
+                              "1e10",
+                              "1e-10",
+                              "1e11",
+                              "1e-11",
+                              "16777216",
+                              "16777217",
+                              "16777218",
+                              "-16777217",
+                              "9007199254740992",
+                              "9007199254740993",
+                              "9007199254740994",
+                              "0.30000000000000004",
+                              "2.2250738585072014e-308",
+                              "4.9e-324",
+                              "2.4703282292062327e-324",
+                              "1.7976931348623157e308",
+                              "1.7976931348623159e308",
+                              "3.4028235e38",
+                              "3.4028236e38",
+                              "1.17549435e-38",
+                              "1.4e-45",
+                              "7e-46",
+                              "123456789012345678901234567890",
+                              "0.000000000000000000000000000001",
+                              "00000000000000000000000000000001.5",
+                              "1.00000000000000011102230246251565404236316680908203125",
+                              "8.589973e9",
+                              "5e-1",
+                              "12345678.9",
+                              "0.1234567",
+                              "-9.999999",
+                              "10.000000"}) {
+    values.push_back(v);
+  }
+  // Decimals next to the midpoint between two floats, where rounding to double first and
+  // then to float would go wrong if it ever could.
+  char buf[64];
+  for (int i = 0; i < 20000; ++i) {
+    const float lo = static_cast<float>(
+        std::ldexp(1.0 + rng.Below(1 << 23) / 8388608.0, static_cast<int>(rng.Below(34)) - 10));
+    const double mid =
+        (static_cast<double>(lo) + static_cast<double>(std::nextafter(lo, 1e30f))) / 2;
+    const int decimals = 1 + static_cast<int>(rng.Below(7));
+    std::snprintf(buf, sizeof buf, "%.*f", decimals, mid);
+    values.push_back(buf);
+  }
+  std::string text;
+  for (const auto& v : values) text += v + "," + v + "\n";
+  const int64_t rows = static_cast<int64_t>(values.size());
+  Schema out = {{"d", DType::kFloat64, {}}, {"f", DType::kFloat32, {}}};
+  std::vector<FieldPlan> plan = {{0, false}, {1, false}};
+  RowBlock block;
+  block.Reset(out, rows);
+  Status st = ParseCsvRows(text.data(), text.size(), rows, plan, out, {&kFile, 1, 0}, &block);
+  INFO(st.message());
+  REQUIRE(st.ok());
+  const double* d = block.columns[0].As<double>();
+  const float* f = block.columns[1].As<float>();
+  int64_t mismatches = 0;
+  for (int64_t i = 0; i < rows; ++i) {
+    const std::string& v = values[static_cast<size_t>(i)];
+    const double want = std::strtod(v.c_str(), nullptr);
+    const float want_f = std::strtof(v.c_str(), nullptr);
+    if (std::memcmp(&want, d + i, sizeof want) != 0 ||
+        std::memcmp(&want_f, f + i, sizeof want_f) != 0) {
+      if (++mismatches <= 20) {
+        UNSCOPED_INFO(v << ": double " << d[i] << " (strtod " << want << "), float " << f[i]
+                        << " (strtof " << want_f << ")");
+      }
+    }
+  }
+  CHECK(mismatches == 0);
+}
+
+TEST_CASE("CSV numbers: inf, nan and empty cells read as before") {
+  const std::vector<std::string> values = {"inf", "-inf", "+inf", "Infinity", "-INFINITY",
+                                           "nan", "NaN",  "-nan", "",         "  "};
+  std::string text;
+  for (const auto& v : values) text += v + "," + v + "\n";
+  const int64_t rows = static_cast<int64_t>(values.size());
+  Schema out = {{"d", DType::kFloat64, {}}, {"f", DType::kFloat32, {}}};
+  std::vector<FieldPlan> plan = {{0, false}, {1, false}};
+  RowBlock block;
+  block.Reset(out, rows);
+  Status st = ParseCsvRows(text.data(), text.size(), rows, plan, out, {&kFile, 1, 0}, &block);
+  INFO(st.message());
+  REQUIRE(st.ok());
+  for (int64_t i = 0; i < rows; ++i) {
+    const std::string& v = values[static_cast<size_t>(i)];
+    INFO("'" << v << "'");
+    const double got = block.columns[0].As<double>()[i];
+    const float got_f = block.columns[1].As<float>()[i];
+    if (v.find_first_of("iI") != std::string::npos) {
+      CHECK(std::isinf(got));
+      CHECK(std::isinf(got_f));
+      CHECK(std::signbit(got) == (v[0] == '-'));
+    } else {
+      CHECK(std::isnan(got));
+      CHECK(std::isnan(got_f));
+    }
+  }
+  for (const std::string bad : {"0x10", "1e", "infx", "nanx", "1.2.3", "- 1"}) {
+    const std::string t = bad + "\n";
+    Schema one = {{"d", DType::kFloat64, {}}};
+    std::vector<FieldPlan> p1 = {{0, false}};
+    RowBlock b;
+    b.Reset(one, 1);
+    INFO(bad);
+    CHECK_FALSE(ParseCsvRows(t.data(), t.size(), 1, p1, one, {&kFile, 1, 0}, &b).ok());
   }
 }
