@@ -1,10 +1,16 @@
 """Multi-node clusters on loopback: several traintld processes, each with its own data dir
-and ports, sharing one bearer token (written into every data dir before the start)."""
+and ports, sharing one bearer token (written into every data dir before the start).
+
+For partitions, NetnsPair makes two network namespaces joined by a veth pair and
+NetnsDaemon runs a daemon inside one of them on that namespace's address."""
+import ctypes
 import os
 import secrets
+import shutil
+import subprocess
 import sys
 
-from harness import Daemon, wait_for
+from harness import Daemon, bin_path, wait_for
 
 LOSS_MS = 2000
 HEARTBEAT_MS = 200
@@ -20,10 +26,10 @@ class Cluster:
         self.agent_args = list(agent_args)
         self.daemons = []
 
-    def _new(self, args, num_cpus=None):
-        d = Daemon(num_cpus=num_cpus or self.num_cpus,
-                   extra_args=args + ["--heartbeat-interval-ms", str(HEARTBEAT_MS),
-                                      "--node-loss-timeout-ms", str(LOSS_MS)])
+    def _new(self, args, num_cpus=None, factory=Daemon):
+        d = factory(num_cpus=num_cpus or self.num_cpus,
+                    extra_args=args + ["--heartbeat-interval-ms", str(HEARTBEAT_MS),
+                                       "--node-loss-timeout-ms", str(LOSS_MS)])
         path = os.path.join(d.data_dir, "token")
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.write(fd, (self.token + "\n").encode())
@@ -87,3 +93,149 @@ class Cluster:
     def cleanup(self):
         for d in self.daemons:
             d.cleanup()
+
+
+# ---- network namespaces -------------------------------------------------------------
+
+CLONE_NEWNET = 0x40000000
+
+
+def _ip(*args, check=True):
+    p = subprocess.run(["ip"] + list(args), capture_output=True, text=True, timeout=30)
+    if check and p.returncode != 0:
+        raise RuntimeError(f"ip {' '.join(args)}: {p.stderr.strip()}")
+    return p
+
+
+def _setns(fd):
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.setns(fd, CLONE_NEWNET) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, "setns: " + os.strerror(err))
+
+
+def netns_unavailable():
+    """Why this machine cannot run namespace tests, or None when it can."""
+    if os.geteuid() != 0:
+        return "needs root (CAP_NET_ADMIN) to create network namespaces"
+    if shutil.which("ip") is None:
+        return "no ip(8) binary (apt-get install iproute2)"
+    probe = f"ttl-probe-{os.getpid()}"
+    p = _ip("netns", "add", probe, check=False)
+    if p.returncode != 0:
+        return "ip netns add failed: " + p.stderr.strip()
+    try:
+        fd = os.open(f"/run/netns/{probe}", os.O_RDONLY)
+        own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+        try:
+            _setns(fd)
+            _setns(own)
+        except OSError as e:
+            return str(e)
+        finally:
+            os.close(fd)
+            os.close(own)
+    finally:
+        _ip("netns", "del", probe, check=False)
+    return None
+
+
+class NetnsPair:
+    """Two namespaces, "hub" and "edge", joined by a veth pair (HUB_IP <-> EDGE_IP). The
+    test process (its calling thread, and so every process it starts) enters the hub with
+    enter_hub(); cut() takes the edge's link down: a partition. destroy() removes both
+    (the veth pair goes with them) and always runs, also after a failed create()."""
+    HUB_IP = "10.213.0.1"
+    EDGE_IP = "10.213.0.2"
+
+    def __init__(self):
+        tag = str(os.getpid() % 100000)
+        self.hub, self.edge = f"ttl-hub-{tag}", f"ttl-edge-{tag}"
+        self.hub_if, self.edge_if = f"ttlh{tag}", f"ttle{tag}"  # at most 15 characters
+        self._home = None
+
+    def create(self):
+        try:
+            for ns in (self.hub, self.edge):
+                _ip("netns", "del", ns, check=False)  # left over by a killed earlier run
+                _ip("netns", "add", ns)
+            _ip("link", "add", self.hub_if, "netns", self.hub, "type", "veth", "peer", "name",
+                self.edge_if, "netns", self.edge)
+            for ns, dev, addr in ((self.hub, self.hub_if, self.HUB_IP),
+                                  (self.edge, self.edge_if, self.EDGE_IP)):
+                _ip("-n", ns, "link", "set", "lo", "up")
+                _ip("-n", ns, "addr", "add", addr + "/24", "dev", dev)
+                _ip("-n", ns, "link", "set", dev, "up")
+        except BaseException:
+            self.destroy()
+            raise
+        return self
+
+    def enter_hub(self):
+        self._home = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+        fd = os.open(f"/run/netns/{self.hub}", os.O_RDONLY)
+        try:
+            _setns(fd)
+        finally:
+            os.close(fd)
+
+    def leave(self):
+        if self._home is not None:
+            _setns(self._home)
+            os.close(self._home)
+            self._home = None
+
+    def cut(self):
+        _ip("-n", self.edge, "link", "set", self.edge_if, "down")
+
+    def heal(self):
+        _ip("-n", self.edge, "link", "set", self.edge_if, "up")
+
+    def destroy(self):
+        self.leave()
+        for ns in (self.hub, self.edge):
+            _ip("netns", "del", ns, check=False)
+
+
+class NetnsDaemon(Daemon):
+    """A traintld inside network namespace `netns`, with its API (and Raft) on `host`.
+    Plain HTTP on that address is allowed: it exists only inside namespaces the test made."""
+
+    def __init__(self, netns, host, **kw):
+        super().__init__(**kw)
+        self.netns = netns
+        self.host = host
+
+    def start(self, timeout=20, role="head"):
+        addr_file = os.path.join(self.data_dir, "api_address")
+        if os.path.exists(addr_file):
+            os.unlink(addr_file)
+        log = open(self.log_path, "ab")
+        # ip netns exec execs traintld: proc.pid is the daemon's pid.
+        self.proc = subprocess.Popen(
+            ["ip", "netns", "exec", self.netns, bin_path("traintld"),
+             "--data-dir", self.data_dir, "--api-address", f"{self.host}:0",
+             "--raft-address", f"{self.host}:0", "--insecure-allow-remote-without-tls",
+             "--num-cpus", str(self.num_cpus), "--worker-stop-grace-ms", "500",
+             "--collective-timeout", "20"] + self.extra_args,
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        log.close()
+
+        def ready():
+            if self.proc.poll() is not None:
+                raise AssertionError(f"traintld exited with {self.proc.returncode}:\n" + self.log())
+            if not os.path.exists(addr_file):
+                return False
+            with open(addr_file) as f:
+                self.address = f.read().strip()
+            try:
+                return self.get("/healthz", auth=False)[0] == 200
+            except OSError:
+                return False
+        wait_for(ready, timeout, what="traintld /healthz")
+        with open(os.path.join(self.data_dir, "token")) as f:
+            self.token = f.read().strip()
+        if role:
+            wait_for(lambda: self.get("/healthz", auth=False)[1].get("role") == role, timeout,
+                     what=f"{role} role")
+        return self

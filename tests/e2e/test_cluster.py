@@ -2,13 +2,12 @@
 GPUs packed per node, kill -9 of the head and of an agent mid-job, self-fencing of a node
 that loses the head, and (where the machine allows) a network-namespace partition."""
 import os
-import shutil
 import signal
-import subprocess
+import threading
 import time
 import unittest
 
-from cluster_harness import LOSS_MS, Cluster
+from cluster_harness import LOSS_MS, Cluster, NetnsDaemon, NetnsPair, netns_unavailable
 from harness import main, train_spec, wait_for, worker_pids
 
 
@@ -214,26 +213,144 @@ class FractionalGpuTest(ClusterTestCase):
         self.assertEqual(head.wait_terminal(second)["state"], "SUCCEEDED")
 
 
+def attempts_alive(job_id):
+    """Attempt numbers of the job's live worker processes, on any node of this machine
+    (a rank's context file lies in <data-dir>/jobs/<job>/attempt_<n>/, on its command line)."""
+    marker = f"/jobs/{job_id}/attempt_"
+    out = set()
+    for pid in worker_pids(marker):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().decode(errors="replace")
+        except OSError:
+            continue
+        tail = cmd.split(marker, 1)[1]
+        out.add(int(tail.split("/", 1)[0]))
+    return out
+
+
+class AttemptWatcher(threading.Thread):
+    """Samples which attempts of a job have live workers, every 20 ms, until stopped."""
+
+    def __init__(self, job_id):
+        super().__init__(daemon=True)
+        self.job_id = job_id
+        self.overlaps = []  # samples that saw two attempts at once
+        self.seen = set()
+        self._halt = threading.Event()
+
+    def run(self):
+        while not self._halt.is_set():
+            alive = attempts_alive(self.job_id)
+            self.seen |= alive
+            if len(alive) > 1:
+                self.overlaps.append(sorted(alive))
+            self._halt.wait(0.02)
+
+    def stop(self):
+        self._halt.set()
+        self.join(5)
+
+
 class PartitionTest(unittest.TestCase):
-    def test_partition_with_network_namespaces(self):
-        reason = None
-        if os.geteuid() != 0:
-            reason = "needs root for ip netns"
-        elif shutil.which("ip") is None:
-            reason = "no ip(8) binary"
-        else:
-            p = subprocess.run(["ip", "netns", "add", "traintl-probe"], capture_output=True)
-            if p.returncode != 0:
-                reason = "ip netns add failed: " + p.stderr.decode().strip()
-            else:
-                subprocess.run(["ip", "netns", "del", "traintl-probe"], capture_output=True)
-                # Daemons in different namespaces cannot share 127.0.0.1; they would have to
-                # listen on veth addresses, and these tests only ever bind loopback.
-                reason = ("namespaces work, but a cross-namespace cluster would bind non-loopback "
-                          "addresses, which the e2e rules forbid; FencingTest covers the "
-                          "agent-side fencing with SIGSTOP instead")
-        print("SKIPPED partition test: " + reason)
-        self.skipTest(reason)
+    """An agent in its own network namespace is cut off from the head (its veth link goes
+    down). The agent stops its workers itself (fencing, within 60% of the node-loss
+    bound), the head declares it lost and runs the next attempt on another node, and no
+    two attempts of the job ever run at once. Head and the other agent live in a second
+    namespace; both namespaces (and their 10.213.0.0/24 addresses) are the test's own."""
+
+    def setUp(self):
+        reason = netns_unavailable()
+        if reason:
+            print("SKIPPED partition test: " + reason)
+            self.skipTest(reason)
+        self.net = NetnsPair().create()
+        self.cluster = None
+        try:
+            self.net.enter_hub()
+            self.cluster = Cluster(voters=1, agents=0)
+        except BaseException:
+            self.net.destroy()
+            raise
+
+    def tearDown(self):
+        try:
+            c = self.cluster
+            failed = any(err for _, err in getattr(self._outcome, "errors", []) if err) or \
+                bool(getattr(getattr(self._outcome, "result", None), "failures", []))
+            if failed:
+                c.dump_logs()
+            try:
+                self.net.heal()  # a test that failed mid-partition: let the daemons talk
+            except RuntimeError:
+                pass
+            errors = []
+            for d in c.daemons:
+                try:
+                    d.stop()
+                except AssertionError as e:  # stop() killed it after its timeout
+                    errors.append(str(e)[:2000])
+            leftover = [p for d in c.daemons for p in d.worker_pids()]
+            c.cleanup()
+            self.assertEqual(leftover, [], "worker processes left behind")
+            self.assertEqual(errors, [])
+        finally:
+            self.net.destroy()
+
+    def daemon(self, ns, host, num_cpus, args):
+        return self.cluster._new(args, num_cpus=num_cpus,
+                                 factory=lambda **kw: NetnsDaemon(ns, host, **kw))
+
+    def test_partitioned_agent_fences_and_job_moves(self):
+        c, net = self.cluster, self.net
+        head = self.daemon(net.hub, net.HUB_IP, 1, ["--server"]).start(role="head")
+        c.voters = [head]
+        edge = self.daemon(net.edge, net.EDGE_IP, 2, ["--join", head.address])
+        edge.start(role="agent")
+        c.wait_nodes(2)
+        # 2 workers on one node: only the edge agent has 2 CPUs, so attempt 1 runs there.
+        spec = train_spec(workers=2, epochs=60, sleep_ms=250, max_failures=2)
+        spec["scaling_config"]["placement_strategy"] = "STRICT_PACK"
+        job_id = head.submit_spec(spec)
+        head.wait_job(job_id, lambda j: (j["latest_checkpoint"] or {}).get("seq", -1) >= 1,
+                      what="checkpoint 1")
+        self.assertEqual(c.ranks_by_daemon(job_id), {c.daemons.index(edge): [0, 1]})
+        # A second agent in the hub, where attempt 2 can go.
+        other = self.daemon(net.hub, net.HUB_IP, 2, ["--join", head.address])
+        other.start(role="agent")
+        c.wait_nodes(3)
+        watcher = AttemptWatcher(job_id)
+        watcher.start()
+        try:
+            self.assertEqual(len(edge.worker_pids()), 2)
+            net.cut()
+            # The agent, still running, stops its own workers: it cannot reach a head.
+            wait_for(lambda: edge.worker_pids() == [], timeout=LOSS_MS / 1000 + 5,
+                     what="the partitioned agent to stop its workers")
+            self.assertIsNone(edge.proc.poll(), "the partitioned agent must stay up")
+            self.assertIn("stopping every worker here", edge.log())
+            job = head.wait_job(job_id, lambda j: j["attempt"] >= 2 and j["state"] == "RUNNING",
+                                timeout=60, what="attempt 2 RUNNING")
+            self.assertIn("lost", job["attempts"][0]["reason"], job)
+            self.assertIn("checkpoint_a001_", job["attempts"][1]["restored_from"], job)
+            self.assertEqual(c.ranks_by_daemon(job_id, attempt=2),
+                             {c.daemons.index(other): [0, 1]})
+            lost = [n for n in c.nodes(via=head) if n["state"] == "LOST"]
+            self.assertEqual([n["address"] for n in lost], [edge.address])
+            # Healed, the agent rejoins and is not given (or left with) an old attempt.
+            net.heal()
+            c.wait_nodes(3)
+            self.assertEqual(edge.worker_pids(), [])
+            head.post(f"/v1/jobs/{job_id}/stop")
+            job = head.wait_terminal(job_id, timeout=60)
+        finally:
+            watcher.stop()
+        self.assertEqual(job["state"], "STOPPED", job)
+        self.assertEqual(watcher.overlaps, [], "two attempts ran at once")
+        self.assertEqual(watcher.seen, {1, 2})
+        self.assertEqual([a["attempt"] for a in job["attempts"]], [1, 2])
+        for a, b in zip(job["attempts"], job["attempts"][1:]):
+            self.assertLessEqual(a["ended_at"], b["started_at"], job)
 
 
 if __name__ == "__main__":
