@@ -12,6 +12,11 @@ bool NodeRegistry::Heartbeat(NodeStatus status, Clock::time_point now, int64_t w
   status.last_seen = now;
   status.last_heartbeat_ms = wall_ms;
   status.alive = true;
+  if (status.role == "voter" || status.raft_id != 0) {
+    voters_[status.node_id] = status.api_address;
+  } else {
+    voters_.erase(status.node_id);
+  }
   nodes_[status.node_id] = std::move(status);
   return fresh;
 }
@@ -49,8 +54,8 @@ bool NodeRegistry::HasLiveWorkersOf(const std::string& job_id) const {
 
 std::vector<std::string> NodeRegistry::VoterAddresses() const {
   std::vector<std::string> out;
-  for (const auto& [id, n] : nodes_)
-    if (n.role == "voter" || n.raft_id != 0) out.push_back(n.api_address);
+  out.reserve(voters_.size());
+  for (const auto& [id, address] : voters_) out.push_back(address);
   return out;
 }
 

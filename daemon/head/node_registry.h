@@ -52,14 +52,20 @@ class NodeRegistry {
   const std::map<std::string, NodeStatus>& nodes() const { return nodes_; }
   // True when an alive node reports live workers of `job_id`.
   bool HasLiveWorkersOf(const std::string& job_id) const;
-  // API addresses of the voters (for agents that must find the next head).
+  // API addresses of the voters (for agents that must find the next head), by node id.
+  // Kept up to date by Heartbeat: every heartbeat's answer carries them, and a walk over
+  // a thousand nodes per heartbeat would be most of the head's heartbeat cost.
   std::vector<std::string> VoterAddresses() const;
-  void Clear() { nodes_.clear(); }
+  void Clear() {
+    nodes_.clear();
+    voters_.clear();
+  }
   std::chrono::milliseconds loss_timeout() const { return loss_timeout_; }
 
  private:
   const std::chrono::milliseconds loss_timeout_;
   std::map<std::string, NodeStatus> nodes_;
+  std::map<std::string, std::string> voters_;  // node id -> API address, of voter nodes
 };
 
 // Wire form of a heartbeat body (POST /v1/internal/heartbeat).

@@ -50,6 +50,25 @@ TEST_CASE("live workers are tracked per job and forgotten with a lost node") {
   CHECK(reg.VoterAddresses() == std::vector<std::string>{reg.Get("b")->api_address});
 }
 
+TEST_CASE("voter addresses follow role and address changes, by node id") {
+  NodeRegistry reg(1000ms);
+  const auto t0 = NodeRegistry::Clock::time_point{} + 10s;
+  NodeStatus c = Node("cc", "voter");
+  reg.Heartbeat(c, t0, 1);
+  reg.Heartbeat(Node("a", "voter"), t0, 1);
+  reg.Heartbeat(Node("bbbb"), t0, 1);
+  CHECK(reg.VoterAddresses() == std::vector<std::string>{"127.0.0.1:7001", "127.0.0.1:7002"});
+  c.api_address = "127.0.0.1:9999";  // restarted on another port
+  reg.Heartbeat(c, t0 + 1ms, 2);
+  CHECK(reg.VoterAddresses() == std::vector<std::string>{"127.0.0.1:7001", "127.0.0.1:9999"});
+  reg.Heartbeat(Node("a"), t0 + 2ms, 3);  // no longer a voter
+  CHECK(reg.VoterAddresses() == std::vector<std::string>{"127.0.0.1:9999"});
+  reg.ExpireLost(t0 + 5s);  // a lost voter stays a place to look for the head
+  CHECK(reg.VoterAddresses() == std::vector<std::string>{"127.0.0.1:9999"});
+  reg.Clear();
+  CHECK(reg.VoterAddresses().empty());
+}
+
 TEST_CASE("heartbeat JSON round-trips and rejects malformed bodies") {
   NodeStatus s = Node("node-1", "voter");
   s.num_gpus = 2;
