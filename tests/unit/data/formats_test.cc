@@ -613,3 +613,69 @@ TEST_CASE("CSV numbers: inf, nan and empty cells read as before") {
     CHECK_FALSE(ParseCsvRows(t.data(), t.size(), 1, p1, one, {&kFile, 1, 0}, &b).ok());
   }
 }
+
+TEST_CASE("CSV rows: whole-record fast path for one numeric type agrees with the general path") {
+  // Plain rows (the fast path), rows it gives up on part way (an exponent, a quoted
+  // number, spaces, an empty cell, CRLF), and enough of them that block ends fall inside.
+  std::string text;
+  SplitMix rng(5);
+  for (int i = 0; i < 3000; ++i) {
+    std::vector<std::string> cells;
+    for (int c = 0; c < 4; ++c) {
+      cells.push_back((rng.Below(2) ? "-" : "") + std::to_string(rng.Below(100)) + "." +
+                      std::to_string(rng.Below(1000000)));
+    }
+    if (i % 97 == 0) cells[3] = "1.5e3";
+    if (i % 89 == 0) cells[1] = "\"2.25\"";
+    if (i % 83 == 0) cells[2] = " 7 ";
+    if (i % 79 == 0) cells[0] = "";
+    text += cells[0] + "," + cells[1] + "," + cells[2] + "," + cells[3] + (i % 5 ? "\n" : "\r\n");
+  }
+  const int64_t rows = 3000;
+  std::vector<FieldPlan> plan = {{0, false}, {1, false}, {2, false}, {3, false}};
+  auto parse = [&](const Schema& schema) {
+    RowBlock block;
+    block.Reset(schema, rows);
+    Status st = ParseCsvRows(text.data(), text.size(), rows, plan, schema, {&kFile, 1, 0}, &block);
+    INFO(st.message());
+    REQUIRE(st.ok());
+    REQUIRE(block.num_rows == rows);
+    return block;
+  };
+  for (DType t : {DType::kFloat32, DType::kFloat64}) {
+    // All of one type takes the whole-record path; with one column of another type (not
+    // compared) every field goes through the per-field path.
+    const Schema uniform = {{"a", t, {}}, {"b", t, {}}, {"c", t, {}}, {"d", t, {}}};
+    const DType other = t == DType::kFloat32 ? DType::kFloat64 : DType::kFloat32;
+    const Schema mixed = {{"a", t, {}}, {"b", t, {}}, {"c", t, {}}, {"d", other, {}}};
+    RowBlock u = parse(uniform);
+    RowBlock m = parse(mixed);
+    for (size_t c = 0; c < 3; ++c) {
+      INFO("column " << c);
+      CHECK(std::memcmp(u.columns[c].values.data(), m.columns[c].values.data(),
+                        DTypeSize(t) * static_cast<size_t>(rows)) == 0);
+    }
+    CHECK(std::isnan(t == DType::kFloat32 ? u.columns[0].As<float>()[0]
+                                          : u.columns[0].As<double>()[0]));
+  }
+
+  // Errors in the middle of plain rows are found and named as by the general path.
+  const Schema f32 = {{"a", DType::kFloat32, {}}, {"b", DType::kFloat32, {}}};
+  const std::vector<FieldPlan> two = {{0, false}, {1, false}};
+  std::string plain;
+  for (int i = 0; i < 50; ++i) plain += std::to_string(i) + ".5," + std::to_string(i) + ".25\n";
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"1.5,2.5,3.5\n", "expected 2 fields (as the header has), got 3"},
+      {"1.5\n", "expected 2 fields (as the header has), got 1"},
+      {"1.5,x\n", "column 'b': cannot parse 'x' as float32"},
+      {"1.5,2.5.5\n", "column 'b': cannot parse '2.5.5' as float32"}};
+  for (const auto& [row, message] : bad) {
+    const std::string t = plain + row + plain;
+    RowBlock b;
+    b.Reset(f32, 101);
+    Status st = ParseCsvRows(t.data(), t.size(), 101, two, f32, {&kFile, 2, 100}, &b);
+    INFO(row);
+    CHECK_THAT(st.message(), Catch::Contains("f.csv:52: " + message));
+    CHECK(b.num_rows == 50);  // the rows before the bad one are kept
+  }
+}
