@@ -305,10 +305,10 @@ def bench_heartbeats(n_agents, seconds, threads=8):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kills", type=int, default=10)
-    ap.add_argument("--submit", type=int, default=2000)
+    ap.add_argument("--submit", type=int, default=3000)
     ap.add_argument("--jobs", type=int, default=10000)
     ap.add_argument("--procs", type=int, default=4, help="client processes")
-    ap.add_argument("--threads", type=int, default=16, help="connections per client process")
+    ap.add_argument("--threads", type=int, default=32, help="connections per client process")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--agents", type=int, default=1000)
     ap.add_argument("--seconds", type=float, default=10)

@@ -60,7 +60,7 @@ std::string TempDir() {
 
 }  // namespace
 
-TEST_CASE("a long queue of waiting jobs: reasons in few commands, specs parsed once") {
+TEST_CASE("a long queue of waiting jobs: their reasons in few commands, none per job") {
   boost::asio::io_context io;
   StateStore store;
   Fsm fsm(&store);
