@@ -82,6 +82,20 @@ class DatasetTest(DaemonTestCase):
             {"train": {"uri": f"file://{self.data}/ok.csv"}}, workers=1))
         self.assertEqual(self.daemon.wait_terminal(ok)["state"], "SUCCEEDED")
 
+    def test_parquet_is_refused_at_submit(self):
+        # Debian 12 has no Arrow/Parquet C++ library; the spec is refused before anything
+        # runs, naming the field, whether the format is given or told by the extension.
+        for ds, field in (({"uri": f"file://{self.data}/t.csv", "format": "parquet"},
+                           "datasets.train.format"),
+                          ({"uri": f"file://{self.data}/part-*.parquet"}, "datasets.train.uri")):
+            status, body = self.daemon.post("/v1/jobs", {"spec": self.spec({"train": ds})})
+            self.assertEqual(status, 400, body)
+            self.assertEqual(body["field"], field, body)
+            self.assertIn(field + ": ", body["error"])
+            self.assertIn("parquet is not supported by this build (no Arrow/Parquet in "
+                          "Debian 12); use csv, jsonl or npy", body["error"])
+        self.assertEqual(self.daemon.get("/v1/jobs")[1]["jobs"], [])
+
 
 if __name__ == "__main__":
     main()
