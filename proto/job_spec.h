@@ -48,14 +48,15 @@ std::optional<PlacementStrategy> PlacementStrategyFromName(const std::string& na
 
 struct DatasetSpec {
   std::string uri;     // required: file://..., http(s)://...
-  std::string format;  // "" = inferred from the extension; else csv | jsonl | npy | parquet
+  std::string format;  // "" = inferred from the extension; else csv | jsonl | npy
   bool split = false;  // default: true for the dataset named "train", false otherwise
 };
 bool operator==(const DatasetSpec& a, const DatasetSpec& b);
 inline bool operator!=(const DatasetSpec& a, const DatasetSpec& b) { return !(a == b); }
 
 // The format a dataset file is read as: `format` when set, else from the extension of the
-// URI's path (.csv, .jsonl/.ndjson, .npy, .parquet/.pq); "" when it cannot be told.
+// URI's path (.csv, .jsonl/.ndjson, .npy; .parquet/.pq, which the validator refuses);
+// "" when it cannot be told.
 std::string InferDatasetFormat(const DatasetSpec& dataset);
 
 struct JobSpec {

@@ -55,7 +55,7 @@ write("fuzz_job_spec", "shorthands",
       '{"name":"s","entrypoint":{"library":"/x.so","function":null},"num_cpus_per_worker":2,'
       '"scaling_config":{"placement_strategy":"STRICT_SPREAD"},'
       '"run_config":{"storage_path":null,"checkpoint_config":{"num_to_keep":null}},'
-      '"datasets":{"my.data":{"uri":"https://h/x.parquet","split":false},'
+      '"datasets":{"my.data":{"uri":"https://h/x.npy","split":false},'
       '"val":{"uri":"http://h/v.jsonl","format":null}}}')
 write("fuzz_job_spec", "bad_types",
       '{"name":"two words","entrypoint":{"library":""},"scaling_config":{"num_workers":"two"}}')
