@@ -207,6 +207,16 @@ std::vector<JobRecord> StateStore::ListActiveJobs(bool with_spec) const {
   return out;
 }
 
+std::vector<std::string> StateStore::ActiveLibraryHashes() const {
+  std::lock_guard<std::mutex> l(mu_);
+  Stmt s(stmts_,
+         "SELECT DISTINCT library_sha256 FROM jobs WHERE state IN ('PENDING', 'STARTING', "
+         "'RUNNING') AND library_sha256 <> '' ORDER BY library_sha256");
+  std::vector<std::string> out;
+  while (s.Step()) out.push_back(s.Text(0));
+  return out;
+}
+
 std::vector<AttemptRecord> StateStore::ListAttempts(const std::string& job_id) const {
   std::lock_guard<std::mutex> l(mu_);
   Stmt s(stmts_,

@@ -42,6 +42,9 @@ class StateStore {
   // `with_spec` the spec field is left empty: the head's scheduling pass reads every
   // active job several times a second and keeps the (immutable) specs it parsed.
   std::vector<JobRecord> ListActiveJobs(bool with_spec = true) const;
+  // The distinct non-empty library hashes of PENDING, STARTING and RUNNING jobs (what a
+  // voter keeps a copy of), without reading the jobs' rows.
+  std::vector<std::string> ActiveLibraryHashes() const;
   std::vector<AttemptRecord> ListAttempts(const std::string& job_id) const;
   std::optional<AttemptRecord> GetAttempt(const std::string& job_id, int attempt) const;
   std::vector<CheckpointRecord> ListCheckpoints(const std::string& job_id) const;  // oldest first

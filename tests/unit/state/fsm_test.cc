@@ -224,3 +224,20 @@ TEST_CASE("active jobs without their specs") {
   CHECK(light[0].trial_dir == full[0].trial_dir);
   CHECK(light[0].library_path == full[0].library_path);
 }
+
+TEST_CASE("library hashes of the active jobs, each once") {
+  StateStore store;
+  Fsm fsm(&store);
+  auto job = [](const std::string& id, const std::string& sha) {
+    JobRecord j = MakeJob(id, 0);
+    j.library_sha256 = sha;
+    return j;
+  };
+  Apply(fsm, commands::SubmitJob(job("d1", "bb"), ""));
+  Apply(fsm, commands::SubmitJob(job("d2", "aa"), ""));
+  Apply(fsm, commands::SubmitJob(job("d3", "bb"), ""));
+  Apply(fsm, commands::SubmitJob(job("d4", ""), ""));    // a library path used as-is
+  Apply(fsm, commands::SubmitJob(job("d5", "cc"), ""));  // ends below
+  Apply(fsm, commands::StopJob("d5"));
+  CHECK(store.ActiveLibraryHashes() == std::vector<std::string>{"aa", "bb"});
+}
