@@ -78,7 +78,7 @@ the same run; absolute numbers are only context.
 | what | traintl | peer | ratio (traintl / peer speed) |
 |---|---|---|---|
 | 2-rank DDP training, MLP 784-512-512-10, batch 64/rank, 1 thread/rank (steps/s, median of $rounds) | $cpp_med | torchrun + Python DDP: $py_med | **$train_ratio** |
-| 25 MB float32 allreduce, 2 ranks on loopback (ms/op, median of 5 rounds) | $ours_ms (prepare_model's path, with the average) | raw ProcessGroupGloo: $raw_ms | **$ar_ratio** |
+| 25 MB float32 allreduce, 2 ranks on loopback (ms/op, median of 9 rounds, alternating which side goes first) | $ours_ms (prepare_model's path: our interface's sum allreduce) | raw ProcessGroupGloo: $raw_ms | **$ar_ratio** |
 
 Median of the per-round training ratios (each round runs both sides back to back):
 **$(printf '%.2f' "$paired_ratio")**. On a machine shared with other work, single rounds vary
