@@ -755,9 +755,9 @@ void JobManager::CommitReport(ActiveAttempt& a, int seq) {
   }
   const std::string trial_prefix = a.trial_dir + "/checkpoint_";
   log_->Propose(commands::CommitCheckpoint(a.job_id, a.attempt, seq, *merged, metrics),
-                [this, trial_prefix](Result<json> r) {
+                [fs = options_.worker_fs_identity, trial_prefix](Result<json> r) {
                   if (!r.ok()) return;
-                  ScopedFsIdentity as_worker(WorkerFs());
+                  ScopedFsIdentity as_worker(fs ? &*fs : nullptr);
                   // Records go first, files after: a crash in between leaves only garbage.
                   for (const auto& p : r->value("deleted", json::array())) {
                     if (!p.is_string()) continue;
