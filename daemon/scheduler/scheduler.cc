@@ -10,15 +10,6 @@ namespace {
 
 constexpr double kEpsilon = 1e-9;
 
-bool Fits(const ResourceMap& available, const ResourceMap& need) {
-  for (const auto& [name, amount] : need) {
-    if (amount <= 0) continue;
-    auto it = available.find(name);
-    if (it == available.end() || it->second + kEpsilon < amount) return false;
-  }
-  return true;
-}
-
 void Take(ResourceMap& available, const ResourceMap& need) {
   for (const auto& [name, amount] : need)
     if (amount > 0) available[name] -= amount;
