@@ -4,8 +4,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 namespace traintl {
 namespace {
@@ -41,6 +43,26 @@ ScopedFsIdentity::ScopedFsIdentity(const FsIdentity* id) {
       static_cast<gid_t>(::setfsgid(static_cast<gid_t>(-1))) != id->gid)
     Die("setfsuid/setfsgid");
   active_ = true;
+}
+
+bool ScopedFsIdentity::Supported(const FsIdentity& id, std::string* why) {
+  if (id.uid == 0 || ::geteuid() != 0) return true;  // nothing to switch
+  int n = ::getgroups(0, nullptr);
+  std::vector<gid_t> saved(static_cast<size_t>(n > 0 ? n : 0));
+  if (n < 0 || (n > 0 && ::getgroups(n, saved.data()) < 0)) {
+    *why = std::string("getgroups: ") + std::strerror(errno);
+    return false;
+  }
+  if (ThreadSetGroups(id.groups.empty() ? std::vector<gid_t>{id.gid} : id.groups) != 0) {
+    *why = std::string("setgroups: ") + std::strerror(errno);
+    return false;
+  }
+  if (ThreadSetGroups(saved) != 0) Die("setgroups (restore)");
+  ::setfsuid(id.uid);
+  const bool switched = static_cast<uid_t>(::setfsuid(static_cast<uid_t>(-1))) == id.uid;
+  ::setfsuid(0);
+  if (!switched) *why = "setfsuid: not permitted (CAP_SETUID missing)";
+  return switched;
 }
 
 ScopedFsIdentity::~ScopedFsIdentity() {

@@ -14,6 +14,7 @@
 
 #include <sys/types.h>
 
+#include <string>
 #include <vector>
 
 namespace traintl {
@@ -36,6 +37,12 @@ class ScopedFsIdentity {
   ScopedFsIdentity& operator=(const ScopedFsIdentity&) = delete;
 
   bool active() const { return active_; }
+
+  // Whether this process may switch to `id` (it needs CAP_SETUID and CAP_SETGID, which a
+  // container or a service unit may have taken away); on false, `why` says what failed.
+  // The daemon asks at start, so that a missing capability is a startup error rather
+  // than a crash at the first checkpoint.
+  static bool Supported(const FsIdentity& id, std::string* why);
 
  private:
   bool active_ = false;

@@ -15,6 +15,7 @@
 
 #include "common/crypto.h"
 #include "common/file_util.h"
+#include "common/fs_identity.h"
 #include "common/logging.h"
 #include "daemon/api/api_routes.h"
 #include "daemon/cluster/cluster_runtime.h"
@@ -102,6 +103,11 @@ int Run(const DaemonConfig& cfg, int argc, char** argv) {
       return 1;
     }
     worker_user = *user;
+    std::string why;
+    if (!ScopedFsIdentity::Supported(FsIdentity{user->uid, user->gid, user->groups}, &why)) {
+      LOG_ERROR << "--worker-user " << cfg.worker_user << ": cannot act as that user: " << why;
+      return 1;
+    }
   } else if (::geteuid() == 0) {
     LOG_WARN << "running as root without --worker-user: training code runs as root";
   }

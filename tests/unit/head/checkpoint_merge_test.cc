@@ -131,6 +131,9 @@ TEST_CASE("ScopedFsIdentity checks file access as the worker, then restores root
   CHECK(fd >= 0);
   if (fd >= 0) ::close(fd);
   CHECK(WriteFileAtomic(dir + "/new", "y").ok());
+  std::string why;
+  CHECK(ScopedFsIdentity::Supported(worker, &why));
+  CHECK(why.empty());
   // A null identity (no --worker-user) changes nothing.
   ScopedFsIdentity none(nullptr);
   CHECK_FALSE(none.active());
