@@ -206,36 +206,7 @@ class NetnsDaemon(Daemon):
         self.netns = netns
         self.host = host
 
-    def start(self, timeout=20, role="head"):
-        addr_file = os.path.join(self.data_dir, "api_address")
-        if os.path.exists(addr_file):
-            os.unlink(addr_file)
-        log = open(self.log_path, "ab")
+    def command(self, host=None):
         # ip netns exec execs traintld: proc.pid is the daemon's pid.
-        self.proc = subprocess.Popen(
-            ["ip", "netns", "exec", self.netns, bin_path("traintld"),
-             "--data-dir", self.data_dir, "--api-address", f"{self.host}:0",
-             "--raft-address", f"{self.host}:0", "--insecure-allow-remote-without-tls",
-             "--num-cpus", str(self.num_cpus), "--worker-stop-grace-ms", "500",
-             "--collective-timeout", "20"] + self.extra_args,
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        log.close()
-
-        def ready():
-            if self.proc.poll() is not None:
-                raise AssertionError(f"traintld exited with {self.proc.returncode}:\n" + self.log())
-            if not os.path.exists(addr_file):
-                return False
-            with open(addr_file) as f:
-                self.address = f.read().strip()
-            try:
-                return self.get("/healthz", auth=False)[0] == 200
-            except OSError:
-                return False
-        wait_for(ready, timeout, what="traintld /healthz")
-        with open(os.path.join(self.data_dir, "token")) as f:
-            self.token = f.read().strip()
-        if role:
-            wait_for(lambda: self.get("/healthz", auth=False)[1].get("role") == role, timeout,
-                     what=f"{role} role")
-        return self
+        return ["ip", "netns", "exec", self.netns] + super().command(self.host) + [
+            "--insecure-allow-remote-without-tls"]

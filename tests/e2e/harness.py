@@ -72,16 +72,19 @@ class Daemon:
         self.address = None
         self.token = None
 
+    def command(self, host="127.0.0.1"):
+        """The traintld command line (subclasses wrap it or change the host)."""
+        return [bin_path("traintld"), "--data-dir", self.data_dir, "--api-address", f"{host}:0",
+                "--raft-address", f"{host}:0", "--num-cpus", str(self.num_cpus),
+                "--worker-stop-grace-ms", "500", "--collective-timeout", "20"] + self.extra_args
+
     def start(self, timeout=20, role="head"):
         addr_file = os.path.join(self.data_dir, "api_address")
         if os.path.exists(addr_file):
             os.unlink(addr_file)
         log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(
-            [bin_path("traintld"), "--data-dir", self.data_dir, "--api-address", "127.0.0.1:0",
-             "--raft-address", "127.0.0.1:0", "--num-cpus", str(self.num_cpus),
-             "--worker-stop-grace-ms", "500", "--collective-timeout", "20"] + self.extra_args,
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
         log.close()
 
         def ready():
