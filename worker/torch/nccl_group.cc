@@ -113,7 +113,7 @@ class NcclProcessGroup;
 
 class NcclWork final : public Work {
  public:
-  NcclWork(NcclProcessGroup* group) : group_(group) {}
+  explicit NcclWork(NcclProcessGroup* group) : group_(group) {}
   void wait() override;
 
  private:
