@@ -9,6 +9,13 @@
 namespace traintl {
 namespace data {
 
+namespace {
+
+// Longest record (or carried start of one) a text block may hold.
+constexpr size_t kMaxRecordBytes = 64u << 20;
+
+}  // namespace
+
 // A block of whole records (or whole .npy rows) of one file, or the end of the epoch or
 // an error, in epoch order (seq).
 struct BatchReader::Unit {
@@ -16,9 +23,9 @@ struct BatchReader::Unit {
   int file = 0;
   Buffer bytes;
   size_t begin = 0, end = 0;  // the records within `bytes`
-  int64_t rows = 0;
-  int64_t line = 1;     // of bytes[begin]
-  uint64_t offset = 0;  // of bytes[begin] in the file
+  int64_t rows = 0;           // -1: not counted (a CSV block cut at its last newline, unscanned)
+  int64_t line = 1;           // of bytes[begin]; kLineAfterPrevious: where the block before ended
+  uint64_t offset = 0;        // of bytes[begin] in the file
   Status status;
   bool end_marker = false;
   int64_t accounted = 0;
@@ -29,9 +36,18 @@ struct BatchReader::Parsed {
   Status status;
   bool end_marker = false;
   int64_t accounted = 0;
+  int64_t line = 1;   // the unit's
+  int64_t lines = 0;  // newlines in the unit's records (CSV)
+  // A unit that failed without knowing its first line, kept so that the batcher can
+  // parse it again with the line and so name the right one in the error.
+  std::unique_ptr<Unit> failed;
 };
 
 namespace {
+
+// Unit::line of a block whose first line the reader did not count: the line after the
+// previous block's records (the batcher, which sees the blocks in order, knows it).
+constexpr int64_t kLineAfterPrevious = -1;
 
 // Rows held back and released in random order: a fixed number of row slots per column.
 class ShuffleBuffer {
@@ -305,6 +321,12 @@ Status BatchReader::ReadTextSegment(const Segment& seg) {
   int64_t line = seg.line;
   Buffer carry;  // the start of a record that the last block cut
   bool eof = false;
+  // A CSV segment read to the end of its file needs no row count up front: its blocks
+  // without a quote (so without a quoted newline) are cut at their last newline and the
+  // parsers count their rows, which saves the reader a pass over the bytes. The lines are
+  // then counted by the parsers too, so blocks after the first have kLineAfterPrevious.
+  const bool uncounted = csv && seg.rows < 0 && seg.skip_rows == 0;
+  bool line_known = true;
   while (left > 0 && !stop_ && !(eof && carry.size() == 0)) {
     auto unit = std::make_unique<Unit>();
     const size_t want = eof ? 0 : options_.block_bytes;
@@ -325,6 +347,34 @@ Status BatchReader::ReadTextSegment(const Segment& seg) {
     }
     const char* data = unit->bytes.data();
     size_t used = 0;
+    if (uncounted && std::memchr(data, '"', len) == nullptr) {
+      size_t cut = len;
+      if (!eof) {
+        const void* nl = memrchr(data, '\n', len);
+        cut = nl == nullptr ? 0 : static_cast<size_t>(static_cast<const char*>(nl) - data) + 1;
+      }
+      carry.Clear();
+      carry.Append(data + cut, len - cut);
+      if (cut == 0) {
+        Account(-unit->accounted);
+        if (!eof && carry.size() > kMaxRecordBytes) {
+          return Status::InvalidArgument(fi.file.name +
+                                         ": a record longer than 64 MiB (byte offset " +
+                                         std::to_string(offset) + ")");
+        }
+        continue;
+      }
+      unit->file = seg.file;
+      unit->begin = 0;
+      unit->end = cut;
+      unit->rows = -1;
+      unit->line = line_known ? line : kLineAfterPrevious;
+      unit->offset = offset;
+      line_known = false;
+      offset += cut;
+      if (!Emit(std::move(unit))) return Status::Ok();
+      continue;
+    }
     if (skip > 0) {
       auto r = ScanRecords(data, len, skip, eof, csv, {&fi.file.name, line, offset});
       if (!r.ok()) {
@@ -341,8 +391,17 @@ Status BatchReader::ReadTextSegment(const Segment& seg) {
       auto scanned =
           ScanRecords(data + used, len - used, left, eof, csv, {&fi.file.name, line, offset});
       if (!scanned.ok()) {
-        Account(-unit->accounted);
-        return scanned.status();
+        // A quote left open at the end of the file. The parser, given the rest of the file
+        // as one uncounted block, fails the same way after delivering the rows before it,
+        // and names the right line also when this reader does not know it.
+        unit->file = seg.file;
+        unit->begin = used;
+        unit->end = len;
+        unit->rows = -1;
+        unit->line = line_known ? line : kLineAfterPrevious;
+        unit->offset = offset;
+        Emit(std::move(unit));
+        return scanned.status();  // delivered only if that block parses after all
       }
       r = *scanned;
     }
@@ -350,8 +409,13 @@ Status BatchReader::ReadTextSegment(const Segment& seg) {
     used += r.consumed;
     carry.Clear();
     carry.Append(data + used, len - used);
-    if (!eof && used == 0 && carry.size() > (64u << 20)) {
+    if (!eof && used == 0 && carry.size() > kMaxRecordBytes) {
       Account(-unit->accounted);
+      if (!line_known) {
+        return Status::InvalidArgument(fi.file.name +
+                                       ": a record longer than 64 MiB (byte offset " +
+                                       std::to_string(offset) + ")");
+      }
       return Status::InvalidArgument(
           Located({&fi.file.name, line, offset}, line, offset, "a record longer than 64 MiB"));
     }
@@ -360,13 +424,26 @@ Status BatchReader::ReadTextSegment(const Segment& seg) {
       unit->begin = begin;
       unit->end = used;
       unit->rows = r.rows;
-      unit->line = line;
+      unit->line = line_known ? line : kLineAfterPrevious;
       unit->offset = offset;
       left -= r.rows;
       line += r.lines;
       offset += r.consumed;
       if (!Emit(std::move(unit))) return Status::Ok();
     } else {
+      // Blank lines only: a block after an uncounted one must still pass them on, since
+      // the line of the next block is counted from the blocks before it.
+      if (!line_known && r.lines > 0) {
+        unit->file = seg.file;
+        unit->begin = begin;
+        unit->end = used;
+        unit->rows = 0;
+        unit->line = kLineAfterPrevious;
+        unit->offset = offset;
+        offset += r.consumed;
+        if (!Emit(std::move(unit))) return Status::Ok();
+        continue;
+      }
       line += r.lines;
       offset += r.consumed;
       Account(-unit->accounted);
@@ -428,16 +505,16 @@ Status BatchReader::ReadNpySegment(const Segment& seg) {
 
 // ---- parsers
 
-Status BatchReader::ParseUnit(const Unit& unit, RowBlock* out) const {
+Status BatchReader::ParseUnit(const Unit& unit, int64_t line, RowBlock* out, int64_t* lines) const {
   const FileInfo& fi = dataset_->files()[static_cast<size_t>(unit.file)];
-  out->Reset(schema_, unit.rows);
+  out->Reset(schema_, std::max<int64_t>(unit.rows, 0));
   const char* data = unit.bytes.data() + unit.begin;
   const size_t len = unit.end - unit.begin;
-  const TextPos pos{&fi.file.name, unit.line, unit.offset};
+  const TextPos pos{&fi.file.name, line, unit.offset};
   switch (dataset_->format()) {
     case Format::kCsv:
       return ParseCsvRows(data, len, unit.rows, field_plans_[static_cast<size_t>(unit.file)],
-                          schema_, pos, out);
+                          schema_, pos, out, lines);
     case Format::kJsonl:
       return ParseJsonlRows(data, len, unit.rows, schema_, inferred_, pos, out);
     case Format::kNpy:
@@ -462,17 +539,23 @@ void BatchReader::ParserMain() {
       work_.pop_front();
     }
     auto p = std::make_unique<Parsed>();
+    p->line = unit->line;
     Status st;
     try {
-      st = ParseUnit(*unit, &p->block);
+      // An unknown first line is given as 1 here; see Parsed::failed.
+      st =
+          ParseUnit(*unit, unit->line == kLineAfterPrevious ? 1 : unit->line, &p->block, &p->lines);
     } catch (const std::exception& e) {  // bad_alloc
       st = Status::ResourceExhausted(std::string("parsing a block: ") + e.what());
     }
-    // A failed block keeps the rows before the bad one (the parsers leave them in it).
-    if (!st.ok()) p->status = std::move(st);
     p->accounted = static_cast<int64_t>(p->block.ByteSize());
     Account(p->accounted - unit->accounted);
     const int64_t seq = unit->seq;
+    // A failed block keeps the rows before the bad one (the parsers leave them in it).
+    if (!st.ok()) {
+      p->status = std::move(st);
+      if (unit->line == kLineAfterPrevious) p->failed = std::move(unit);
+    }
     unit.reset();
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -529,6 +612,7 @@ void BatchReader::BatcherMain() {
     Deliver(nullptr, std::move(st), end);
   };
   new_batch();
+  int64_t line = 1;  // the line after the last block's records
   for (int64_t next = 0;; ++next) {
     std::unique_ptr<Parsed> p;
     {
@@ -559,6 +643,18 @@ void BatchReader::BatcherMain() {
       batch.reset();
       finish(Status::Ok(), true);
       return;
+    }
+    const int64_t first_line = p->line == kLineAfterPrevious ? line : p->line;
+    line = first_line + p->lines;
+    if (p->failed != nullptr) {
+      RowBlock again;
+      Status st;
+      try {
+        st = ParseUnit(*p->failed, first_line, &again, nullptr);
+      } catch (const std::exception&) {  // bad_alloc: keep the message with line 1
+      }
+      if (!st.ok()) p->status = std::move(st);
+      p->failed.reset();
     }
     const RowBlock& rows = p->block;
     for (int64_t r = 0; r < rows.num_rows;) {

@@ -60,7 +60,8 @@ struct IterOptions {
   int prefetch_batches = 2;
   // Rows held by the shuffle buffer. Default: 10000.
   int64_t shuffle_buffer_rows = 10000;
-  // Parser threads; 0 = min(4, hardware threads). Default: 0.
+  // Parser threads; 0 = min(4, hardware threads) (the worker's dataset service passes
+  // min(4, cores / ranks on the node) instead). Default: 0.
   int num_threads = 0;
   // Bytes per block read and parsed as one unit. Default: 1 MiB.
   size_t block_bytes = 1 << 20;
@@ -105,7 +106,9 @@ class BatchReader {
   Status ReadNpySegment(const Segment& seg);
   // Hands a block (or the end, or an error) to the parsers; false when stopping.
   bool Emit(std::unique_ptr<Unit> unit);
-  Status ParseUnit(const Unit& unit, RowBlock* out) const;
+  // Parses `unit` as if its first line were `line`; *lines (when not null) gets the lines
+  // its records took (CSV; 0 otherwise).
+  Status ParseUnit(const Unit& unit, int64_t line, RowBlock* out, int64_t* lines) const;
   // Queues a finished batch (or the end / an error) for Next(); false when stopping.
   bool Deliver(std::unique_ptr<RowBlock> batch, Status status, bool end);
   void Account(int64_t delta);

@@ -91,9 +91,13 @@ struct FieldPlan {
 
 // Parses `rows` CSV records from buf[0, len) (complete records from a record boundary,
 // as ScanRecords consumed them) into `out`, which follows `out_schema` and gets the rows
-// appended. `fields` has one entry per field of the file's records.
+// appended. `fields` has one entry per field of the file's records. rows < 0: as many as
+// buf holds (which need not have been scanned: then a quoted field still open at the end
+// of buf is an error, as the end of the file). *lines_out (when not null) gets the lines
+// the records took.
 Status ParseCsvRows(const char* buf, size_t len, int64_t rows, const std::vector<FieldPlan>& fields,
-                    const Schema& out_schema, const TextPos& pos, RowBlock* out);
+                    const Schema& out_schema, const TextPos& pos, RowBlock* out,
+                    int64_t* lines_out = nullptr);
 
 // Parses `rows` JSON lines likewise; columns are found by name.
 Status ParseJsonlRows(const char* buf, size_t len, int64_t rows, const Schema& out_schema,

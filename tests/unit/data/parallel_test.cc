@@ -267,6 +267,76 @@ TEST_CASE("parallel parse: a bad row deep in the file fails alike, line number e
   }
 }
 
+TEST_CASE("parallel parse: blocks cut without a row count keep rows, lines and errors exact") {
+  // A segment read to the end of its file is cut at the last newline of each block that
+  // has no quote, without counting its rows; the parsers count rows and lines and the
+  // batcher works out each block's first line. Blank-line runs longer than a block, CRLF,
+  // records longer than a block and one quoted block in the middle must not shift a line.
+  TempDir dir;
+  std::string t = "id,x,s\n";
+  int64_t line = 2;
+  const int64_t rows = 5000;
+  for (int64_t i = 0; i < rows; ++i) {
+    const std::string s = i % 500 == 7 ? std::string(3000, 'w') : i == 2500 ? "\"q\nq\"" : "s";
+    t += std::to_string(i) + "," + std::to_string(i) + ".5," + s + (i % 2 ? "\r\n" : "\n");
+    line += i == 2500 ? 2 : 1;
+    if (i % 1000 == 3) {
+      t += std::string(2500, '\n');
+      line += 2500;
+    }
+    if (i % 333 == 0) {
+      t += "\r\n\n";
+      line += 2;
+    }
+  }
+  Write(dir / "good.csv", t);
+  const int64_t bad_line = line;
+  const uint64_t bad_offset = t.size();
+  Write(dir / "bad.csv", t + "5000,oops,s\n5001,1,s\n");
+  // A quote left open at the end of the file, after uncounted blocks.
+  std::string q = "id,x,s\n";
+  for (int64_t i = 0; i < 3000; ++i) q += std::to_string(i) + ",1.5,s\n";
+  const uint64_t open_offset = q.size();
+  q += "3000,1.5,\"open\n3001,1,s\n";
+  Write(dir / "open.csv", q);
+
+  ShardOptions head_only;  // the type inference must not read as far as the bad rows
+  head_only.infer_rows = 100;
+  auto good = OpenDataset("file://" + dir.path() + "/good.csv");
+  auto bad = OpenDataset("file://" + dir.path() + "/bad.csv", 0, 1, true, head_only);
+  auto open = OpenDataset("file://" + dir.path() + "/open.csv", 0, 1, true, head_only);
+  const std::string bad_message =
+      dir / "bad.csv:" + std::to_string(bad_line) + ": column 'x': cannot parse 'oops' as float64";
+  const std::string open_message =
+      dir / "open.csv:3002: a quoted field is not closed before the end of the file (byte offset " +
+      std::to_string(open_offset) + ")";
+  for (size_t block : {size_t{1024}, size_t{4096}, size_t{64} << 10}) {
+    for (int k : {1, 2, 3}) {
+      IterOptions o;
+      o.block_bytes = block;
+      o.batch_size = 100;
+      o.num_threads = k;
+      INFO("num_threads " << k << ", block_bytes " << block);
+      Epoch g = ReadEpoch(good, o);
+      INFO(g.status.message());
+      CHECK(g.status.ok());
+      REQUIRE(static_cast<int64_t>(g.ids.size()) == rows);
+      for (int64_t i = 0; i < rows; ++i) CHECK(g.ids[static_cast<size_t>(i)] == i);
+      CHECK(g.stats.rows == rows);
+
+      Epoch b = ReadEpoch(bad, o);
+      CHECK(b.status.message().rfind(bad_message, 0) == 0);
+      CHECK(b.status.message().find("(byte offset " + std::to_string(bad_offset) + ")") !=
+            std::string::npos);
+      CHECK(static_cast<int64_t>(b.ids.size()) == rows);
+
+      Epoch e = ReadEpoch(open, o);
+      CHECK(e.status.message() == open_message);
+      CHECK(e.ids.size() == 3000);
+    }
+  }
+}
+
 TEST_CASE("parallel parse: JSON Lines are the same for any K") {
   TempDir dir;
   std::string t;
