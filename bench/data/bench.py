@@ -2,10 +2,12 @@
 
 Measures, on one generated CSV file of a few hundred MB (16 float columns and an int label):
   traintl    traintl-worker running libdata_bench_train.so: get_dataset_shard +
-             iter_torch_batches(dtype=float32) + torch.stack of the columns, 1 rank, and
-             2 ranks splitting the file (each first counts the rows of the whole file),
-             from the page cache; 1 rank after evicting the file (cold); and 1 rank with
-             one parser thread (IterOptions::num_threads = 1; the others use the default);
+             iter_torch_batches(dtype=float32) + each batch's columns stacked into one
+             [B, 17] tensor (column-major: torch::stack(dim=0).t()), 1 rank, and 2 ranks
+             splitting the file (each first counts the rows of the whole file), from the
+             page cache; 1 rank after evicting the file (cold); 1 rank with one parser
+             thread (IterOptions::num_threads = 1; the others use the default); and 1 rank
+             stacking row-major (torch::stack(dim=1), a strided copy);
   pandas     Debian's python3-pandas: pd.read_csv(path).to_numpy(dtype=np.float32);
   raw read   cat FILE > /dev/null, from the page cache (warm) and after evicting the file
              from it with posix_fadvise(DONTNEED) (cold);
@@ -83,11 +85,12 @@ def raw_read(path, cold):
     return seconds
 
 
-def traintl_run(worker, lib, path, world, tmp, cold=False, threads=0):
+def traintl_run(worker, lib, path, world, tmp, cold=False, threads=0, stack="columns"):
     """Runs `world` traintl-worker ranks (this script plays the agent); their metrics.
 
     cold: evicts the file from the page cache first (and caches it again afterwards).
-    threads: parser threads per rank (0 = the reader's default)."""
+    threads: parser threads per rank (0 = the reader's default).
+    stack: how the library makes each batch one [rows, 17] tensor (bench_train.cc)."""
     if cold:
         evict(path)
     procs, sel, results, buffers = [], selectors.DefaultSelector(), {}, {}
@@ -95,7 +98,8 @@ def traintl_run(worker, lib, path, world, tmp, cold=False, threads=0):
         ctx = {"job_id": "bench", "job_name": "data-bench", "attempt": 1, "world_rank": rank,
                "world_size": world, "local_rank": rank, "local_world_size": world,
                "node_rank": 0, "library": lib, "function": "read_loop",
-               "config": {"batch_size": 4096, "threads": threads}, "trial_dir": tmp,
+               "config": {"batch_size": 4096, "threads": threads, "stack": stack},
+               "trial_dir": tmp,
                "staging_dir": os.path.join(tmp, f"staging{rank}"), "master_addr": "127.0.0.1",
                "master_port": 0, "use_gpu": False,
                "datasets": {"bench": {"uri": "file://" + path, "format": "csv", "split": True}}}
@@ -176,9 +180,9 @@ def main():
     subprocess.run(["cat", args.data], stdout=subprocess.DEVNULL, check=True)  # warm up
 
     samples = {k: [] for k in ("raw_warm", "raw_cold", "traintl1", "traintl2", "traintl1_cold",
-                               "traintl1_k1", "pandas")}
+                               "traintl1_k1", "traintl1_rows", "pandas")}
     cpu_samples = {k: [] for k in ("traintl1", "traintl2", "traintl1_cold", "traintl1_k1",
-                                   "pandas")}
+                                   "traintl1_rows", "pandas")}
     memory = {}
     rows_seen = None
     with tempfile.TemporaryDirectory(prefix="traintl-bench-data-") as tmp:
@@ -203,6 +207,10 @@ def main():
             samples["traintl1_k1"].append(k1["seconds"])
             cpu_samples["traintl1_k1"].append(k1["cpu_seconds"])
             memory["traintl1_k1"] = k1
+            rm = traintl_run(worker, args.lib, args.data, 1, tmp, stack="rows")[0]
+            samples["traintl1_rows"].append(rm["seconds"])
+            cpu_samples["traintl1_rows"].append(rm["cpu_seconds"])
+            memory["traintl1_rows"] = rm
             pd_result = pandas_run(args.python, args.data)
             samples["pandas"].append(pd_result["seconds"])
             cpu_samples["pandas"].append(pd_result["cpu_seconds"])
@@ -240,11 +248,12 @@ def main():
              "traintl2": "traintl, 2 ranks splitting the file (incl. the row count)",
              "traintl1_cold": "traintl, 1 rank, file evicted first (cold)",
              "traintl1_k1": "traintl, 1 rank, 1 parser thread (num_threads=1)",
+             "traintl1_rows": "traintl, 1 rank, row-major [B, 17] (torch::stack(dim=1))",
              "pandas": "pandas read_csv().to_numpy(float32)",
              "raw_warm": "raw read: cat > /dev/null, page cache (warm)",
              "raw_cold": "raw read: cat > /dev/null, evicted first (cold)"}
-    for k in ("traintl1", "traintl2", "traintl1_cold", "traintl1_k1", "pandas", "raw_warm",
-              "raw_cold"):
+    for k in ("traintl1", "traintl2", "traintl1_cold", "traintl1_k1", "traintl1_rows", "pandas",
+              "raw_warm", "raw_cold"):
         lines.append(f"| {names[k]} | {med[k]:.3f} | {mbps[k]:.0f} | "
                      f"{mbps[k] / mbps['pandas']:.2f}x | {mbps[k] / mbps['raw_warm']:.3f}x | "
                      f"{mbps[k] / mbps['raw_cold']:.3f}x |")
@@ -265,7 +274,7 @@ def main():
         "| reader | CPU seconds | MB per CPU second | vs pandas |",
         "|---|---|---|---|",
     ]
-    for k in ("traintl1", "traintl2", "traintl1_cold", "traintl1_k1", "pandas"):
+    for k in ("traintl1", "traintl2", "traintl1_cold", "traintl1_k1", "traintl1_rows", "pandas"):
         per_cpu = size / cpu_med[k] / 1e6
         lines.append(f"| {names[k]} | {cpu_med[k]:.3f} | {per_cpu:.0f} | "
                      f"{cpu_med['pandas'] / cpu_med[k]:.2f}x |")
@@ -279,7 +288,8 @@ def main():
     ]
     for k, label in (("traintl1", "traintl, 1 rank"), ("traintl2", "traintl, 2 ranks (each)"),
                      ("traintl1_cold", "traintl, 1 rank, cold"),
-                     ("traintl1_k1", "traintl, 1 rank, 1 parser thread"), ("pandas", "pandas")):
+                     ("traintl1_k1", "traintl, 1 rank, 1 parser thread"),
+                     ("traintl1_rows", "traintl, 1 rank, row-major stack"), ("pandas", "pandas")):
         m = memory[k]
         lines.append(f"| {label} | {mib(m['rss_before_bytes'])} | {mib(m['peak_rss_bytes'])} | "
                      f"{mib(m['peak_rss_bytes'] - m['rss_before_bytes'])} |")

@@ -1,12 +1,16 @@
 // libdata_bench_train.so, entry point read_loop: reads dataset "bench" once through
 // traintl::torch::iter_torch_batches as float32 tensors and stacks each batch's columns
-// into one [rows, columns] tensor (what pandas' read_csv(...).to_numpy() gives), then
+// into one [rows, columns] tensor (what pandas' read_csv(...).to_numpy() gives): by
+// default as torch::stack(columns, 0).t(), a column-major [rows, columns] (one contiguous
+// copy per column), with "stack": "rows" as torch::stack(columns, 1), a row-major one
+// (a strided copy, which costs LibTorch several times more), then
 // reports: rows, seconds (from get_dataset_shard to the last batch, so it includes the
 // row count that a split shard needs), cpu_seconds (the process's CPU time over the same
 // span, all threads), first_batch_seconds, rss_before_bytes and peak_rss_bytes (VmRSS
 // before reading, VmHWM after).
 //
-// train_loop_config: batch_size (4096), threads (0 = the worker's default).
+// train_loop_config: batch_size (4096), threads (0 = the worker's default), stack
+// ("columns" or "rows", see above; default "columns").
 #include <time.h>
 
 #include <chrono>
@@ -52,6 +56,7 @@ void read_loop(const nlohmann::json& config) {
   options.dtype = torch::kFloat32;
   options.device = torch::Device(torch::kCPU);
   options.iter.num_threads = config.value("threads", 0);
+  const bool row_major = config.value("stack", std::string("columns")) == "rows";
   int64_t rows = 0;
   double first_batch = -1;
   double checksum = 0;
@@ -59,7 +64,7 @@ void read_loop(const nlohmann::json& config) {
        traintl::torch::iter_torch_batches(shard, config.value("batch_size", 4096), options)) {
     std::vector<torch::Tensor> columns;
     for (auto& named : batch) columns.push_back(named.second);
-    torch::Tensor x = torch::stack(columns, 1);
+    torch::Tensor x = row_major ? torch::stack(columns, 1) : torch::stack(columns, 0).t();
     rows += x.size(0);
     checksum += x[0][0].item<float>();
     if (first_batch < 0) first_batch = seconds();
