@@ -308,7 +308,17 @@ JobManager::QueuedJob& JobManager::Queued(const JobRecord& job) {
   if (!full) return q;
   auto parsed = ParseJobSpecText(full->spec);
   if (!parsed.ok()) {
-    LOG_ERROR << "job " << job.id << " has an unreadable spec: " << parsed.status().message();
+    // Stored by a version that accepted it (e.g. a parquet dataset): it can never start,
+    // so it fails with the reason rather than waiting forever.
+    const std::string reason =
+        "the job's spec cannot be read by this version of traintl: " + parsed.status().message();
+    LOG_ERROR << "job " << job.id << ": " << reason;
+    const std::string id = job.id;
+    log_->Propose(commands::FailPendingJob(id, reason), [this, id](Result<json> r) {
+      if (r.ok()) return;
+      LOG_WARN << "could not fail job " << id << ": " << r.status().message();
+      queued_.erase(id);  // the next pass proposes it again
+    });
     return q;
   }
   q.pending = ToPending(job, *parsed);

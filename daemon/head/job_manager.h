@@ -148,7 +148,7 @@ class JobManager : public WorkerPoolListener {
   void Tick();
   // A PENDING job as the passes see it: its spec (immutable after submission) parsed once.
   struct QueuedJob {
-    std::shared_ptr<const JobSpec> spec;  // null: unreadable (logged once)
+    std::shared_ptr<const JobSpec> spec;  // null: unreadable (then the job is being failed)
     PendingJob pending;                   // what the scheduler needs of it
     std::string proposed_reason;          // the last pending reason proposed for it
     uint64_t seen = 0;                    // the full pass that last saw it PENDING

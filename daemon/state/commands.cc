@@ -121,6 +121,13 @@ std::string StopJob(const std::string& job_id) {
   return c.dump();
 }
 
+std::string FailPendingJob(const std::string& job_id, const std::string& reason) {
+  json c = Base("fail_pending_job");
+  c["job_id"] = job_id;
+  c["reason"] = reason;
+  return c.dump();
+}
+
 std::string SetVoterAddress(uint64_t raft_id, const std::string& api_address) {
   json c = Base("set_voter_address");
   c["raft_id"] = raft_id;

@@ -46,6 +46,9 @@ struct AttemptOutcome {
 };
 std::string EndAttempt(const std::string& job_id, int attempt, const AttemptOutcome& outcome);
 std::string StopJob(const std::string& job_id);
+// Ends a PENDING job as FAILED with `reason` without an attempt: for a job that can never
+// start (a stored spec this version cannot read). A job no longer PENDING is left as it is.
+std::string FailPendingJob(const std::string& job_id, const std::string& reason);
 // Records the API address of the voter with Raft id `raft_id`, so that every voter can
 // find the head's API from the Raft leader id.
 std::string SetVoterAddress(uint64_t raft_id, const std::string& api_address);

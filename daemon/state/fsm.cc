@@ -275,6 +275,21 @@ std::string ApplyStopJob(StateStore::Tx& tx, const json& c) {
   return Ok({{"state", job->state}, {"active", true}});
 }
 
+std::string ApplyFailPendingJob(StateStore::Tx& tx, const json& c) {
+  Fields f(c);
+  const int64_t time = f.Int64("time");
+  const std::string reason = f.Str("reason");
+  auto job = tx.GetJob(f.Str("job_id"));
+  if (!job) return Err("no such job");
+  if (job->state != kJobPending) return Ok({{"state", job->state}});
+  job->state = kJobFailed;
+  job->ended_at = time;
+  job->message = reason;
+  job->pending_reason.clear();
+  tx.UpdateJob(*job);
+  return Ok({{"state", job->state}});
+}
+
 std::string ApplySetVoterAddress(StateStore::Tx& tx, const json& c) {
   const uint64_t id = c.at("raft_id").get<uint64_t>();
   const std::string address = c.at("api_address").get<std::string>();
@@ -293,6 +308,7 @@ std::string Dispatch(StateStore::Tx& tx, const std::string& op, const json& c) {
   if (op == "commit_checkpoint") return ApplyCommitCheckpoint(tx, c);
   if (op == "end_attempt") return ApplyEndAttempt(tx, c);
   if (op == "stop_job") return ApplyStopJob(tx, c);
+  if (op == "fail_pending_job") return ApplyFailPendingJob(tx, c);
   if (op == "set_voter_address") return ApplySetVoterAddress(tx, c);
   return Err("unknown op " + op);
 }

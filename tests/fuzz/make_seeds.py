@@ -158,6 +158,8 @@ seq = [
         exit_code=None, signal=15, reason="stopped", log_tail="x", retryable=True),
 ]
 R = "fuzz_raft_command"
+write(R, "fail_pending", "\n".join(seq[:1] + [cmd("fail_pending_job", "r13", job_id=J,
+                                                   reason="spec unreadable")]))
 write(R, "lifecycle_lines", "\n".join(seq))
 write(R, "replayed_rid", "\n".join(seq[:3] + [seq[2], seq[0]]))
 write(R, "malformed", '{"op":"submit_job","rid":"x","job":{"id":1}}\n{"op":"nope","rid":"y"}\n'

@@ -116,6 +116,48 @@ TEST_CASE("a long queue of waiting jobs: their reasons in few commands, none per
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("a PENDING job whose stored spec this version cannot read fails with the reason") {
+  boost::asio::io_context io;
+  StateStore store;
+  Fsm fsm(&store);
+  FsmLog log(io, &fsm);
+  const std::string dir = TempDir();
+  WorkerPoolOptions pool_opts;
+  pool_opts.worker_binary = "/nonexistent/traintl-worker";  // nothing may start here
+  WorkerPool pool(io, pool_opts, nullptr);
+  AgentOptions agent_opts;
+  agent_opts.data_dir = dir;
+  Agent agent(agent_opts, &pool);
+  JobManagerOptions opts;
+  opts.node_id = "n1";
+  opts.default_storage_path = dir + "/storage";
+  opts.node_resources = {{"CPU", 4}};
+  opts.tick = std::chrono::milliseconds(5);
+  JobManager jobs(io, opts, &store, &log, &agent);
+  jobs.SetLeader(true);
+  jobs.Start();
+  // As an older version stored it: a parquet dataset, which this version refuses.
+  JobRecord job;
+  job.id = "old123";
+  job.name = "old";
+  job.trial_dir = dir + "/storage/old";
+  job.submitted_at = commands::NowMs();
+  const json spec = json::parse(R"({"name": "old", "entrypoint": {"library": "/x.so"},
+      "datasets": {"train": {"uri": "file:///data/train.parquet"}}})");
+  REQUIRE(json::parse(fsm.Apply(commands::SubmitJob(job, spec, "old-sub")))["ok"] == true);
+  for (int i = 0; i < 100 && store.GetJob("old123")->state == kJobPending; ++i) {
+    io.run_for(std::chrono::milliseconds(20));
+  }
+  auto stored = store.GetJob("old123");
+  CHECK(stored->state == kJobFailed);
+  CHECK(stored->message.find("cannot be read by this version") != std::string::npos);
+  CHECK(stored->message.find("parquet") != std::string::npos);
+  CHECK(log.ops["fail_pending_job"] == 1);
+  CHECK(log.ops.count("start_attempt") == 0);
+  jobs.Shutdown();
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("a job that waited starts once the attempt before it ended and freed its CPU") {
   boost::asio::io_context io;
   StateStore store;

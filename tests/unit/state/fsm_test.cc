@@ -155,6 +155,25 @@ TEST_CASE("stop: pending jobs stop at once, running jobs are flagged") {
   CHECK(Apply(fsm, commands::EndAttempt("a2", 1, Failed(0, 9)))["job_state"] == kJobFailed);
 }
 
+TEST_CASE("fail_pending_job: a PENDING job fails with the reason, others are left alone") {
+  StateStore store;
+  Fsm fsm(&store);
+  Apply(fsm, commands::SubmitJob(MakeJob("p1", 0), ""));
+  CHECK(Apply(fsm, commands::FailPendingJob("p1", "spec unreadable"))["state"] == kJobFailed);
+  auto job = store.GetJob("p1");
+  CHECK(job->state == kJobFailed);
+  CHECK(job->message == "spec unreadable");
+  CHECK(job->ended_at);
+  CHECK(job->attempt == 0);
+  // A job that started, or ended, is not changed.
+  Apply(fsm, commands::SubmitJob(MakeJob("p2", 0), ""));
+  Apply(fsm, commands::StartAttempt("p2", 1, ""));
+  CHECK(Apply(fsm, commands::FailPendingJob("p2", "late"))["state"] == kJobStarting);
+  CHECK(store.GetJob("p2")->message.empty());
+  CHECK(Apply(fsm, commands::FailPendingJob("p1", "again"))["state"] == kJobFailed);
+  CHECK(store.GetJob("p1")->message == "spec unreadable");
+}
+
 TEST_CASE("snapshot and restore round trip") {
   StateStore store;
   Fsm fsm(&store);
