@@ -390,7 +390,7 @@ Status BatchReader::ReadTextSegment(const Segment& seg) {
     if (skip == 0) {
       auto scanned =
           ScanRecords(data + used, len - used, left, eof, csv, {&fi.file.name, line, offset});
-      if (!scanned.ok()) {
+      if (!scanned.ok() && csv) {
         // A quote left open at the end of the file. The parser, given the rest of the file
         // as one uncounted block, fails the same way after delivering the rows before it,
         // and names the right line also when this reader does not know it.
@@ -402,6 +402,10 @@ Status BatchReader::ReadTextSegment(const Segment& seg) {
         unit->offset = offset;
         Emit(std::move(unit));
         return scanned.status();  // delivered only if that block parses after all
+      }
+      if (!scanned.ok()) {
+        Account(-unit->accounted);
+        return scanned.status();
       }
       r = *scanned;
     }
