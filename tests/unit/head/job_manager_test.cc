@@ -92,7 +92,10 @@ TEST_CASE("a long queue of waiting jobs: their reasons in few commands, none per
     sub.submission_id = "s" + std::to_string(i);
     jobs.Submit(sub, [&](Result<std::string> id) { submitted += id.ok(); });
   }
-  // Enough passes for every job to be looked at, several times over.
+  // Every submission answered (a bounded wait: a sanitizer build takes seconds for the
+  // first pass over 3000 jobs, which runs before the answers), then enough passes for
+  // every job to be looked at, several times over.
+  for (int i = 0; i < 600 && submitted < kJobs; ++i) io.run_for(std::chrono::milliseconds(100));
   io.run_for(std::chrono::milliseconds(500));
   CHECK(submitted == kJobs);
   const auto active = store.ListActiveJobs(/*with_spec=*/false);
