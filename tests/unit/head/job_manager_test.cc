@@ -58,28 +58,61 @@ std::string TempDir() {
   return tmpl;
 }
 
+// A leading head on one node with `cpus` CPUs whose workers cannot start, over an FSM
+// applied directly; its scratch directory goes with it.
+struct IdleHead {
+  explicit IdleHead(double cpus)
+      : fsm(&store),
+        log(io, &fsm),
+        dir(TempDir()),
+        pool(io, PoolOptions(), nullptr),
+        agent(AgentOpts(dir), &pool),
+        jobs(io, HeadOptions(dir, cpus), &store, &log, &agent) {
+    jobs.SetLeader(true);
+    jobs.Start();
+  }
+  ~IdleHead() {
+    jobs.Shutdown();
+    std::filesystem::remove_all(dir);
+  }
+
+  static WorkerPoolOptions PoolOptions() {
+    WorkerPoolOptions o;
+    o.worker_binary = "/nonexistent/traintl-worker";  // nothing may start here
+    return o;
+  }
+  static AgentOptions AgentOpts(const std::string& dir) {
+    AgentOptions o;
+    o.data_dir = dir;
+    return o;
+  }
+  static JobManagerOptions HeadOptions(const std::string& dir, double cpus) {
+    JobManagerOptions o;
+    o.node_id = "n1";
+    o.default_storage_path = dir + "/storage";
+    o.node_resources = {{"CPU", cpus}};
+    o.tick = std::chrono::milliseconds(5);
+    return o;
+  }
+
+  boost::asio::io_context io;
+  StateStore store;
+  Fsm fsm;
+  FsmLog log;
+  const std::string dir;
+  WorkerPool pool;
+  Agent agent;
+  JobManager jobs;
+};
+
 }  // namespace
 
 TEST_CASE("a long queue of waiting jobs: their reasons in few commands, none per job") {
-  boost::asio::io_context io;
-  StateStore store;
-  Fsm fsm(&store);
-  FsmLog log(io, &fsm);
-  const std::string dir = TempDir();
-  WorkerPoolOptions pool_opts;
-  pool_opts.worker_binary = "/nonexistent/traintl-worker";  // nothing may start here
-  WorkerPool pool(io, pool_opts, nullptr);
-  AgentOptions agent_opts;
-  agent_opts.data_dir = dir;
-  Agent agent(agent_opts, &pool);
-  JobManagerOptions opts;
-  opts.node_id = "n1";
-  opts.default_storage_path = dir + "/storage";
-  opts.node_resources = {{"CPU", 0.5}};  // every job below waits for 1 CPU
-  opts.tick = std::chrono::milliseconds(5);
-  JobManager jobs(io, opts, &store, &log, &agent);
-  jobs.SetLeader(true);
-  jobs.Start();
+  IdleHead head(0.5);  // every job below waits for 1 CPU
+  auto& io = head.io;
+  auto& store = head.store;
+  auto& log = head.log;
+  auto& jobs = head.jobs;
 
   auto spec = ParseJobSpecText(R"({"name": "wait", "entrypoint": {"library": "/x.so"}})");
   REQUIRE(spec.ok());
@@ -115,30 +148,15 @@ TEST_CASE("a long queue of waiting jobs: their reasons in few commands, none per
   io.restart();
   io.run_for(std::chrono::milliseconds(100));
   CHECK(log.ops["set_pending_reasons"] == reason_commands);
-  jobs.Shutdown();
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("a PENDING job whose stored spec this version cannot read fails with the reason") {
-  boost::asio::io_context io;
-  StateStore store;
-  Fsm fsm(&store);
-  FsmLog log(io, &fsm);
-  const std::string dir = TempDir();
-  WorkerPoolOptions pool_opts;
-  pool_opts.worker_binary = "/nonexistent/traintl-worker";  // nothing may start here
-  WorkerPool pool(io, pool_opts, nullptr);
-  AgentOptions agent_opts;
-  agent_opts.data_dir = dir;
-  Agent agent(agent_opts, &pool);
-  JobManagerOptions opts;
-  opts.node_id = "n1";
-  opts.default_storage_path = dir + "/storage";
-  opts.node_resources = {{"CPU", 4}};
-  opts.tick = std::chrono::milliseconds(5);
-  JobManager jobs(io, opts, &store, &log, &agent);
-  jobs.SetLeader(true);
-  jobs.Start();
+  IdleHead head(4);
+  auto& io = head.io;
+  auto& store = head.store;
+  auto& fsm = head.fsm;
+  auto& log = head.log;
+  const std::string& dir = head.dir;
   // As an older version stored it: a parquet dataset, which this version refuses.
   JobRecord job;
   job.id = "old123";
@@ -157,8 +175,6 @@ TEST_CASE("a PENDING job whose stored spec this version cannot read fails with t
   CHECK(stored->message.find("parquet") != std::string::npos);
   CHECK(log.ops["fail_pending_job"] == 1);
   CHECK(log.ops.count("start_attempt") == 0);
-  jobs.Shutdown();
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("a job that waited starts once the attempt before it ended and freed its CPU") {
