@@ -404,7 +404,7 @@ void ClusterRuntime::SyncBlobs(const std::string& head) {
   // Hashes only: reading every active job's row each second held the store lock long
   // enough to slow the voter's applies down.
   for (const auto& sha : store_->ActiveLibraryHashes())
-    if (!sha.empty() && !blobs_->Has(sha)) wanted.insert(sha);
+    if (!blobs_->Has(sha)) wanted.insert(sha);
   for (const auto& sha : wanted) {
     auto r =
         Call(head, "GET", "/v1/blobs/" + sha, "", AuthHeaders(), std::chrono::seconds(60), Tls());

@@ -2,10 +2,13 @@
 //
 // Three stages run on background threads while the training code consumes batches:
 //   reader   opens each segment of the epoch's plan (PlanEpoch) and cuts its bytes into
-//            blocks of whole records (about block_bytes each), counting rows and lines;
-//   parsers  num_threads threads turn blocks into columns;
+//            blocks of whole records (about block_bytes each), counting rows and lines
+//            where it must (quotes, row limits); a CSV block without a quote in a
+//            segment read to the end of its file is cut at its last newline uncounted;
+//   parsers  num_threads threads turn blocks into columns (and count the uncounted);
 //   batcher  puts the parsed rows, in order, into batches of batch_size rows (through the
-//            local shuffle buffer when shuffling) and queues up to prefetch_batches of them.
+//            local shuffle buffer when shuffling) and queues up to prefetch_batches of them;
+//            it also works out the first line of uncounted blocks, for error messages.
 // Memory stays bounded whatever the data size: at most num_threads + 2 blocks (raw or
 // parsed) are in flight, plus the queued batches, the batch being filled and the shuffle
 // buffer. The first batch is ready as soon as its rows are parsed.
