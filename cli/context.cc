@@ -1,6 +1,7 @@
 #include "cli/context.h"
 
 #include "cli/exit_codes.h"
+#include "common/json_depth.h"
 
 namespace traintl {
 namespace cli {
@@ -24,7 +25,7 @@ int ExitCodeForHttpStatus(int http_status) {
 }
 
 std::string ErrorText(const HttpResponse& response) {
-  auto parsed = nlohmann::json::parse(response.body, nullptr, false);
+  auto parsed = ParseJsonBounded(response.body);
   if (parsed.is_object() && parsed.contains("error") && parsed["error"].is_string()) {
     return parsed["error"].get<std::string>();
   }
@@ -49,7 +50,7 @@ int ReportTransportError(const CliContext& ctx, const Status& status) {
 
 int ReportHttpError(const CliContext& ctx, const HttpResponse& response) {
   int code = ExitCodeForHttpStatus(response.status);
-  auto parsed = nlohmann::json::parse(response.body, nullptr, false);
+  auto parsed = ParseJsonBounded(response.body);
   std::string error = ErrorText(response);
   std::ostream& err = *ctx.err;
   switch (response.status) {
@@ -115,7 +116,7 @@ ApiResult CallJson(CliContext& ctx, const HttpRequest& request) {
     return result;
   }
   if (response->body.empty()) return result;
-  result.body = nlohmann::json::parse(response->body, nullptr, false);
+  result.body = ParseJsonBounded(response->body);
   if (result.body.is_discarded()) {
     *ctx.err << "traintl: the daemon's answer to " << request.method << " " << request.target
              << " is not JSON\n";

@@ -9,12 +9,17 @@
 #include "cli/verbs.h"
 #include "common/crypto.h"
 #include "common/file_util.h"
+#include "common/json_depth.h"
+#include "proto/job_spec.h"
 
 namespace traintl {
 namespace cli {
 namespace {
 
 constexpr int kPostAttempts = 3;
+// Larger libraries are refused before reading them (daemons accept 512 MiB by default,
+// --max-upload-mb); the cap keeps a mistaken path (a huge file) from exhausting memory.
+constexpr size_t kMaxLibraryBytes = size_t{2} << 30;
 constexpr int64_t kPostRetryDelayMs = 1000;
 constexpr int64_t kUploadTimeoutMs = 600000;
 // Without a terminal, metrics lines are rate-limited so that CI logs stay readable.
@@ -39,10 +44,16 @@ bool ReadSpec(const std::string& path, CliContext& ctx, nlohmann::json* spec, in
     *ctx.err << "traintl: " << path << " is a directory, not a job spec\n";
     return false;
   }
-  auto text = ReadFile(path);
+  auto text = ReadRegularFile(path, kMaxSpecTextBytes);
   if (!text.ok()) {
     *ctx.err << "traintl: cannot read the job spec " << path << ": " << text.status().message()
              << "\n";
+    return false;
+  }
+  // Checked before parsing: the document is dumped (recursively) to send it.
+  if (JsonTooDeep(*text, kMaxSpecDepth)) {
+    *ctx.err << "traintl: " << path << ": invalid job spec: nested deeper than " << kMaxSpecDepth
+             << " levels\n";
     return false;
   }
   try {
@@ -84,7 +95,8 @@ bool ReadLibrary(const nlohmann::json& spec, const std::string& spec_path, CliCo
   if (IsDirectory(*library)) {
     problem = "is a directory";
   } else {
-    auto data = ReadFile(*library);
+    // Not a plain ReadFile: a FIFO would block it forever, /dev/zero would exhaust memory.
+    auto data = ReadRegularFile(*library, kMaxLibraryBytes);
     if (data.ok()) {
       *bytes = std::move(*data);
       return true;
@@ -338,7 +350,7 @@ int WaitForJob(const std::string& job_id, CliContext& ctx) {
       progress.ClearStatus();
       return ReportHttpError(ctx, *response);
     }
-    auto job = nlohmann::json::parse(response->body, nullptr, false);
+    auto job = ParseJsonBounded(response->body);
     if (!job.is_object()) {
       progress.ClearStatus();
       *ctx.err << "traintl: the daemon's answer to GET " << request.target
@@ -381,7 +393,7 @@ int RunSubmit(const SubmitOptions& options, CliContext& ctx) {
   }
   if (!response.ok()) return ReportTransportError(ctx, response.status());
   if (response->status / 100 != 2) return ReportHttpError(ctx, *response);
-  auto answer = nlohmann::json::parse(response->body, nullptr, false);
+  auto answer = ParseJsonBounded(response->body);
   std::string job_id = JsonString(answer, "job_id");
   if (job_id.empty()) {
     *ctx.err << "traintl: the daemon accepted the job but its answer has no job_id\n";

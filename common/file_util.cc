@@ -11,6 +11,8 @@
 #include <functional>
 #include <random>
 
+#include "common/safe_fs.h"
+
 namespace traintl {
 namespace {
 
@@ -64,6 +66,58 @@ Result<std::string> ReadFile(const std::string& path) {
   return out;
 }
 
+Result<std::string> ReadRegularFile(const std::string& path, size_t max_bytes) {
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) {
+    if (errno == ENOENT) return Status::NotFound(Errno("open", path));
+    return Status::Internal(Errno("open", path));
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    Status err = Status::Internal(Errno("stat", path));
+    ::close(fd);
+    return err;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Status::InvalidArgument(path + ": not a regular file (" +
+                                   (S_ISDIR(st.st_mode)    ? "a directory"
+                                    : S_ISFIFO(st.st_mode) ? "a FIFO"
+                                    : S_ISCHR(st.st_mode)  ? "a character device"
+                                    : S_ISBLK(st.st_mode)  ? "a block device"
+                                    : S_ISSOCK(st.st_mode) ? "a socket"
+                                                           : "a special file") +
+                                   ")");
+  }
+  if (static_cast<uint64_t>(st.st_size) > max_bytes) {
+    ::close(fd);
+    return Status::ResourceExhausted(path + ": " + std::to_string(st.st_size) +
+                                     " bytes, more than the limit of " + std::to_string(max_bytes));
+  }
+  std::string out;
+  out.reserve(static_cast<size_t>(st.st_size));
+  char buf[65536];
+  for (;;) {
+    ssize_t r = ::read(fd, buf, sizeof buf);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      Status err = Status::Internal(Errno("read", path));
+      ::close(fd);
+      return err;
+    }
+    if (r == 0) break;
+    if (out.size() + static_cast<size_t>(r) > max_bytes) {  // it grew while we read
+      ::close(fd);
+      return Status::ResourceExhausted(path + ": more than the limit of " +
+                                       std::to_string(max_bytes) + " bytes");
+    }
+    out.append(buf, static_cast<size_t>(r));
+  }
+  ::close(fd);
+  return out;
+}
+
 Status WriteFileAtomic(const std::string& path, const std::string& data, mode_t mode) {
   const std::string tmp = path + TempSuffix();
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
@@ -83,17 +137,10 @@ Status WriteFileAtomic(const std::string& path, const std::string& data, mode_t 
 
 Status MakeDirs(const std::string& path, mode_t mode) {
   if (path.empty()) return Status::InvalidArgument("empty path");
-  std::string cur;
-  size_t pos = 0;
-  while (pos != std::string::npos) {
-    size_t next = path.find('/', pos + 1);
-    cur = path.substr(0, next);
-    pos = next;
-    if (cur.empty() || cur == "/") continue;
-    if (::mkdir(cur.c_str(), mode) != 0 && errno != EEXIST)
-      return Status::Internal(Errno("mkdir", cur));
-  }
-  if (!IsDirectory(path)) return Status::FailedPrecondition(path + " is not a directory");
+  // Component by component, following only symlinks that root or this user put there
+  // (common/safe_fs.h, rule 1): a link planted in /tmp or a worker's directory is refused.
+  TRAINTL_ASSIGN_OR_RETURN(SafeDir dir, MakeTrustedDirs(path, mode));
+  (void)dir;
   return Status::Ok();
 }
 
@@ -116,28 +163,9 @@ Status FsyncFile(const std::string& path) {
 }
 
 Status RemoveAll(const std::string& path) {
-  struct stat st;
-  if (::lstat(path.c_str(), &st) != 0) {
-    if (errno == ENOENT) return Status::Ok();
-    return Status::Internal(Errno("stat", path));
-  }
-  if (S_ISDIR(st.st_mode)) {
-    DIR* d = ::opendir(path.c_str());
-    if (d == nullptr) return Status::Internal(Errno("opendir", path));
-    std::vector<std::string> names;
-    while (struct dirent* e = ::readdir(d)) {
-      std::string n = e->d_name;
-      if (n != "." && n != "..") names.push_back(n);
-    }
-    ::closedir(d);
-    for (const auto& n : names) TRAINTL_RETURN_IF_ERROR(RemoveAll(path + "/" + n));
-    if (::rmdir(path.c_str()) != 0 && errno != ENOENT)
-      return Status::Internal(Errno("rmdir", path));
-    return Status::Ok();
-  }
-  if (::unlink(path.c_str()) != 0 && errno != ENOENT)
-    return Status::Internal(Errno("unlink", path));
-  return Status::Ok();
+  // Never follows a symlink below the path's parent, nor one planted above it
+  // (common/safe_fs.h): the daemon deletes in directories that workers write.
+  return RemoveAllNoFollow(path);
 }
 
 bool PathExists(const std::string& path) {
@@ -153,7 +181,8 @@ bool IsDirectory(const std::string& path) {
 static Status CopyFileDurably(const std::string& src, const std::string& dst) {
   int in = ::open(src.c_str(), O_RDONLY | O_CLOEXEC);
   if (in < 0) return Status::Internal(Errno("open", src));
-  int out = ::open(dst.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // O_NOFOLLOW: a symlink planted at the destination must not redirect the copy.
+  int out = ::open(dst.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (out < 0) {
     Status st = Status::Internal(Errno("create", dst));
     ::close(in);

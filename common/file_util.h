@@ -16,21 +16,32 @@
 namespace traintl {
 
 Result<std::string> ReadFile(const std::string& path);
+// Reads a regular file (symlinks followed) of at most `max_bytes`. A FIFO, device, socket
+// or directory is refused without blocking on it (InvalidArgument), so is a larger file
+// (ResourceExhausted); a missing one is NotFound.
+Result<std::string> ReadRegularFile(const std::string& path, size_t max_bytes);
 // Writes `data` to `path` atomically and durably, with permission bits `mode`.
 Status WriteFileAtomic(const std::string& path, const std::string& data, mode_t mode = 0644);
-// mkdir -p with `mode` for the directories it creates.
+// mkdir -p with `mode` for the directories it creates. An existing symlink on the path is
+// followed only when a directory that only root or this process's user can write holds it
+// (common/safe_fs.h, rule 1); any other is refused ("refusing to follow a symlink at ...").
+// Jobs' own directories use MakeJobDir / MakeDirsBelow, which also check owners.
 Status MakeDirs(const std::string& path, mode_t mode = 0755);
 // fsync(2) of a directory, so that renames and creations inside it are durable.
 Status FsyncDir(const std::string& path);
 // fsync(2) of a regular file.
 Status FsyncFile(const std::string& path);
-// rm -rf; OK when the path does not exist.
+// rm -rf; OK when the path does not exist. Never follows a symlink at or below the path
+// (a symlink is removed, its target untouched), and the parent is resolved by the rule of
+// MakeDirs, so a link planted above the path cannot redirect the deletion either
+// (RemoveAllNoFollow in common/safe_fs.h).
 Status RemoveAll(const std::string& path);
 bool PathExists(const std::string& path);
 bool IsDirectory(const std::string& path);
 // Copies every regular file below `src` into `dst` (created), keeping relative paths; each
-// file is fsynced, and every directory created. Symlinks are followed; other special files
-// are skipped.
+// file is fsynced, and every directory created. Symlinks in `src` are followed (the worker
+// copies its user's files with its own access); a symlink at a destination file is not;
+// other special files are skipped.
 Status CopyTreeDurably(const std::string& src, const std::string& dst);
 // Relative paths of the regular files below `dir`, sorted.
 Result<std::vector<std::string>> ListFilesRecursive(const std::string& dir);

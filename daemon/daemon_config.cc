@@ -55,7 +55,7 @@ bool ParseDaemonConfig(int argc, char** argv, DaemonConfig* cfg, int* exit_code)
   double num_cpus = -1;
   int num_gpus = -1;
   int64_t stop_grace_ms = 3000, max_upload_mb = 512;
-  int64_t heartbeat_ms = 500, loss_ms = 4000;
+  int64_t heartbeat_ms = 500, loss_ms = 4000, lease_ms = -1;
   std::string join;
   po::options_description opts("traintld options");
   opts.add_options()("help,h", "show this help")(
@@ -86,7 +86,10 @@ bool ParseDaemonConfig(int argc, char** argv, DaemonConfig* cfg, int* exit_code)
       "largest training library accepted, in MiB")(
       "max-log-streams", po::value(&cfg->max_log_streams)->default_value(64),
       "most log streams (traintl logs) served at once")(
-      "log-level", po::value(&log_level)->default_value("info"), "debug|info|warning|error")(
+      "min-free-disk-mb", po::value(&cfg->min_free_disk_mb)->default_value(128),
+      "free space the replicated log keeps on its file system: below it, writes are "
+      "refused with 507 (0: no check)")("log-level", po::value(&log_level)->default_value("info"),
+                                        "debug|info|warning|error")(
       "server", po::bool_switch(&cfg->server),
       "be a Raft voter (a head candidate); with "
       "--join, ask the head to add this node as a voter")(
@@ -101,6 +104,9 @@ bool ParseDaemonConfig(int argc, char** argv, DaemonConfig* cfg, int* exit_code)
       "node-loss-timeout-ms", po::value(&loss_ms)->default_value(4000),
       "a node silent this long is lost and its workers fail; a node without a head stops "
       "its workers after 60% of it")(
+      "worker-lease-ms", po::value(&lease_ms)->default_value(-1),
+      "a worker ends itself when this daemon has shown no sign of life for this long "
+      "(frozen or wedged); -1: half of --node-loss-timeout-ms")(
       "tls-cert", po::value(&cfg->tls_cert_file),
       "PEM certificate (chain) of this node: serve the API over HTTPS only (needs --tls-key)")(
       "tls-key", po::value(&cfg->tls_key_file), "PEM private key of --tls-cert (mode 0600)")(
@@ -195,6 +201,12 @@ bool ParseDaemonConfig(int argc, char** argv, DaemonConfig* cfg, int* exit_code)
     return fail("--node-loss-timeout-ms must exceed twice --heartbeat-interval-ms (> 0)");
   cfg->heartbeat_interval = std::chrono::milliseconds(heartbeat_ms);
   cfg->node_loss_timeout = std::chrono::milliseconds(loss_ms);
+  if (lease_ms < 0) lease_ms = loss_ms / 2;
+  // A new head reuses a lost node's ranks only after its settle period (the node-loss
+  // timeout): the lease must run out before that, with room for the watchdog's poll.
+  if (lease_ms < 200 || lease_ms + 200 > loss_ms)
+    return fail("--worker-lease-ms must be at least 200 and 200 below --node-loss-timeout-ms");
+  cfg->worker_lease = std::chrono::milliseconds(lease_ms);
   if (!cfg->token_file.empty()) cfg->token_file = AbsolutePath(cfg->token_file);
   if (cfg->tls_cert_file.empty() != cfg->tls_key_file.empty())
     return fail("--tls-cert and --tls-key go together");

@@ -27,6 +27,7 @@ struct DaemonConfig {
   std::chrono::milliseconds worker_stop_grace{3000};  // --worker-stop-grace-ms
   size_t max_upload_bytes = 512u << 20;               // --max-upload-mb
   int max_log_streams = 64;                           // --max-log-streams
+  uint64_t min_free_disk_mb = 128;                    // --min-free-disk-mb
   LogLevel log_level = LogLevel::kInfo;               // --log-level
   // Multi-node (DESIGN §5). --server: a Raft voter; --join: API addresses (host:port) of
   // daemons already in the cluster. A daemon with neither is a one-node cluster; with
@@ -36,6 +37,7 @@ struct DaemonConfig {
   std::string token_file;  // --token-file: the cluster's shared token; default <data-dir>/token
   std::chrono::milliseconds heartbeat_interval{500};  // --heartbeat-interval-ms
   std::chrono::milliseconds node_loss_timeout{4000};  // --node-loss-timeout-ms
+  std::chrono::milliseconds worker_lease{2000};       // --worker-lease-ms
   std::string tls_cert_file;        // --tls-cert: PEM chain; with --tls-key the API is HTTPS only
   std::string tls_key_file;         // --tls-key
   std::string tls_ca_file;          // --tls-ca-file: CAs that peers' HTTPS is verified against

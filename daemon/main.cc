@@ -1,5 +1,6 @@
 // traintld: wiring only. Parses options, builds the components, runs the io_context.
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -16,6 +17,7 @@
 #include "common/crypto.h"
 #include "common/file_util.h"
 #include "common/fs_identity.h"
+#include "common/lease_clock.h"
 #include "common/logging.h"
 #include "daemon/api/api_routes.h"
 #include "daemon/cluster/cluster_runtime.h"
@@ -27,6 +29,7 @@
 #include "daemon/node/agent.h"
 #include "daemon/node/blob_store.h"
 #include "daemon/node/fingerprint.h"
+#include "daemon/node/worker_cgroups.h"
 #include "daemon/node/worker_pool.h"
 #include "daemon/state/fsm.h"
 #include "daemon/state/state_store.h"
@@ -118,6 +121,26 @@ int Run(const DaemonConfig& cfg, int argc, char** argv) {
   }
   SetLogTag(*node_id);
 
+  // Before any thread exists: the reaper is a fork of this process.
+  WorkerCgroups cgroups;
+  if (Status st = cgroups.Init(Sha256Hex(AbsolutePath(cfg.data_dir)).substr(0, 12)); st.ok()) {
+    LOG_INFO << "workers run in cgroups under " << cgroups.root();
+  } else {
+    // Orphans (a worker's children whose parent died) become this process's children.
+    ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+    LOG_WARN << "cgroups: " << st.message()
+             << "; falling back to process groups (and this daemon as child subreaper): a "
+                "process a training library starts in a session of its own (setsid) can "
+                "outlive a kill -9 of the daemon";
+  }
+  OrphanReaper reaper;
+  reaper.Start(cgroups.root());
+  LeaseClock lease_clock;
+  if (Status st = lease_clock.Start(); !st.ok()) {
+    LOG_ERROR << "worker lease clock: " << st.message();
+    return 1;
+  }
+
   NodeResources resources = FingerprintNode(cfg.overrides);
   LOG_INFO << "node " << *node_id << ": " << resources.cpus << " CPUs, "
            << resources.memory_bytes / (1 << 20) << " MiB memory, " << resources.gpus.size()
@@ -136,6 +159,7 @@ int Run(const DaemonConfig& cfg, int argc, char** argv) {
   ropts.data_dir = cfg.data_dir + "/raft";
   ropts.raft_address = cfg.raft_address;
   ropts.cluster_secret = cluster_secret;
+  ropts.min_free_bytes = cfg.min_free_disk_mb << 20;
   // The first voter bootstraps as id 1; voters that join get an id of their own.
   const bool joining_voter = cfg.server && !cfg.join.empty();
   const bool agent_only = !cfg.server && !cfg.join.empty();
@@ -151,6 +175,10 @@ int Run(const DaemonConfig& cfg, int argc, char** argv) {
   wopts.stop_grace = cfg.worker_stop_grace;
   wopts.term_grace = cfg.worker_stop_grace;
   wopts.worker_user = worker_user;
+  wopts.cgroups = &cgroups;
+  wopts.reaper = &reaper;
+  wopts.lease_fd = lease_clock.read_only_fd();
+  wopts.lease_ms = static_cast<int>(cfg.worker_lease.count());
   std::unique_ptr<JobManager> jobs;
   std::unique_ptr<ClusterRuntime> cluster;
   // The pool reports worker events to the job manager, which is built after it.
@@ -280,6 +308,7 @@ int Run(const DaemonConfig& cfg, int argc, char** argv) {
   actx.version = TRAINTL_VERSION;
   actx.max_upload_bytes = cfg.max_upload_bytes;
   actx.max_log_streams = cfg.max_log_streams;
+  if (!agent_only) actx.disk_space = [&raft] { return raft.disk_space(); };
   if (cl != nullptr) {
     actx.role_when_not_head = jopts.role;
     actx.head_address = [cl] { return cl->head_address(); };

@@ -156,6 +156,8 @@ const std::map<std::string, std::string>& FieldHomes() {
       {"checkpoint_score_attribute", "run_config.checkpoint_config.checkpoint_score_attribute"},
       {"checkpoint_score_order", "run_config.checkpoint_config.checkpoint_score_order"},
       {"max_failures", "run_config.failure_config.max_failures"},
+      {"restart_backoff_s", "run_config.failure_config.restart_backoff_s"},
+      {"max_restart_backoff_s", "run_config.failure_config.max_restart_backoff_s"},
       {"datasets", "datasets"},
       {"env", "env"},
       {"priority", "priority"},
@@ -638,7 +640,19 @@ bool ParseRunConfig(Checker& c, const json& doc, JobSpec* spec) {
   if (const json* fc = Find(*rc, "failure_config")) {
     const std::string base = "run_config.failure_config";
     if (!c.Object(base, *fc, "an object")) return false;
-    if (!c.Keys(base, *fc, {"max_failures"})) return false;
+    if (!c.Keys(base, *fc, {"max_failures", "restart_backoff_s", "max_restart_backoff_s"})) {
+      return false;
+    }
+    const char* seconds = "must be a number of seconds in [0, 86400]";
+    for (auto [key, out] : {std::pair{"restart_backoff_s", &spec->restart_backoff_s},
+                            std::pair{"max_restart_backoff_s", &spec->max_restart_backoff_s}}) {
+      const json* v = Find(*fc, key);
+      if (v == nullptr || v->is_null()) continue;
+      const std::string path = base + "." + key;
+      if (!c.Number(path, *v, out, seconds)) return false;
+      if (!(*out >= 0 && *out <= 86400))
+        return c.Fail(path, std::string(seconds) + ", got " + Describe(*v));
+    }
     if (const json* v = Find(*fc, "max_failures")) {
       if (!c.Int32(base + ".max_failures", *v, -1, std::numeric_limits<int>::max(),
                    &spec->max_failures,
@@ -755,14 +769,17 @@ bool ParseTopLevel(Checker& c, const json& doc, JobSpec* spec) {
   }
 
   const json* name = Find(doc, "name");
-  const char* name_expect = "must be 1..128 characters of [A-Za-z0-9._-]";
+  const char* name_expect = "must be 1..128 characters of [A-Za-z0-9._-], not starting with - or .";
   if (name == nullptr) return c.Fail("name", std::string("is required; it ") + name_expect);
   if (!c.String("name", *name, &spec->name, name_expect)) return false;
   if (!IsValidName(spec->name, kMaxNameLen)) {
     return c.Fail("name", std::string(name_expect) + ", got " + Describe(*name));
   }
-  if (spec->name == "." || spec->name == "..") {
-    return c.Fail("name", "must not be \".\" or \"..\" (it names a directory)");
+  // The name becomes a directory name (<storage_path>/<name>-<id>) and appears in shell
+  // commands: a leading '-' reads as an option, a leading '.' hides it (or is "." / "..").
+  if (spec->name[0] == '-' || spec->name[0] == '.') {
+    return c.Fail("name",
+                  "must not start with '-' or '.' (it names a directory), got " + Describe(*name));
   }
   if (!ParseEntrypoint(c, doc, spec)) return false;
 
@@ -965,7 +982,9 @@ bool operator==(const JobSpec& a, const JobSpec& b) {
          a.num_to_keep == b.num_to_keep &&
          a.checkpoint_score_attribute == b.checkpoint_score_attribute &&
          a.checkpoint_score_max == b.checkpoint_score_max && a.max_failures == b.max_failures &&
-         a.datasets == b.datasets && a.env == b.env && a.priority == b.priority &&
+         a.restart_backoff_s == b.restart_backoff_s &&
+         a.max_restart_backoff_s == b.max_restart_backoff_s && a.datasets == b.datasets &&
+         a.env == b.env && a.priority == b.priority &&
          a.resume_from_checkpoint == b.resume_from_checkpoint;
 }
 
@@ -1053,6 +1072,12 @@ Result<double> ParseMemoryAmount(const nlohmann::json& value) {
   return amount;
 }
 
+double RestartBackoffSeconds(double backoff_s, double max_s, int consecutive_failures) {
+  if (backoff_s <= 0 || consecutive_failures < 2) return 0;
+  const double d = std::ldexp(backoff_s, std::min(consecutive_failures - 2, 60));
+  return std::min(d, std::max(max_s, 0.0));
+}
+
 Result<nlohmann::json> ParseJsonStrict(const std::string& text, int max_depth,
                                        std::size_t max_bytes, SpecError* error) {
   if (text.size() > max_bytes) {
@@ -1094,6 +1119,13 @@ Result<JobSpec> ParseJobSpecText(const std::string& text, SpecError* error) {
 }
 
 nlohmann::json JobSpecToJson(const JobSpec& spec) {
+  // The backoff keys only when set: a spec stored by this version stays readable by one
+  // that does not know them.
+  json failure_config = {{"max_failures", spec.max_failures}};
+  if (spec.restart_backoff_s != kDefaultRestartBackoffS)
+    failure_config["restart_backoff_s"] = spec.restart_backoff_s;
+  if (spec.max_restart_backoff_s != kDefaultMaxRestartBackoffS)
+    failure_config["max_restart_backoff_s"] = spec.max_restart_backoff_s;
   auto or_null = [](const std::string& s) { return s.empty() ? json(nullptr) : json(s); };
   auto amount = [](double x) {
     if (x == std::floor(x) && x >= 0 && x < 9.0e18) return json(static_cast<std::uint64_t>(x));
@@ -1122,7 +1154,7 @@ nlohmann::json JobSpecToJson(const JobSpec& spec) {
          {{"num_to_keep", spec.num_to_keep > 0 ? json(spec.num_to_keep) : json(nullptr)},
           {"checkpoint_score_attribute", or_null(spec.checkpoint_score_attribute)},
           {"checkpoint_score_order", spec.checkpoint_score_max ? "max" : "min"}}},
-        {"failure_config", {{"max_failures", spec.max_failures}}}}},
+        {"failure_config", failure_config}}},
       {"datasets", datasets},
       {"env", env},
       {"priority", spec.priority},

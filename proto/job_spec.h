@@ -40,6 +40,12 @@ inline constexpr int kMaxSpecDepth = 100;
 // ParseJobSpecText refuses longer input.
 inline constexpr std::size_t kMaxSpecTextBytes = 16u << 20;
 
+// failure_config defaults (JobSpec::restart_backoff_s, max_restart_backoff_s).
+inline constexpr double kDefaultRestartBackoffS = 1.0;
+inline constexpr double kDefaultMaxRestartBackoffS = 60.0;
+// The delay before restarting after `consecutive_failures` quick failures (see JobSpec).
+double RestartBackoffSeconds(double backoff_s, double max_s, int consecutive_failures);
+
 enum class PlacementStrategy { kPack, kSpread, kStrictPack, kStrictSpread };
 // "PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD".
 const char* PlacementStrategyName(PlacementStrategy s);
@@ -79,6 +85,12 @@ struct JobSpec {
   std::string checkpoint_score_attribute;  // "" = retention by recency
   bool checkpoint_score_max = false;       // checkpoint_score_order: "min" (default) | "max"
   int max_failures = 0;                    // failure_config.max_failures: 0, N, or -1 (unlimited)
+  // failure_config.restart_backoff_s / max_restart_backoff_s: the first restart is
+  // immediate; the one after the n-th consecutive quick failure (n >= 2) waits
+  // min(max, restart_backoff_s * 2^(n-2)). An attempt that ran for at least the maximum
+  // counts as progress and restarts the sequence. restart_backoff_s 0 disables it.
+  double restart_backoff_s = kDefaultRestartBackoffS;
+  double max_restart_backoff_s = kDefaultMaxRestartBackoffS;
 
   std::map<std::string, DatasetSpec> datasets;
   std::map<std::string, std::string> env;

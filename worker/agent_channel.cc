@@ -1,5 +1,7 @@
 #include "worker/agent_channel.h"
 
+#include "common/json_depth.h"
+
 #include <errno.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -76,7 +78,7 @@ void AgentChannel::ReadLoop() {
 
 void AgentChannel::HandleLine(const std::string& line) {
   if (line.empty()) return;
-  nlohmann::json message = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  nlohmann::json message = ParseJsonBounded(line);
   if (message.is_discarded() || !message.is_object()) {
     WriteStderr("ignoring a malformed message from the agent: " + line.substr(0, 200));
     return;

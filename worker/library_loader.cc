@@ -32,7 +32,7 @@ class MappedFile {
   MappedFile& operator=(const MappedFile&) = delete;
 
   Status Open(const std::string& path) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO must not block
     if (fd < 0) return Status::NotFound(path + ": " + std::strerror(errno));
     struct stat st;
     if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0) {
@@ -154,6 +154,16 @@ Result<TrainingLibrary> LoadTrainingLibrary(const std::string& path, const std::
   const std::string abs = AbsolutePath(path);
   if (!PathExists(abs)) return Status::NotFound("library not found: " + abs);
   if (IsDirectory(abs)) return Status::InvalidArgument("library is a directory: " + abs);
+  // dlopen of a FIFO blocks until a writer comes, of a device reads it: refuse both first.
+  // Opened without blocking; the check is about mistakes, and a file swapped after it is
+  // still caught by the worker's load deadline.
+  {
+    int fd = ::open(abs.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    struct stat st;
+    const bool regular = fd >= 0 && ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+    if (fd >= 0) ::close(fd);
+    if (!regular) return Status::InvalidArgument("library is not a regular file: " + abs);
+  }
 
   ::dlerror();
   void* handle = ::dlopen(abs.c_str(), RTLD_NOW | RTLD_LOCAL);

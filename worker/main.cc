@@ -7,13 +7,17 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/file_util.h"
+#include "common/lease_clock.h"
 #include "common/logging.h"
 #include "traintl/abi.h"
 #include "worker/agent_channel.h"
@@ -33,6 +37,8 @@ constexpr int kExitUsage = 2;
 constexpr int kExitLibrary = 3;
 // Room for an exception message with a LibTorch backtrace.
 constexpr size_t kErrorBufferSize = 64 * 1024;
+// dlopen of a LibTorch library takes about 0.4 s; a minute means the file system hangs.
+constexpr std::chrono::seconds kLibraryLoadTimeout(60);
 
 constexpr char kUsage[] =
     "usage: traintl-worker --context FILE\n"
@@ -133,8 +139,32 @@ int Run(int argc, char** argv) {
   SetEnvironment(context);
   SetLogTag("rank " + std::to_string(context.world_rank));
   channel->Start();
+  if (context.lease_ms > 0) {
+    Status lease = StartLeaseWatchdog(context.lease_fd, context.lease_ms, context.cgroup_kill);
+    if (!lease.ok()) Fail(channel, kExitUsage, lease.message(), false);
+  }
 
+  // A library on a hung file system (or swapped for a FIFO after the check) must fail the
+  // attempt, not leave it starting forever.
+  static std::atomic<bool> loading{true};
+  std::thread([channel] {
+    const auto deadline = std::chrono::steady_clock::now() + kLibraryLoadTimeout;
+    while (loading.load() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    bool expected = true;
+    if (loading.compare_exchange_strong(expected, false)) {
+      Fail(channel, kExitLibrary,
+           "loading the library took longer than " + std::to_string(kLibraryLoadTimeout.count()) +
+               " s",
+           false);
+    }
+  }).detach();
   auto library = LoadTrainingLibrary(context.library, context.function);
+  bool expected = true;
+  if (!loading.compare_exchange_strong(expected, false)) {
+    for (;;) ::pause();  // the watchdog is failing the attempt
+  }
   if (!library.ok()) Fail(channel, kExitLibrary, library.status().message(), false);
 
   const int rank = context.world_rank;

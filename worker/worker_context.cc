@@ -1,5 +1,7 @@
 #include "worker/worker_context.h"
 
+#include "common/json_depth.h"
+
 #include <utility>
 
 namespace traintl {
@@ -40,7 +42,7 @@ Status GetInt(const json& j, const char* key, bool required, int min_value, int*
 }  // namespace
 
 Result<WorkerContext> ParseWorkerContext(const std::string& text) {
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  json j = ParseJsonBounded(text);
   if (j.is_discarded()) return Status::InvalidArgument("context: not valid JSON");
   if (!j.is_object()) return Status::InvalidArgument("context: not a JSON object");
 
@@ -68,6 +70,17 @@ Result<WorkerContext> ParseWorkerContext(const std::string& text) {
     if (!gpu->is_boolean())
       return Status::InvalidArgument("context: \"use_gpu\" must be a boolean");
     c.use_gpu = gpu->get<bool>();
+  }
+
+  auto lease = j.find("lease");
+  if (lease != j.end() && !lease->is_null()) {
+    if (!lease->is_object()) return Status::InvalidArgument("context: \"lease\" must be an object");
+    TRAINTL_RETURN_IF_ERROR(GetInt(*lease, "fd", true, -1, &c.lease_fd));
+    TRAINTL_RETURN_IF_ERROR(GetInt(*lease, "ms", true, 0, &c.lease_ms));
+    TRAINTL_RETURN_IF_ERROR(GetString(*lease, "cgroup_kill", false, &c.cgroup_kill));
+    if (c.lease_fd < 0 || c.lease_ms <= 0) {
+      return Status::InvalidArgument("context: \"lease\" needs an fd >= 0 and ms > 0");
+    }
   }
 
   if (c.world_rank >= c.world_size) {

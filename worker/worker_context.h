@@ -36,6 +36,12 @@ struct WorkerContext {
   int master_port = 0;
   int collective_timeout_s = 0;
   bool use_gpu = false;
+  // Fencing ("lease": {"fd", "ms", "cgroup_kill"}; common/lease_clock.h): the inherited
+  // descriptor of the daemon's lease clock, the lease, and the cgroup.kill file of this
+  // worker's cgroup ("" without cgroups). fd -1 / ms 0: no lease.
+  int lease_fd = -1;
+  int lease_ms = 0;
+  std::string cgroup_kill;
   // The whole object, as get_context_json() hands it to the library.
   nlohmann::json json;
 };

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/file_util.h"
+#include "common/json_depth.h"
 #include "common/logging.h"
 
 namespace traintl {
@@ -77,10 +78,10 @@ Result<std::string> WorkerHost::StageCheckpoint(const std::string& src,
 }
 
 Status WorkerHost::Report(const char* metrics_json, const char* checkpoint_dir) {
-  nlohmann::json metrics = nlohmann::json::parse(metrics_json != nullptr ? metrics_json : "",
-                                                 nullptr, /*allow_exceptions=*/false);
+  nlohmann::json metrics = ParseJsonBounded(metrics_json != nullptr ? metrics_json : "");
   if (metrics.is_discarded() || !metrics.is_object()) {
-    return Status::InvalidArgument("metrics must be a JSON object");
+    return Status::InvalidArgument("metrics must be a JSON object nested at most " +
+                                   std::to_string(kMaxJsonDepth) + " levels deep");
   }
   std::lock_guard<std::mutex> lock(report_mu_);
   const int64_t seq = next_seq_;

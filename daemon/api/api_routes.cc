@@ -9,6 +9,7 @@
 
 #include "common/crypto.h"
 #include "common/file_util.h"
+#include "common/json_depth.h"
 #include "common/logging.h"
 #include "daemon/api/views.h"
 #include "daemon/http/responder.h"
@@ -65,6 +66,8 @@ int HttpStatusFor(const Status& st) {
       return 409;
     case Status::Code::kUnavailable:
       return 503;
+    case Status::Code::kResourceExhausted:
+      return IsDiskFull(st) ? 507 : 503;
     default:
       return 500;
   }
@@ -212,6 +215,14 @@ void HandleSubmit(const ApiContext& ctx, const Request& req, const ResponderPtr&
                      {{"field", "entrypoint.library"}});
       return;
     }
+    // It may exist only on other nodes; when it exists here it must be a regular file (a
+    // FIFO would block the worker's dlopen). The worker checks again where it runs.
+    struct stat st;
+    if (::stat(spec->library.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+      res->SendError(400, "entrypoint.library: " + spec->library + " is not a regular file",
+                     {{"field", "entrypoint.library"}});
+      return;
+    }
     sub.library_path = spec->library;
   }
   if (body.contains("submission_id")) {
@@ -283,6 +294,12 @@ void RegisterApiRoutes(http::Router& router, ApiContext ctx) {
                     {"role", ctx.jobs->leader() ? "head" : ctx.role_when_not_head},
                     {"version", ctx.version}};
         if (ctx.head_address) out["head"] = ctx.head_address();
+        // Still 200: the daemon is alive and serves reads; "status" says what is wrong.
+        if (ctx.disk_space) {
+          DiskSpace disk = ctx.disk_space();
+          out["disk_free_bytes"] = disk.free_bytes;
+          if (disk.full) out["status"] = "disk_full";
+        }
         res->SendJson(200, out);
       },
       open);
@@ -358,13 +375,13 @@ void RegisterApiRoutes(http::Router& router, ApiContext ctx) {
     if (!job) return;
     json history = json::array();
     for (const auto& m : ctx.store->ListMetrics(job->id)) {
-      json metrics = json::parse(m.metrics, nullptr, false);
+      json metrics = ParseJsonBounded(m.metrics);
       history.push_back({{"attempt", m.attempt},
                          {"seq", m.seq},
                          {"time", m.time},
                          {"metrics", metrics.is_discarded() ? json::object() : metrics}});
     }
-    json latest = json::parse(job->metrics, nullptr, false);
+    json latest = ParseJsonBounded(job->metrics);
     res->SendJson(200, {{"job_id", job->id},
                         {"latest", latest.is_discarded() ? json::object() : latest},
                         {"history", history}});

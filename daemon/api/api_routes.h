@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "daemon/consensus/disk_guard.h"
 #include "daemon/head/job_manager.h"
 #include "daemon/http/responder.h"
 #include "daemon/http/router.h"
@@ -42,6 +43,9 @@ struct ApiContext {
   // to the head instead of serving it (returns true when it took the request; `local`
   // serves it here, possibly later).
   std::string role_when_not_head = "voter";
+  // Free space of the replicated log's file system (RaftNode::disk_space); /healthz
+  // reports "disk_full" while it is below the reserve. Null: not reported.
+  std::function<DiskSpace()> disk_space;
   std::function<std::string()> head_address;
   std::function<bool(const http::Request&, const std::shared_ptr<http::Responder>&,
                      const http::Handler& local)>

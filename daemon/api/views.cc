@@ -1,5 +1,7 @@
 #include "daemon/api/views.h"
 
+#include "common/json_depth.h"
+
 namespace traintl {
 
 using nlohmann::json;
@@ -12,7 +14,7 @@ json Opt(const std::optional<T>& v) {
 }
 
 json ParseOr(const std::string& text, json fallback) {
-  json j = json::parse(text, nullptr, false);
+  json j = ParseJsonBounded(text);
   return j.is_discarded() ? fallback : j;
 }
 

@@ -8,6 +8,7 @@
 
 #include "common/crypto.h"
 #include "common/file_util.h"
+#include "common/json_depth.h"
 #include "common/logging.h"
 #include "daemon/consensus/raft_node.h"
 #include "daemon/http/client.h"
@@ -39,6 +40,31 @@ bool SplitAddress(const std::string& address, std::string* host, uint16_t* port)
   return true;
 }
 
+// Pause between tries of a request the peer refused unread (every connection busy).
+constexpr std::chrono::milliseconds kRefusedRetryDelay{50};
+
+// Fetch, tried again while the peer refuses the connection before reading the request
+// (http::RefusedUnread: it was not processed, so a write may be resent too), within
+// `timeout` in all. A busy peer is not a lost peer: a heartbeat or a launch must not fail
+// for a moment of congestion.
+Result<http::ClientResponse> FetchUnlessBusy(const std::string& host, uint16_t port,
+                                             const std::string& method, const std::string& target,
+                                             const std::string& body,
+                                             const std::map<std::string, std::string>& headers,
+                                             std::chrono::milliseconds timeout,
+                                             const http::ClientTls* tls) {
+  const auto deadline = Clock::now() + timeout;
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    auto r = http::Fetch(host, port, method, target, body, headers,
+                         std::max(left, std::chrono::milliseconds(1)), tls);
+    if (!r.ok() || !http::RefusedUnread(*r) || Clock::now() + kRefusedRetryDelay >= deadline) {
+      return r;
+    }
+    std::this_thread::sleep_for(kRefusedRetryDelay);
+  }
+}
+
 Result<http::ClientResponse> Call(const std::string& address, const std::string& method,
                                   const std::string& target, const std::string& body,
                                   std::map<std::string, std::string> headers,
@@ -48,7 +74,7 @@ Result<http::ClientResponse> Call(const std::string& address, const std::string&
   if (!SplitAddress(address, &host, &port))
     return Status::InvalidArgument("bad address " + address);
   if (!body.empty()) headers.emplace("Content-Type", "application/json");
-  return http::Fetch(host, port, method, target, body, headers, timeout, tls);
+  return FetchUnlessBusy(host, port, method, target, body, headers, timeout, tls);
 }
 
 }  // namespace
@@ -89,7 +115,7 @@ void ClusterRuntime::SetKnown(std::vector<std::string> voters) {
 void ClusterRuntime::Start() {
   if (!options_.peers_file.empty()) {
     if (auto text = ReadFile(options_.peers_file); text.ok()) {
-      json j = json::parse(*text, nullptr, false);
+      json j = ParseJsonBounded(*text);
       std::lock_guard<std::mutex> lock(mu_);
       if (j.is_array())
         for (const auto& v : j)
@@ -170,7 +196,7 @@ void ClusterRuntime::Launch(const std::string& api_address, json plan,
     if (!r.ok()) {
       st = r.status();
     } else if (r->status != 200) {
-      json b = json::parse(r->body, nullptr, false);
+      json b = ParseJsonBounded(r->body);
       st = Status::Unavailable(b.is_object() ? b.value("error", r->body) : r->body);
     }
     asio::post(*io, [done, st] { done(st); });
@@ -226,8 +252,8 @@ bool ClusterRuntime::Forward(const http::Request& req, const ResponderPtr& res,
         uint16_t port = 0;
         if (SplitAddress(head, &host, &port)) {
           sent = true;
-          r = http::Fetch(host, port, copy->method, copy->target, copy->body, headers,
-                          std::chrono::seconds(30), Tls());
+          r = FetchUnlessBusy(host, port, copy->method, copy->target, copy->body, headers,
+                              std::chrono::seconds(30), Tls());
           if (r.ok()) break;
         }
         std::lock_guard<std::mutex> lock(mu_);
@@ -370,7 +396,7 @@ std::string ClusterRuntime::Discover(const std::vector<std::string>& given) {
     if (address == options_.self.api_address) continue;
     auto r = Call(address, "GET", "/healthz", "", {}, std::chrono::milliseconds(500), Tls());
     if (!r.ok() || r->status != 200) continue;
-    json b = json::parse(r->body, nullptr, false);
+    json b = ParseJsonBounded(r->body);
     if (b.is_object() && b.value("role", "") == "head") return address;
   }
   return "";
@@ -382,7 +408,7 @@ bool ClusterRuntime::HeartbeatOnce(const std::string& head) {
   auto r = Call(head, "POST", "/v1/internal/heartbeat", NodeStatusToJson(s).dump(), AuthHeaders(),
                 std::chrono::seconds(2), Tls());
   if (!r.ok() || r->status != 200) return false;
-  json b = json::parse(r->body, nullptr, false);
+  json b = ParseJsonBounded(r->body);
   if (!b.is_object()) return false;
   std::vector<std::string> voters;
   for (const auto& v : b.value("voters", json::array()))
@@ -496,7 +522,7 @@ void ClusterRuntime::RegisterRoutes(http::Router& router) {
       return;
     }
     NodeStatus s;
-    json body = json::parse(req.body, nullptr, false);
+    json body = ParseJsonBounded(req.body);
     if (!NodeStatusFromJson(body, &s)) {
       res->SendError(400, "malformed heartbeat");
       return;
@@ -509,7 +535,7 @@ void ClusterRuntime::RegisterRoutes(http::Router& router) {
       res->SendError(503, "not the head");
       return;
     }
-    json body = json::parse(req.body, nullptr, false);
+    json body = ParseJsonBounded(req.body);
     uint64_t id = 0;
     std::string address;
     try {
@@ -545,7 +571,7 @@ void ClusterRuntime::RegisterRoutes(http::Router& router) {
           res->SendError(503, "not the head");
           return;
         }
-        json body = json::parse(req.body, nullptr, false);
+        json body = ParseJsonBounded(req.body);
         if (!body.is_object() || !body.contains("events") || !body["events"].is_array()) {
           res->SendError(400, "malformed events");
           return;
@@ -585,7 +611,7 @@ void ClusterRuntime::RegisterRoutes(http::Router& router) {
       big);
 
   router.Add("POST", "/v1/internal/launch", [this](const http::Request& req, ResponderPtr res) {
-    json body = json::parse(req.body, nullptr, false);
+    json body = ParseJsonBounded(req.body);
     if (!body.is_object()) {
       res->SendError(400, "malformed plan");
       return;
@@ -644,7 +670,7 @@ void ClusterRuntime::RegisterRoutes(http::Router& router) {
   });
 
   router.Add("POST", "/v1/internal/stop", [this](const http::Request& req, ResponderPtr res) {
-    json body = json::parse(req.body, nullptr, false);
+    json body = ParseJsonBounded(req.body);
     if (!body.is_object() || !body.contains("job_id") || !body["job_id"].is_string() ||
         !body.contains("attempt") || !body["attempt"].is_number_integer()) {
       res->SendError(400, "stop needs job_id and attempt");

@@ -14,6 +14,11 @@
 // internal launch/stop endpoints and GET /v1/blobs/{sha}, and forwards API requests that
 // it must not answer itself to the head.
 //
+// Every daemon-to-daemon request but the /healthz probes carries the cluster's bearer
+// token, so the peer's HTTP server treats it as authenticated traffic that anonymous
+// connections cannot crowd out (http::ServerOptions); one the peer refuses unread because
+// all its connections are busy is sent again within the call's timeout.
+//
 // Thread-safety: Start/Stop and the io-side methods run on the io_context thread; the
 // heartbeat, event-sender and HTTP worker threads only touch the io-side objects (Agent,
 // JobManager, Responders) by posting to the io_context. Forward and EnqueueEvent are

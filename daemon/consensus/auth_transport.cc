@@ -11,7 +11,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <set>
+#include <unordered_map>
 
 #include "common/logging.h"
 
@@ -31,9 +33,10 @@ constexpr size_t kProofBytes = 8 + kMacBytes;
 constexpr char kConnectorLabel[] = "traintl raft auth v1 connector";
 constexpr char kAcceptorLabel[] = "traintl raft auth v1 acceptor";
 constexpr auto kLogInterval = std::chrono::seconds(10);
-// Same as C-Raft's TCP transport, which this replaces; larger than its 1 so that a burst
-// of reconnecting peers is not refused by the kernel.
-constexpr int kListenBacklog = 64;
+// Connections the kernel queues until we accept them. Large: under a connection flood a
+// full queue drops a member's SYN, and TCP retries it only after a second, which is more
+// than a failover may take. Linux caps it at net.core.somaxconn.
+constexpr int kListenBacklog = 1024;
 
 void PutU64(std::string* out, uint64_t v) {
   for (int i = 0; i < 8; i++) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
@@ -63,6 +66,12 @@ struct Handshake {
   bool claim_sent = false;  // outgoing: our claim is out, the proof is awaited
   int status = 0;           // for the connect callback of a failed outgoing handshake
 
+  // Incoming.
+  uint32_t source = 0;         // the peer's IPv4 address (network order): per-source bound
+  uint64_t ticket = 0;         // accept order: the oldest waiting handshake is evicted first
+  bool waiting_claim = false;  // in Transport::waiting: no verified claim yet, evictable
+  bool live = false;           // counted in Transport::incoming_live
+
   // Outgoing.
   struct raft_uv_connect* req = nullptr;
   raft_uv_connect_cb cb = nullptr;
@@ -90,7 +99,13 @@ struct Transport {
   bool listener_open = false;
   raft_uv_accept_cb accept_cb = nullptr;
   std::set<Handshake*> handshakes;
-  size_t incoming = 0;  // incoming handshakes in progress
+  // Incoming handshakes neither failed nor handed over (max_pending_handshakes).
+  size_t incoming_live = 0;
+  // Incoming handshakes waiting for their claim, by accept order, and their number per
+  // source address (max_pending_per_source): the candidates for eviction.
+  std::map<uint64_t, Handshake*> waiting;
+  std::unordered_map<uint32_t, size_t> waiting_by_source;
+  uint64_t next_ticket = 1;
   bool closing = false;
   bool close_fired = false;
   raft_uv_transport_close_cb close_cb = nullptr;
@@ -155,6 +170,18 @@ std::string RemoteOf(uv_tcp_t* tcp) {
   return std::string(ip) + ":" + std::to_string(ntohs(sin->sin_port));
 }
 
+// The peer's IPv4 address in network order (0 when unknown): the key of the per-source
+// bound.
+uint32_t SourceOf(uv_tcp_t* tcp) {
+  struct sockaddr_storage ss {};
+  int len = sizeof ss;
+  if (uv_tcp_getpeername(tcp, reinterpret_cast<struct sockaddr*>(&ss), &len) != 0 ||
+      ss.ss_family != AF_INET) {
+    return 0;
+  }
+  return reinterpret_cast<struct sockaddr_in*>(&ss)->sin_addr.s_addr;
+}
+
 void LogFailure(Transport* t, const std::string& message) {
   auto now = std::chrono::steady_clock::now();
   if (t->last_log != std::chrono::steady_clock::time_point{} && now - t->last_log < kLogInterval) {
@@ -182,7 +209,6 @@ void Finish(Handshake* h) {
     h->req->cb(h->req, nullptr, h->status != 0 ? h->status : RAFT_NOCONNECTION);
   }
   if (!h->handed_over) raft_free(h->tcp);
-  if (h->incoming) --t->incoming;
   t->handshakes.erase(h);
   delete h;
   MaybeFireClose(t);
@@ -193,32 +219,76 @@ void OnHandleClosed(uv_handle_t* handle) {
   if (--h->open_handles == 0) Finish(h);
 }
 
-// Ends a handshake that will not complete: closes its socket and timer; the connect
-// callback (outgoing) runs once both are closed.
-void Fail(Handshake* h, int status, const std::string& why) {
+// An incoming handshake stops being a candidate for eviction (its claim verified, or it
+// ends).
+void StopWaiting(Handshake* h) {
+  if (!h->waiting_claim) return;
+  Transport* t = h->t;
+  h->waiting_claim = false;
+  t->waiting.erase(h->ticket);
+  auto it = t->waiting_by_source.find(h->source);
+  if (it != t->waiting_by_source.end() && --it->second == 0) t->waiting_by_source.erase(it);
+}
+
+// An incoming handshake stops counting against max_pending_handshakes (it ends, or its
+// stream goes to C-Raft).
+void Release(Handshake* h) {
+  StopWaiting(h);
+  if (h->live) {
+    h->live = false;
+    --h->t->incoming_live;
+  }
+}
+
+// Closes the socket and timer of a handshake that will not complete; the connect callback
+// (outgoing) runs once both are closed.
+void CloseHandshake(Handshake* h, int status) {
   if (h->failed || h->handed_over) return;
+  Release(h);
   h->failed = true;
   h->status = status;
+  h->open_handles = 2;
+  uv_close(reinterpret_cast<uv_handle_t*>(h->tcp), OnHandleClosed);
+  uv_close(reinterpret_cast<uv_handle_t*>(&h->timer), OnHandleClosed);
+}
+
+// Ends a handshake that failed (counted and logged unless cancelled).
+void Fail(Handshake* h, int status, const std::string& why) {
+  if (h->failed || h->handed_over) return;
   if (status != RAFT_CANCELED) {
     ++h->t->stats.rejected;
     LogFailure(h->t, std::string(h->incoming ? "refused incoming connection from "
                                              : "could not authenticate to ") +
                          h->peer + ": " + why);
   }
-  h->open_handles = 2;
-  uv_close(reinterpret_cast<uv_handle_t*>(h->tcp), OnHandleClosed);
-  uv_close(reinterpret_cast<uv_handle_t*>(&h->timer), OnHandleClosed);
+  CloseHandshake(h, status);
+}
+
+// Closes an incoming handshake still waiting for its claim to make room for a newer
+// connection (see max_pending_handshakes).
+void Evict(Handshake* h, const char* bound) {
+  Transport* t = h->t;
+  ++t->stats.evicted;
+  LogFailure(t, std::string("closed ") + h->peer +
+                    ", which had not sent its claim, for a newer "
+                    "connection (" +
+                    bound + " reached)");
+  CloseHandshake(h, RAFT_NOCONNECTION);
 }
 
 void OnTimeout(uv_timer_t* timer) {
   auto* h = static_cast<Handshake*>(timer->data);
+  if (h->waiting_claim) {
+    ++h->t->stats.claim_timeouts;
+    Fail(h, RAFT_NOCONNECTION, "no claim within the claim timeout");
+    return;
+  }
   Fail(h, RAFT_NOCONNECTION, "handshake timed out");
 }
 
 void OnTimerClosedAfterHandover(uv_handle_t* handle) {
   auto* h = static_cast<Handshake*>(handle->data);
   Transport* t = h->t;
-  if (h->incoming) --t->incoming;
   t->handshakes.erase(h);
   delete h;
   MaybeFireClose(t);
@@ -232,6 +302,7 @@ void HandOver(Handshake* h) {
     Fail(h, RAFT_CANCELED, "transport closing");
     return;
   }
+  Release(h);
   uv_read_stop(reinterpret_cast<uv_stream_t*>(h->tcp));
   uv_timer_stop(&h->timer);
   h->handed_over = true;
@@ -339,14 +410,16 @@ Handshake* NewHandshake(Transport* t, bool incoming, uv_tcp_t* tcp) {
   h->timer.data = h;
   h->connect_req.data = h;
   t->handshakes.insert(h);
-  if (incoming) ++t->incoming;
+  if (incoming) {
+    h->live = true;
+    ++t->incoming_live;
+  }
   return h;
 }
 
-void StartTimer(Handshake* h) {
-  uv_timer_start(
-      &h->timer, OnTimeout,
-      static_cast<uint64_t>(std::max<int64_t>(1, h->t->options.handshake_timeout.count())), 0);
+// (Re)starts the handshake's deadline `d` from now.
+void StartTimer(Handshake* h, std::chrono::milliseconds d) {
+  uv_timer_start(&h->timer, OnTimeout, static_cast<uint64_t>(std::max<int64_t>(1, d.count())), 0);
 }
 
 // ---- acceptor ----
@@ -369,6 +442,9 @@ void OnClaimRest(Handshake* h) {
     Fail(h, RAFT_NOCONNECTION, "malformed identity");
     return;
   }
+  // A member: no longer a candidate for eviction; what is left is our proof's write.
+  StopWaiting(h);
+  StartTimer(h, t->options.handshake_timeout);
   unsigned char proof[kMacBytes];
   if (!Mac(t->options.secret, kAcceptorLabel, ProofMacInput(*h, t->id), proof)) {
     Fail(h, RAFT_NOCONNECTION, "HMAC failed");
@@ -403,17 +479,40 @@ void OnConnection(uv_stream_t* server, int status) {
     uv_close(reinterpret_cast<uv_handle_t*>(tcp), [](uv_handle_t* hd) { raft_free(hd); });
     return;
   }
-  if (t->incoming >= t->options.max_pending_handshakes) {
-    ++t->stats.refused_busy;
-    LogFailure(t, "too many connections handshaking (" +
-                      std::to_string(t->options.max_pending_handshakes) + "); refused " +
-                      RemoteOf(tcp));
-    uv_close(reinterpret_cast<uv_handle_t*>(tcp), [](uv_handle_t* hd) { raft_free(hd); });
-    return;
+  const uint32_t source = SourceOf(tcp);
+  // Make room by closing the oldest connection that has not sent its claim rather than
+  // refusing this one: strangers that hold their connections open cannot keep a member
+  // out (see the file comment).
+  if (t->options.max_pending_per_source > 0) {
+    auto count = t->waiting_by_source.find(source);
+    if (count != t->waiting_by_source.end() && count->second >= t->options.max_pending_per_source) {
+      for (const auto& [ticket, w] : t->waiting) {
+        if (w->source == source) {
+          Evict(w, "max_pending_per_source");
+          break;
+        }
+      }
+    }
+  }
+  if (t->incoming_live >= t->options.max_pending_handshakes) {
+    if (t->waiting.empty()) {
+      ++t->stats.refused_busy;
+      LogFailure(t, "too many connections handshaking (" +
+                        std::to_string(t->options.max_pending_handshakes) +
+                        ", all past their claim); refused " + RemoteOf(tcp));
+      uv_close(reinterpret_cast<uv_handle_t*>(tcp), [](uv_handle_t* hd) { raft_free(hd); });
+      return;
+    }
+    Evict(t->waiting.begin()->second, "max_pending_handshakes");
   }
   Handshake* h = NewHandshake(t, /*incoming=*/true, tcp);
   h->peer = RemoteOf(tcp);
-  StartTimer(h);
+  h->source = source;
+  h->ticket = t->next_ticket++;
+  h->waiting_claim = true;
+  t->waiting.emplace(h->ticket, h);
+  ++t->waiting_by_source[source];
+  StartTimer(h, std::min(t->options.claim_timeout, t->options.handshake_timeout));
   if (RAND_bytes(h->nonce_a, kNonceBytes) != 1) {
     Fail(h, RAFT_NOCONNECTION, "no randomness for a nonce");
     return;
@@ -549,7 +648,7 @@ int TransportConnect(struct raft_uv_transport* transport, struct raft_uv_connect
              [](uv_handle_t* hd) { delete static_cast<Handshake*>(hd->data); });
     return RAFT_NOCONNECTION;
   }
-  StartTimer(h);
+  StartTimer(h, t->options.handshake_timeout);
   return 0;
 }
 

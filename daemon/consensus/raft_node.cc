@@ -183,8 +183,11 @@ const char* RaftRoleName(RaftMember::Role role) {
 
 class RaftNode::Impl {
  public:
+  DiskGuard& disk_guard() { return disk_guard_; }
   Impl(RaftOptions options, StateMachine* state_machine)
-      : options_(std::move(options)), sm_(state_machine) {
+      : options_(std::move(options)),
+        sm_(state_machine),
+        disk_guard_(options_.data_dir, options_.min_free_bytes) {
     std::random_device rd;
     next_tag_ = (static_cast<uint64_t>(rd()) << 32) ^ rd();
   }
@@ -333,6 +336,7 @@ class RaftNode::Impl {
   }
 
   const RaftOptions options_;
+  DiskGuard disk_guard_;  // thread-safe
   StateMachine* const sm_;
 
   // Guards Start/Stop against each other and SetLeadershipCallback.
@@ -1041,6 +1045,10 @@ void RaftNode::Impl::ProposeOnLoop(std::string command, ProposeCallback done) {
   }
   struct raft_buffer buf;
   buf.len = raft_codec::CommandEntryBytes(command.size());
+  if (Status disk = disk_guard_.Check(buf.len); !disk.ok()) {
+    RunGuarded("propose callback", [&] { done(disk); });
+    return;
+  }
   buf.base = raft_calloc(1, buf.len);  // zeroes the padding; raft owns it once applied
   if (buf.base == nullptr) {
     RunGuarded("propose callback",
@@ -1526,6 +1534,7 @@ void RaftNode::TransferLeadership(uint64_t id, StatusCallback done) {
 Result<std::vector<RaftMember>> RaftNode::Configuration() { return impl_->Configuration(); }
 Result<RaftTransportStats> RaftNode::TransportStats() { return impl_->TransportStats(); }
 uint64_t RaftNode::id() const { return impl_->id(); }
+DiskSpace RaftNode::disk_space() { return impl_->disk_guard().Last(/*refresh=*/true); }
 std::string RaftNode::address() const { return impl_->address(); }
 bool RaftNode::InLoopThread() const { return impl_->InLoopThread(); }
 

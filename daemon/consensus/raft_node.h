@@ -30,6 +30,7 @@
 
 #include "common/result.h"
 #include "common/status.h"
+#include "daemon/consensus/disk_guard.h"
 #include "daemon/consensus/state_machine.h"
 
 namespace traintl {
@@ -119,6 +120,11 @@ struct RaftOptions {
   // Time a Raft connection may take to authenticate; an unauthenticated peer cannot hold a
   // connection longer. Default 5000 ms.
   unsigned auth_handshake_timeout_ms = 5000;
+
+  // Proposals are refused (ResourceExhausted "disk full: ...", see DiskGuard) while the
+  // file system of data_dir has less than this free plus the entry's size: libraft 0.15
+  // crashes on a failed append. 0 disables the check. Default 128 MiB.
+  uint64_t min_free_bytes = uint64_t{128} << 20;
 };
 
 // Counters of the authenticated transport (all zero without a cluster secret).
@@ -225,6 +231,9 @@ class RaftNode {
   Result<RaftTransportStats> TransportStats();
 
   uint64_t id() const;
+  // Free space of data_dir's file system, checked now, and whether it is below the
+  // reserve (RaftOptions::min_free_bytes). Any thread.
+  DiskSpace disk_space();
   // The address this node listens on; with port 0, the chosen one once Start() returned.
   std::string address() const;
   // True on the loop thread.

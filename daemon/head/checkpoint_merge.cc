@@ -1,6 +1,6 @@
 #include "daemon/head/checkpoint_merge.h"
 
-#include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -9,62 +9,107 @@
 #include <set>
 
 #include "common/file_util.h"
+#include "common/safe_fs.h"
 
 namespace traintl {
+namespace {
+
+// The trial dir: its parent (the storage path) is a trusted prefix; the trial dir itself
+// must be a real directory of root, the daemon's user or the worker whose file identity
+// this thread has (ScopedFsIdentity).
+Result<SafeDir> OpenTrialDir(const std::string& trial_dir) {
+  return OpenJobDir(trial_dir, OwnerPolicy::ForThisThread());
+}
+
+}  // namespace
 
 Result<std::string> MergeCheckpoint(const std::string& trial_dir, int attempt, int seq,
                                     const std::map<int, std::string>& rank_dirs,
                                     const nlohmann::json& metrics) {
   char name[64];
   std::snprintf(name, sizeof name, "checkpoint_a%03d_s%06d", attempt, seq);
-  const std::string final_dir = trial_dir + "/" + name;
-  const std::string tmp = final_dir + ".tmp";
-  TRAINTL_RETURN_IF_ERROR(RemoveAll(tmp));
-  if (PathExists(final_dir)) return final_dir;  // merged before a crash, not yet recorded
-  TRAINTL_RETURN_IF_ERROR(MakeDirs(tmp));
+  const std::string final_name = name;
+  const std::string tmp_name = final_name + ".tmp";
+  const std::string final_dir = trial_dir + "/" + final_name;
+  const OwnerPolicy owners = OwnerPolicy::ForThisThread();
+  // Everything below happens relative to descriptors opened without following symlinks:
+  // the trial dir is writable by the worker, which may plant links anywhere in it.
+  TRAINTL_ASSIGN_OR_RETURN(SafeDir trial, OpenTrialDir(trial_dir));
+  TRAINTL_RETURN_IF_ERROR(RemoveAllAt(trial, tmp_name));
+  if (auto existing = StatEntryNoFollow(trial, final_name); existing.ok()) {
+    // Merged before a crash, not yet recorded; only a real directory counts.
+    if (S_ISLNK(existing->st_mode))
+      return Status::PermissionDenied("refusing to follow a symlink at " + final_dir);
+    if (!S_ISDIR(existing->st_mode))
+      return Status::FailedPrecondition(final_dir + " exists and is not a directory");
+    return final_dir;
+  } else if (existing.status().code() != Status::Code::kNotFound) {
+    return existing.status();
+  }
+  TRAINTL_ASSIGN_OR_RETURN(SafeDir tmp, MakeDirsBelow(trial, tmp_name, 0755, owners));
 
   nlohmann::json files = nlohmann::json::object();
-  std::set<std::string> dirs{tmp};
+  std::set<std::string> dirs;  // relative to tmp, "" being tmp itself
+  dirs.insert("");
+  const std::string trial_prefix = trial_dir + "/";
   // Highest rank first, so that lower ranks overwrite: rank 0 wins a clash.
   for (auto it = rank_dirs.rbegin(); it != rank_dirs.rend(); ++it) {
     const int rank = it->first;
-    TRAINTL_ASSIGN_OR_RETURN(auto rels, ListFilesRecursive(it->second));
+    // Staged directories lie in the trial dir (the head accepts no others); reaching them
+    // from its descriptor is what keeps a planted .staging link from counting.
+    if (it->second.rfind(trial_prefix, 0) != 0) {
+      return Status::InvalidArgument("rank " + std::to_string(rank) + "'s checkpoint " +
+                                     it->second + " is not in " + trial_dir);
+    }
+    TRAINTL_ASSIGN_OR_RETURN(SafeDir staged,
+                             OpenDirBelow(trial, it->second.substr(trial_prefix.size()), owners));
+    TRAINTL_ASSIGN_OR_RETURN(auto rels, ListFilesNoFollow(staged));
     for (const auto& rel : rels) {
-      const std::string target = tmp + "/" + rel;
-      const std::string parent = DirName(target);
-      if (parent != tmp) {
-        TRAINTL_RETURN_IF_ERROR(MakeDirs(parent));
-        dirs.insert(parent);
-      }
-      const std::string src = it->second + "/" + rel;
-      struct stat st;
-      if (::stat(src.c_str(), &st) != 0) return Status::Internal("stat " + src);
-      if (::rename(src.c_str(), target.c_str()) != 0)
-        return Status::Internal("rename " + src + ": " + std::strerror(errno));
-      files[rel] = {{"rank", rank}, {"size", static_cast<int64_t>(st.st_size)}};
+      const std::string sub = rel.find('/') == std::string::npos ? "" : DirName(rel);
+      const std::string base = BaseName(rel);
+      TRAINTL_ASSIGN_OR_RETURN(SafeDir from, OpenDirBelow(staged, sub, owners));
+      TRAINTL_ASSIGN_OR_RETURN(SafeDir to, MakeDirsBelow(tmp, sub, 0755, owners));
+      for (std::string d = sub; !d.empty(); d = d.find('/') == std::string::npos ? "" : DirName(d))
+        dirs.insert(d);
+      int64_t size = 0;
+      TRAINTL_RETURN_IF_ERROR(RenameFileNoFollow(from, base, to, base, &size));
+      files[rel] = {{"rank", rank}, {"size", size}};
     }
   }
   nlohmann::json manifest = {
       {"attempt", attempt}, {"seq", seq}, {"metrics", metrics}, {"files", files}};
-  TRAINTL_RETURN_IF_ERROR(WriteFileAtomic(tmp + "/manifest.json", manifest.dump(2)));
-  for (const auto& d : dirs) TRAINTL_RETURN_IF_ERROR(FsyncDir(d));
-  if (::rename(tmp.c_str(), final_dir.c_str()) != 0)
-    return Status::Internal("rename " + tmp + ": " + std::strerror(errno));
-  TRAINTL_RETURN_IF_ERROR(FsyncDir(trial_dir));
+  TRAINTL_RETURN_IF_ERROR(WriteFileAtomicAt(tmp, "manifest.json", manifest.dump(2), 0644));
+  for (const auto& d : dirs) {
+    TRAINTL_ASSIGN_OR_RETURN(SafeDir sd, OpenDirBelow(tmp, d, owners));
+    TRAINTL_RETURN_IF_ERROR(FsyncSafeDir(sd));
+  }
+  if (::renameat(trial.fd.get(), tmp_name.c_str(), trial.fd.get(), final_name.c_str()) != 0)
+    return Status::Internal("rename " + trial_dir + "/" + tmp_name + ": " + std::strerror(errno));
+  TRAINTL_RETURN_IF_ERROR(FsyncSafeDir(trial));
   return final_dir;
 }
 
 void CleanupUncommitted(const std::string& trial_dir) {
-  DIR* d = ::opendir(trial_dir.c_str());
-  if (d == nullptr) return;
-  std::vector<std::string> victims;
-  while (struct dirent* e = ::readdir(d)) {
-    std::string n = e->d_name;
+  auto trial = OpenTrialDir(trial_dir);
+  if (!trial.ok()) return;
+  auto names = ListDir(*trial);
+  if (!names.ok()) return;
+  for (const auto& n : *names) {
     if (n.size() > 4 && n.rfind("checkpoint_", 0) == 0 && n.substr(n.size() - 4) == ".tmp")
-      victims.push_back(trial_dir + "/" + n);
+      RemoveAllAt(*trial, n);
   }
-  ::closedir(d);
-  for (const auto& v : victims) RemoveAll(v);
+}
+
+Status RemoveCheckpoint(const std::string& trial_dir, const std::string& checkpoint_dir) {
+  const std::string name = BaseName(checkpoint_dir);
+  if (checkpoint_dir != trial_dir + "/" + name || name.rfind("checkpoint_", 0) != 0)
+    return Status::InvalidArgument(checkpoint_dir + " is not a checkpoint of " + trial_dir);
+  auto trial = OpenTrialDir(trial_dir);
+  if (!trial.ok()) {
+    if (trial.status().code() == Status::Code::kNotFound) return Status::Ok();
+    return trial.status();
+  }
+  return RemoveAllAt(*trial, name);
 }
 
 }  // namespace traintl

@@ -3,7 +3,15 @@
 // final directory appears by an atomic rename only once everything inside it is durable,
 // so a crash leaves either nothing or a ".tmp" directory that is never recorded.
 //
-// Thread-safety: free function; callers must not merge the same (attempt, seq) twice at once.
+// Nothing here follows a symlink below the storage path (common/safe_fs.h): the trial dir
+// is reached by rule 1 for its parent and must itself be a real directory of root, the
+// daemon's user or the thread's worker file identity (ScopedFsIdentity); staged files are
+// moved with renameat between directories opened O_NOFOLLOW, and a symlink anywhere in a
+// staged tree, at .staging, at the trial dir or at the final directory fails the merge
+// ("refusing to follow a symlink at ...") before anything is moved from it.
+//
+// Thread-safety: free functions; callers must not merge the same (attempt, seq) twice at
+// once.
 #pragma once
 
 #include <map>
@@ -12,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/result.h"
+#include "common/status.h"
 
 namespace traintl {
 
@@ -22,7 +31,13 @@ Result<std::string> MergeCheckpoint(const std::string& trial_dir, int attempt, i
                                     const std::map<int, std::string>& rank_dirs,
                                     const nlohmann::json& metrics);
 
-// Removes <trial_dir>/*.tmp and .staging leftovers that no record refers to.
+// Removes <trial_dir>/checkpoint_*.tmp leftovers that no record refers to (RemoveAllAt from
+// the trial dir's descriptor: a planted link is removed, never followed).
 void CleanupUncommitted(const std::string& trial_dir);
+
+// Removes one checkpoint directory (retention), `checkpoint_dir` being
+// <trial_dir>/checkpoint_*; the same rules as CleanupUncommitted. InvalidArgument for any
+// other path; OK when it or the trial dir is gone.
+Status RemoveCheckpoint(const std::string& trial_dir, const std::string& checkpoint_dir);
 
 }  // namespace traintl

@@ -2,12 +2,13 @@
 
 #include <boost/asio/post.hpp>
 
+#include "common/json_depth.h"
 #include "daemon/consensus/raft_node.h"
 
 namespace traintl {
 
 Result<nlohmann::json> DecodeFsmResult(const std::string& text) {
-  auto j = nlohmann::json::parse(text, nullptr, false);
+  auto j = ParseJsonBounded(text);
   if (!j.is_object()) return Status::Internal("unreadable FSM result");
   if (j.value("ok", false) != true)
     return Status::FailedPrecondition(j.value("error", std::string("refused")));

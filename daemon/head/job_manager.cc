@@ -7,11 +7,13 @@
 
 #include <algorithm>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 
 #include "common/crypto.h"
 #include "common/file_util.h"
 #include "common/logging.h"
+#include "daemon/consensus/disk_guard.h"
 #include "daemon/head/checkpoint_merge.h"
 #include "daemon/node/plan_json.h"
 
@@ -66,6 +68,7 @@ JobManager::JobManager(asio::io_context& io, JobManagerOptions options, StateSto
       agent_(agent),
       timer_(io),
       kick_timer_(io),
+      restart_timer_(io),
       registry_(options_.node_loss_timeout) {}
 
 void JobManager::RefreshSelf() {
@@ -252,6 +255,7 @@ void JobManager::Shutdown() {
   shutting_down_ = true;
   timer_.cancel();
   kick_timer_.cancel();
+  restart_timer_.cancel();
 }
 
 void JobManager::SetLeader(bool leader) {
@@ -451,6 +455,10 @@ void JobManager::FullPass(bool settling) {
       q.seen = pass_;
       // A job that ran before must not start while old workers of it may still run.
       if (job.attempt > 0 && (settling || registry_.HasLiveWorkersOf(job.id))) continue;
+      if (auto hold = restart_not_before_.find(job.id); hold != restart_not_before_.end()) {
+        if (std::chrono::steady_clock::now() < hold->second) continue;  // backing off
+        restart_not_before_.erase(hold);
+      }
       if (q.spec != nullptr) queue.emplace_back(&job, &q);
       continue;
     }
@@ -458,6 +466,10 @@ void JobManager::FullPass(bool settling) {
       // The store says an attempt runs, but no process of ours runs it: it was lost with
       // a previous daemon. End it so the job restarts from its latest checkpoint.
       if (reconciling_.count(job.id)) continue;
+      if (auto hold = reconcile_not_before_.find(job.id); hold != reconcile_not_before_.end()) {
+        if (std::chrono::steady_clock::now() < hold->second) continue;
+        reconcile_not_before_.erase(hold);
+      }
       reconciling_.insert(job.id);
       commands::AttemptOutcome o;
       o.state = kJobFailed;
@@ -467,6 +479,13 @@ void JobManager::FullPass(bool settling) {
       const std::string id = job.id;
       log_->Propose(commands::EndAttempt(job.id, job.attempt, o), [this, id](Result<json> r) {
         reconciling_.erase(id);
+        if (!r.ok() && IsDiskFull(r.status())) {
+          // The Raft node warned once; try again in a while, not on every pass.
+          LOG_DEBUG << "could not end lost attempt of " << id << ": " << r.status().message();
+          reconcile_not_before_[id] = std::chrono::steady_clock::now() + kDiskFullRetry;
+          ArmRestartTimer();
+          return;
+        }
         if (!r.ok())
           LOG_WARN << "could not end lost attempt of " << id << ": " << r.status().message();
         ScheduleTick();
@@ -575,14 +594,24 @@ void JobManager::StartAttempt(const JobRecord& job, const JobSpec& spec,
   a.rank_nodes = placement.rank_nodes;
   for (size_t r = 0; r < a.rank_nodes.size(); ++r)
     if (a.rank_nodes[r] != options_.node_id) a.remote_ranks.insert(static_cast<int>(r));
+  a.started = std::chrono::steady_clock::now();
+  a.restart_backoff_s = spec.restart_backoff_s;
+  a.max_restart_backoff_s = spec.max_restart_backoff_s;
   active_[job.id] = a;  // reserves the resources while start_attempt commits
   queued_.erase(job.id);
   const std::string restored = ResolveRestore(job, spec);
   log_->Propose(commands::StartAttempt(job.id, a.attempt, restored), [this, job, spec,
                                                                       restored](Result<json> r) {
     if (!r.ok()) {
-      LOG_WARN << "job " << job.id << ": start not committed: " << r.status().message();
       active_.erase(job.id);
+      if (IsDiskFull(r.status())) {
+        // The Raft node warned once; retrying every pass would only flood the log.
+        LOG_DEBUG << "job " << job.id << ": start not committed: " << r.status().message();
+        restart_not_before_[job.id] = std::chrono::steady_clock::now() + kDiskFullRetry;
+        ArmRestartTimer();
+        return;
+      }
+      LOG_WARN << "job " << job.id << ": start not committed: " << r.status().message();
       ScheduleTick();
       return;
     }
@@ -862,16 +891,72 @@ void JobManager::EndAttemptNow(ActiveAttempt& a, commands::AttemptOutcome outcom
            << (outcome.reason.empty() ? "" : ": " + outcome.reason);
   log_->Propose(commands::EndAttempt(job_id, attempt, outcome), [this, job_id, trial_dir,
                                                                  attempt](Result<json> r) {
-    if (!r.ok())
-      LOG_WARN << "job " << job_id << ": end of attempt not committed: " << r.status().message();
-    {
+    auto it = active_.find(job_id);
+    if (!r.ok()) {
+      // Not committed (this node may have lost leadership while paused): the trial dir is
+      // the next head's now, and its attempt may be writing there. Leave every file alone.
+      const std::string why = "job " + job_id +
+                              ": end of attempt not committed: " + r.status().message() +
+                              "; its files are left to the head that ends it";
+      if (IsDiskFull(r.status())) {
+        LOG_DEBUG << why;  // the Raft node warned once
+      } else {
+        LOG_WARN << why;
+      }
+    } else {
       ScopedFsIdentity as_worker(WorkerFs());
       RemoveAll(Agent::StagingDir(trial_dir, attempt));
       CleanupUncommitted(trial_dir);
     }
-    auto it = active_.find(job_id);
-    if (it != active_.end() && it->second.attempt == attempt) active_.erase(it);
+    if (it != active_.end() && it->second.attempt == attempt) {
+      if (r.ok() && r->value("job_state", std::string()) == kJobPending && it->second.failure &&
+          !it->second.stop_requested) {
+        BackOffRestart(it->second, it->second.failure->reason);
+      } else if (r.ok()) {
+        quick_failures_.erase(job_id);
+      }
+      active_.erase(it);
+    }
     ScheduleTick();
+  });
+}
+
+void JobManager::BackOffRestart(const ActiveAttempt& a, const std::string& reason) {
+  const auto now = std::chrono::steady_clock::now();
+  const double ran_s = std::chrono::duration<double>(now - a.started).count();
+  int& quick = quick_failures_[a.job_id];
+  quick = ran_s < a.max_restart_backoff_s ? quick + 1 : 1;
+  const double delay_s = RestartBackoffSeconds(a.restart_backoff_s, a.max_restart_backoff_s, quick);
+  if (delay_s <= 0) return;
+  restart_not_before_[a.job_id] =
+      now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                std::chrono::duration<double>(delay_s));
+  ArmRestartTimer();
+  char when[32];
+  std::snprintf(when, sizeof when, "%.1f", delay_s);
+  const std::string why = "restarting in " + std::string(when) + " s (backoff after " +
+                          std::to_string(quick) + " failures in a row): attempt " +
+                          std::to_string(a.attempt) + " failed: " + reason;
+  LOG_INFO << "job " << a.job_id << ": " << why;
+  log_->Propose(commands::SetPendingReasons({{a.job_id, why}}), [](Result<json>) {});
+}
+
+void JobManager::ArmRestartTimer() {
+  if (restart_not_before_.empty() && reconcile_not_before_.empty()) return;
+  auto earliest = std::chrono::steady_clock::time_point::max();
+  for (const auto& [id, t] : restart_not_before_) earliest = std::min(earliest, t);
+  for (const auto& [id, t] : reconcile_not_before_) earliest = std::min(earliest, t);
+  restart_timer_.expires_at(earliest);
+  restart_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || shutting_down_) return;
+    ScheduleTick(/*full=*/true);
+    // Entries still ahead (a newer, later one) keep the timer going.
+    const auto now = std::chrono::steady_clock::now();
+    for (const auto* holds : {&restart_not_before_, &reconcile_not_before_}) {
+      for (const auto& [id, t] : *holds) {
+        if (t > now) return ArmRestartTimer();
+      }
+    }
   });
 }
 

@@ -135,7 +135,15 @@ class JobManager : public WorkerPoolListener {
     bool stop_requested = false;                      // by the user
     std::optional<commands::AttemptOutcome> failure;  // the first failure seen
     bool end_proposed = false;
+    std::chrono::steady_clock::time_point started{};  // when start_attempt was proposed
+    double restart_backoff_s = 0;                     // the spec's failure_config
+    double max_restart_backoff_s = 0;
   };
+  // After a failed attempt's end committed with the job PENDING again: holds the restart
+  // back as failure_config's backoff says.
+  void BackOffRestart(const ActiveAttempt& a, const std::string& pending_reason);
+  // Arms restart_timer_ for the earliest restart or reconciliation held back.
+  void ArmRestartTimer();
 
   // Asks for a scheduling pass soon: at once when the last one is kMinTickGap old, else
   // when it will be, so that a burst of events (one commit callback after another) costs
@@ -195,13 +203,23 @@ class JobManager : public WorkerPoolListener {
   BlobStore* blobs_ = nullptr;
 
   static constexpr std::chrono::milliseconds kMinTickGap{20};
+  // A start refused because the disk is full is tried again after this long.
+  static constexpr std::chrono::milliseconds kDiskFullRetry{1000};
   // A full pass runs at least this often, even when no event asked for one: the safety
   // net for whatever frees a job that no event reports.
   static constexpr std::chrono::milliseconds kFullPassInterval{2000};
 
   // Owned by the io_context thread.
   boost::asio::steady_timer timer_;
-  boost::asio::steady_timer kick_timer_;  // a ScheduleTick() that waits for kMinTickGap
+  boost::asio::steady_timer kick_timer_;     // a ScheduleTick() that waits for kMinTickGap
+  boost::asio::steady_timer restart_timer_;  // the next restart_not_before_ to pass
+  // PENDING jobs whose restart is held back, and until when (this head's clock: a new
+  // head's settle period delays restarts anyway).
+  std::map<std::string, std::chrono::steady_clock::time_point> restart_not_before_;
+  // Lost attempts whose end could not be committed for a full disk, and when to try again.
+  std::map<std::string, std::chrono::steady_clock::time_point> reconcile_not_before_;
+  // Failures in a row of attempts shorter than max_restart_backoff_s, per job.
+  std::map<std::string, int> quick_failures_;
   bool leader_ = false;
   bool shutting_down_ = false;
   bool tick_queued_ = false;

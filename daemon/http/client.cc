@@ -48,6 +48,10 @@ std::string ClientResponse::header(const std::string& name) const {
   return it == headers.end() ? std::string() : it->second;
 }
 
+bool RefusedUnread(const ClientResponse& r) {
+  return r.status == 503 && r.header(kRefusedUnreadHeader) == "1";
+}
+
 Result<ClientResponse> Fetch(const std::string& host, uint16_t port, const std::string& method,
                              const std::string& target, const std::string& body,
                              const std::map<std::string, std::string>& headers,

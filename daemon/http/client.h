@@ -35,6 +35,15 @@ struct ClientResponse {
   std::string header(const std::string& name) const;
 };
 
+// Marks the answer a Server gives to a connection it refuses before reading any of its
+// request (every connection busy, see ServerOptions::max_connections): 503 with this
+// header set to "1". Such a request was provably not processed, so any request, a write
+// included, may be sent again.
+inline constexpr char kRefusedUnreadHeader[] = "X-Traintl-Refused-Unread";
+
+// True when `r` is that answer.
+bool RefusedUnread(const ClientResponse& r);
+
 // Sends `method target` to host:port with `body` (Content-Length set from it) and the
 // extra `headers` (e.g. {"Authorization", "Bearer ..."}), and reads the whole response.
 // `timeout` bounds everything from name resolution to the last byte. With `tls`, the

@@ -31,6 +31,8 @@ namespace {
 // Bytes read at a time while watching a connection whose request is being answered
 // (pipelined input or EOF) or while draining one that is closing.
 constexpr size_t kRawReadChunk = 4096;
+// Beast reads at most this much at a time into the request buffer.
+constexpr size_t kMaxReadBytes = 64 * 1024;
 
 bool HasControlChars(const std::string& s) {
   return std::any_of(s.begin(), s.end(),
@@ -87,12 +89,21 @@ Connection::Connection(tcp::socket socket, std::shared_ptr<ServerState> state, u
       write_timer_(socket_.get_executor()) {
   error_code ec;
   tcp::endpoint ep = socket_.remote_endpoint(ec);
-  if (!ec) remote_ = ep.address().to_string() + ":" + std::to_string(ep.port());
+  if (!ec) {
+    remote_ = ep.address().to_string() + ":" + std::to_string(ep.port());
+    source_ = ep.address();
+  }
+  ++server_->anonymous_by_source[source_];
+  counted_anonymous_ = true;
   if (server_->tls_context) tls_.emplace(socket_, *server_->tls_context);
+  // Beast keeps a chunked body's trailer in this buffer until its end is found: bound it
+  // (header + trailer allowance + one read), so a peer cannot grow it without limit.
+  buffer_.max_size(2 * server_->options.max_header_bytes + kMaxReadBytes);
 }
 
 Connection::~Connection() {
   if (state_ != State::kClosed) server_->connections.erase(id_);
+  ReleaseAnonymous();
 }
 
 bool Connection::RunningInIoThread() const {
@@ -100,25 +111,67 @@ bool Connection::RunningInIoThread() const {
 }
 
 void Connection::Start() {
+  StartWait();
   if (!tls_) {
     BeginHeaderRead();
     return;
   }
-  // The handshake is part of the first request's header time: a client that stalls in it
-  // is cut off like one that trickles a header.
-  ArmReadTimer(server_->options.header_timeout);
+  // A client that stalls in the handshake is cut off like one that trickles a header.
+  handshaking_ = true;
+  ArmReadTimer(TlsHandshakeTimeout());
   tls_->async_handshake(boost::asio::ssl::stream_base::server,
                         [self = shared_from_this()](error_code ec) { self->OnHandshake(ec); });
 }
 
 void Connection::OnHandshake(error_code ec) {
+  handshaking_ = false;
   if (closed()) return;
+  CancelReadTimer();
   if (ec) {
     LOG_DEBUG << "http: " << remote_ << " TLS handshake failed: " << ec.message();
     CloseNow();
     return;
   }
+  StartWait();
   BeginHeaderRead();
+}
+
+int Connection::EvictionRank() const {
+  if (closed()) return 0;
+  // Whatever an anonymous connection does, it is worth no more than a new one: its
+  // requests can only be /healthz or refused, and one that does not read their answers
+  // must not hold its slot for write_timeout.
+  if (!authenticated_) return 1;
+  if (state_ == State::kLingering) return 1;
+  // Idle between requests; any other state is a request being read or answered.
+  return state_ == State::kIdle ? 2 : 0;
+}
+
+void Connection::StartWait() {
+  wait_ticket_ = server_->next_wait_ticket++;
+  wait_started_ = std::chrono::steady_clock::now();
+}
+
+void Connection::MarkAuthenticated() {
+  authenticated_ = true;
+  ReleaseAnonymous();
+}
+
+void Connection::ReleaseAnonymous() {
+  if (!counted_anonymous_) return;
+  counted_anonymous_ = false;
+  auto it = server_->anonymous_by_source.find(source_);
+  if (it != server_->anonymous_by_source.end() && --it->second == 0) {
+    server_->anonymous_by_source.erase(it);
+  }
+}
+
+std::chrono::milliseconds Connection::AnonymousHeaderTimeout() const {
+  return std::min(server_->options.anonymous_header_timeout, server_->options.header_timeout);
+}
+
+std::chrono::milliseconds Connection::TlsHandshakeTimeout() const {
+  return std::min(server_->options.tls_handshake_timeout, server_->options.header_timeout);
 }
 
 void Connection::CloseNow() {
@@ -130,6 +183,7 @@ void Connection::CloseNow() {
   error_code ignored;
   socket_.close(ignored);
   server_->connections.erase(id_);
+  ReleaseAnonymous();
   if (!writing_) {
     // With a write in flight, OnWrite fails the queue when it sees the abort.
     auto pending = std::move(writes_);
@@ -139,8 +193,12 @@ void Connection::CloseNow() {
 }
 
 void Connection::ArmReadTimer(std::chrono::milliseconds d) {
+  ArmReadTimerAt(std::chrono::steady_clock::now() + d);
+}
+
+void Connection::ArmReadTimerAt(std::chrono::steady_clock::time_point deadline) {
   uint64_t gen = ++read_timer_gen_;
-  read_timer_.expires_after(d);
+  read_timer_.expires_at(deadline);
   read_timer_.async_wait([self = shared_from_this(), gen](error_code ec) {
     if (ec || gen != self->read_timer_gen_ || self->closed()) return;
     LOG_DEBUG << "http: " << self->remote_ << " timed out (state " << static_cast<int>(self->state_)
@@ -169,7 +227,7 @@ void Connection::BeginHeaderRead() {
   streaming_ = false;
   stream_ended_ = false;
   log_line_.clear();
-  parser_.emplace();
+  parser_.emplace(TrailerLimits{.max_trailer_bytes = server_->options.max_header_bytes});
   size_t limit =
       std::min<size_t>(server_->options.max_header_bytes, std::numeric_limits<uint32_t>::max());
   parser_->header_limit(static_cast<uint32_t>(limit));
@@ -177,8 +235,14 @@ void Connection::BeginHeaderRead() {
   // otherwise refuse a large Content-Length with its own 1 MiB default. Not boost::none:
   // Beast 1.74 compares `len > optional` there, which is true for every length when none.
   parser_->body_limit(std::numeric_limits<uint64_t>::max());
-  // Keep-alive requests get their own header time; the first one's includes the handshake.
-  if (request_seq_ > 1 || !tls_) ArmReadTimer(server_->options.header_timeout);
+  // An anonymous connection's deadline counts from the start of its wait (idle time
+  // included), so it cannot hold a slot longer by sending its first byte late; an
+  // authenticated one gets the whole header time from its first byte.
+  if (authenticated_) {
+    ArmReadTimer(server_->options.header_timeout);
+  } else {
+    ArmReadTimerAt(wait_started_ + AnonymousHeaderTimeout());
+  }
   WithStream([&](auto& stream) {
     bhttp::async_read_header(
         stream, buffer_, *parser_,
@@ -190,7 +254,7 @@ void Connection::OnHeader(error_code ec) {
   if (closed()) return;
   CancelReadTimer();
   if (ec) {
-    if (ec == bhttp::error::header_limit) {
+    if (ec == bhttp::error::header_limit || ec == bhttp::error::buffer_overflow) {
       RespondEarly(431, "request header too large", {}, /*close=*/true);
     } else if (ec == bhttp::error::end_of_stream || ec == bhttp::error::partial_message ||
                !IsHttpError(ec)) {
@@ -235,6 +299,24 @@ void Connection::OnHeader(error_code ec) {
     return;
   }
 
+  // A valid token makes the connection authenticated, on any route (it then keeps the
+  // longer timeouts and is not displaced by new connections while it waits).
+  std::string_view token;
+  {
+    auto it = msg.find(bhttp::field::authorization);
+    std::string_view value = it == msg.end() ? std::string_view() : Trim(ToStd(it->value()));
+    constexpr std::string_view kScheme = "bearer ";
+    if (value.size() > kScheme.size() &&
+        beast::iequals(beast::string_view(value.data(), kScheme.size()),
+                       beast::string_view(kScheme.data(), kScheme.size()))) {
+      token = Trim(value.substr(kScheme.size()));
+    }
+  }
+  const std::string& expected = server_->options.token;
+  const bool token_valid =
+      !token.empty() && !expected.empty() && ConstantTimeEquals(std::string(token), expected);
+  if (token_valid) MarkAuthenticated();
+
   request_.method = std::string(ToStd(msg.method_string()));
   request_.target = std::string(target);
   request_.path = std::move(*path);
@@ -269,21 +351,11 @@ void Connection::OnHeader(error_code ec) {
   params_ = std::move(match.params);
 
   if (route_->options.require_auth) {
-    auto it = msg.find(bhttp::field::authorization);
-    std::string_view value = it == msg.end() ? std::string_view() : Trim(ToStd(it->value()));
-    constexpr std::string_view kScheme = "bearer ";
-    std::string_view token;
-    if (value.size() > kScheme.size() &&
-        beast::iequals(beast::string_view(value.data(), kScheme.size()),
-                       beast::string_view(kScheme.data(), kScheme.size()))) {
-      token = Trim(value.substr(kScheme.size()));
-    }
     if (token.empty()) {
       RespondEarly(401, "missing bearer token", {{"WWW-Authenticate", "Bearer"}}, body_unread);
       return;
     }
-    const std::string& expected = server_->options.token;
-    if (expected.empty() || !ConstantTimeEquals(std::string(token), expected)) {
+    if (!token_valid) {
       RespondEarly(401, "invalid token", {{"WWW-Authenticate", "Bearer error=\"invalid_token\""}},
                    body_unread);
       return;
@@ -327,6 +399,10 @@ void Connection::ReadBody() {
 void Connection::OnBody(error_code ec) {
   if (closed()) return;
   CancelReadTimer();
+  if (ec == bhttp::error::header_limit || ec == bhttp::error::buffer_overflow) {
+    RespondEarly(431, "request trailer or chunk extension too large", {}, /*close=*/true);
+    return;
+  }
   if (ec == bhttp::error::body_limit) {
     RespondEarly(413,
                  "request body too large (limit " + std::to_string(route_->options.max_body_bytes) +
@@ -588,6 +664,7 @@ void Connection::FinishResponse() {
     return;
   }
   state_ = State::kIdle;
+  StartWait();
   if (buffer_.size() > 0) {
     // The next request (pipelined) is already here, at least in part.
     if (raw_read_pending_) {
@@ -599,7 +676,9 @@ void Connection::FinishResponse() {
     BeginHeaderRead();
     return;
   }
-  ArmReadTimer(server_->options.keep_alive_timeout);
+  ArmReadTimer(authenticated_
+                   ? server_->options.keep_alive_timeout
+                   : std::min(server_->options.keep_alive_timeout, AnonymousHeaderTimeout()));
   if (!raw_read_pending_) RawRead();
 }
 
@@ -615,6 +694,9 @@ void Connection::StartLinger() {
 // ---- Watching / idling / draining -------------------------------------------------------
 
 void Connection::RawRead() {
+  // prepare() throws past the buffer's max_size. It is that full only when a request was
+  // refused for an oversize trailer (431, the connection closes): its bytes are of no use.
+  if (buffer_.max_size() - buffer_.size() < kRawReadChunk) buffer_.consume(buffer_.size());
   raw_read_pending_ = true;
   WithStream([&](auto& stream) {
     stream.async_read_some(

@@ -3,7 +3,7 @@
 // calls the handler, and writes the responses its Responders queue. Internal to
 // traintl_http; handlers only ever see Request and Responder.
 //
-// With TLS, a handshake (under the header timeout) comes first, and every read and write
+// With TLS, a handshake (under tls_handshake_timeout) comes first, and every read and write
 // goes through the TLS stream; the lingering close is a TCP half-close without a TLS
 // close_notify (responses are always length-delimited, so a client never needs it).
 //
@@ -11,6 +11,10 @@
 // kReadingBody -> kResponding (handler running or pending; a small read keeps watching
 // the socket so a client that goes away is noticed) -> back to kIdle on keep-alive, or
 // kLingering (half-closed, draining input) -> kClosed.
+//
+// A connection is anonymous until a request carries the valid bearer token; the Server
+// may close an anonymous connection that is waiting for a request (or an authenticated
+// idle one) to make room for a new connection (EvictionRank).
 //
 // Thread-safety: not thread-safe; every method runs on the server's io_context thread.
 #pragma once
@@ -35,6 +39,7 @@
 #include <boost/beast/http/string_body.hpp>
 #include <nlohmann/json.hpp>
 
+#include "daemon/http/bounded_parser.h"
 #include "daemon/http/request.h"
 #include "daemon/http/router.h"
 #include "daemon/http/server.h"
@@ -51,8 +56,14 @@ struct ServerState {
   std::shared_ptr<Router> router;
   // Set when the server speaks TLS.
   std::shared_ptr<boost::asio::ssl::context> tls_context;
+  // Open connections by id (ids grow with accept order).
   std::unordered_map<uint64_t, std::weak_ptr<Connection>> connections;
+  // Open anonymous connections per source address (max_anonymous_per_source).
+  std::map<boost::asio::ip::address, size_t> anonymous_by_source;
   uint64_t next_connection_id = 1;
+  // Orders the starts of connections' waits for a request (oldest evicted first).
+  uint64_t next_wait_ticket = 1;
+  ServerStats stats;
   bool stopped = false;
 };
 
@@ -69,6 +80,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Closes the socket at once; queued writes report failure.
   void CloseNow();
   bool closed() const { return state_ == State::kClosed; }
+
+  // Whether the Server may close this connection for a new one, and in which order:
+  // 0 never (an authenticated request is being read or answered), 1 first (anonymous, or
+  // lingering after its last answer), 2 next (authenticated, idle between requests).
+  int EvictionRank() const;
+  // Orders connections of the same rank: smaller started waiting earlier.
+  uint64_t wait_ticket() const { return wait_ticket_; }
+  const boost::asio::ip::address& source() const { return source_; }
+  bool anonymous() const { return !authenticated_; }
   bool RunningInIoThread() const;
 
   // Used by the Responder of request `seq`; ignored when `seq` is not the request being
@@ -122,7 +142,17 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void DoWrite();
   void OnWrite(boost::system::error_code ec);
   void ArmReadTimer(std::chrono::milliseconds d);
+  void ArmReadTimerAt(std::chrono::steady_clock::time_point deadline);
   void CancelReadTimer();
+  // A wait for the next request starts now (accept, TLS handshake done, answer sent).
+  void StartWait();
+  // The request carried the valid token: the connection is no longer anonymous.
+  void MarkAuthenticated();
+  // Stops counting this connection in ServerState::anonymous_by_source (idempotent).
+  void ReleaseAnonymous();
+  // Limits of an anonymous connection (both capped by header_timeout).
+  std::chrono::milliseconds AnonymousHeaderTimeout() const;
+  std::chrono::milliseconds TlsHandshakeTimeout() const;
   std::string BuildHead(int status, const HeaderList& headers, const std::string& content_type,
                         const std::string& framing);
   static void InvokeCallback(const std::function<void(bool)>& cb, bool ok);
@@ -133,9 +163,18 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::shared_ptr<ServerState> server_;
   uint64_t id_;
   std::string remote_;
+  boost::asio::ip::address source_;
+  // Presented the valid bearer token in some request.
+  bool authenticated_ = false;
+  // Counted in ServerState::anonymous_by_source.
+  bool counted_anonymous_ = false;
+  bool handshaking_ = false;
+  uint64_t wait_ticket_ = 0;
+  // When the current wait for a request started (anonymous header deadline).
+  std::chrono::steady_clock::time_point wait_started_;
   State state_ = State::kReadingHeader;
   boost::beast::flat_buffer buffer_;
-  std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> parser_;
+  std::optional<BoundedRequestParser> parser_;
   boost::asio::steady_timer read_timer_;
   uint64_t read_timer_gen_ = 0;
   boost::asio::steady_timer write_timer_;

@@ -1,5 +1,10 @@
 #include "daemon/http/server.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
+#include <algorithm>
 #include <vector>
 
 #include <boost/asio/ssl/context.hpp>
@@ -7,6 +12,7 @@
 
 #include "common/logging.h"
 #include "common/result.h"
+#include "daemon/http/client.h"
 #include "daemon/http/connection.h"
 
 namespace traintl::http {
@@ -19,7 +25,7 @@ namespace {
 
 // A pause after a failed accept (e.g. EMFILE) so the loop does not spin at 100% CPU.
 constexpr std::chrono::milliseconds kAcceptBackoff{100};
-// At most one "connection limit reached" warning per this interval.
+// At most one warning about displaced or refused connections per this interval.
 constexpr std::chrono::seconds kBusyLogInterval{10};
 
 // Loads the certificate chain and key into a TLS 1.2+ server context.
@@ -50,7 +56,8 @@ void RejectBusy(tcp::socket& socket, bool tls) {
   static const std::string kBody = R"({"error":"too many connections"})";
   static const std::string kResponse =
       "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: " +
-      std::to_string(kBody.size()) + "\r\nConnection: close\r\n\r\n" + kBody;
+      std::to_string(kBody.size()) + "\r\n" + kRefusedUnreadHeader +
+      ": 1\r\nRetry-After: 1\r\nConnection: close\r\n\r\n" + kBody;
   error_code ignored;
   socket.non_blocking(true, ignored);
   if (!tls) socket.write_some(asio::buffer(kResponse), ignored);
@@ -116,6 +123,19 @@ Status Server::Start() {
     acceptor_.close(ignored);
     return Status::Unavailable("cannot listen on " + where + ": " + ec.message());
   }
+  // The kernel hands us a connection only once its first bytes arrived (or after about
+  // the anonymous header time): a client that speaks at once has its request read as soon
+  // as it is accepted, so newer connections cannot displace it first, and connections that
+  // say nothing wait in the kernel, not in the connection table. Best effort (Linux).
+  {
+    const auto secs = std::chrono::duration_cast<std::chrono::seconds>(
+        std::min(o.anonymous_header_timeout, o.header_timeout) + std::chrono::milliseconds(999));
+    int defer = static_cast<int>(std::max<int64_t>(1, secs.count()));
+    if (::setsockopt(acceptor_.native_handle(), IPPROTO_TCP, TCP_DEFER_ACCEPT, &defer,
+                     sizeof defer) != 0) {
+      LOG_DEBUG << "http: TCP_DEFER_ACCEPT not available";
+    }
+  }
   local_endpoint_ = acceptor_.local_endpoint(ec);
   if (ec) local_endpoint_ = endpoint;
   started_ = true;
@@ -129,6 +149,94 @@ Status Server::Start() {
 }
 
 bool Server::tls() const { return state_->tls_context != nullptr; }
+
+ServerStats Server::stats() const { return state_->stats; }
+
+bool Server::PressureLogDue() {
+  auto now = std::chrono::steady_clock::now();
+  if (last_busy_log_ != std::chrono::steady_clock::time_point{} &&
+      now - last_busy_log_ < kBusyLogInterval) {
+    ++unlogged_pressure_;
+    return false;
+  }
+  last_busy_log_ = now;
+  return true;
+}
+
+std::string Server::PressureSuffix() {
+  std::string out = unlogged_pressure_ > 0 ? " (and " + std::to_string(unlogged_pressure_) +
+                                                 " more since the last report)"
+                                           : std::string();
+  unlogged_pressure_ = 0;
+  return out;
+}
+
+bool Server::MakeRoom(const asio::ip::address& source) {
+  internal::ServerState& s = *state_;
+  // The connection to close among those `eligible`: the lowest EvictionRank above 0, and
+  // within it the one that started waiting first.
+  auto pick = [&s](auto eligible) -> std::shared_ptr<internal::Connection> {
+    std::shared_ptr<internal::Connection> best;
+    int best_rank = 0;
+    for (const auto& [id, weak] : s.connections) {
+      auto c = weak.lock();
+      if (!c || c->closed() || !eligible(*c)) continue;
+      int rank = c->EvictionRank();
+      if (rank == 0) continue;
+      if (!best || rank < best_rank ||
+          (rank == best_rank && c->wait_ticket() < best->wait_ticket())) {
+        best = std::move(c);
+        best_rank = rank;
+      }
+    }
+    return best;
+  };
+  const size_t per_source = s.options.max_anonymous_per_source;
+  if (per_source > 0) {
+    auto it = s.anonymous_by_source.find(source);
+    if (it != s.anonymous_by_source.end() && it->second >= per_source) {
+      auto victim = pick([&source](const internal::Connection& c) {
+        return c.anonymous() && c.source() == source;
+      });
+      if (!victim) {
+        if (PressureLogDue()) {
+          LOG_WARN << "http: " << source.to_string() << " holds " << per_source
+                   << " anonymous connections (max_anonymous_per_source), all mid-request; "
+                      "refusing new ones from it"
+                   << PressureSuffix();
+        }
+        return false;
+      }
+      if (PressureLogDue()) {
+        LOG_WARN << "http: " << source.to_string() << " holds " << per_source
+                 << " anonymous connections (max_anonymous_per_source); closing its oldest "
+                    "waiting ones for new ones"
+                 << PressureSuffix();
+      }
+      ++s.stats.evicted;
+      victim->CloseNow();
+    }
+  }
+  if (s.connections.size() >= s.options.max_connections) {
+    auto victim = pick([](const internal::Connection&) { return true; });
+    if (!victim) {
+      if (PressureLogDue()) {
+        LOG_WARN << "http: connection limit (" << s.options.max_connections
+                 << ") reached, every connection mid-request; refusing new connections"
+                 << PressureSuffix();
+      }
+      return false;
+    }
+    if (PressureLogDue()) {
+      LOG_WARN << "http: connection limit (" << s.options.max_connections
+               << ") reached; closing the oldest waiting connections for new ones"
+               << PressureSuffix();
+    }
+    ++s.stats.evicted;
+    victim->CloseNow();
+  }
+  return true;
+}
 
 void Server::DoAccept() {
   // Handlers capture the shared state, not just `this`: after Stop() (always run by the
@@ -145,15 +253,17 @@ void Server::DoAccept() {
       });
       return;
     }
-    if (state->connections.size() >= state->options.max_connections) {
-      auto now = std::chrono::steady_clock::now();
-      if (now - last_busy_log_ >= kBusyLogInterval) {
-        last_busy_log_ = now;
-        LOG_WARN << "http: connection limit (" << state->options.max_connections
-                 << ") reached; refusing new connections";
-      }
+    error_code peer_ec;
+    const tcp::endpoint peer = socket.remote_endpoint(peer_ec);
+    if (peer_ec) {
+      // Reset before we got to it: nothing to serve.
+      error_code ignored;
+      socket.close(ignored);
+    } else if (!MakeRoom(peer.address())) {
+      ++state->stats.refused;
       RejectBusy(socket, state->tls_context != nullptr);
     } else {
+      ++state->stats.accepted;
       uint64_t id = state->next_connection_id++;
       auto connection = std::make_shared<internal::Connection>(std::move(socket), state, id);
       state->connections.emplace(id, connection);

@@ -5,6 +5,7 @@
 
 #include "common/file_util.h"
 #include "common/logging.h"
+#include "common/safe_fs.h"
 
 namespace traintl {
 
@@ -20,14 +21,62 @@ std::string Agent::StagingDir(const std::string& trial_dir, int attempt) {
   return trial_dir + "/.staging/attempt_" + std::to_string(attempt);
 }
 
+Status Agent::RemoveStaleStaging(const SafeDir& staging_root, int attempt) {
+  TRAINTL_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(staging_root));
+  Status first_error;
+  for (const auto& name : names) {
+    // attempt_<K> with K < attempt, digits only: anything else is not ours to judge.
+    static const std::string kPrefix = "attempt_";
+    if (name.rfind(kPrefix, 0) != 0 || name.size() == kPrefix.size() ||
+        name.size() > kPrefix.size() + 9 ||
+        name.find_first_not_of("0123456789", kPrefix.size()) != std::string::npos)
+      continue;
+    if (std::stoi(name.substr(kPrefix.size())) >= attempt) continue;
+    // With the daemon's access (the worker may have left modes that lock itself out):
+    // RemoveAllAt neither follows a symlink nor leaves the tree, whatever the worker did
+    // to it (a hard link it planted loses a name, its file is untouched).
+    Status st = RemoveAllAt(staging_root, name);
+    if (!st.ok() && first_error.ok()) first_error = st;
+  }
+  return first_error;
+}
+
+OwnerPolicy Agent::JobOwners() const {
+  OwnerPolicy owners;
+  if (const auto& user = pool_->worker_user(); user.has_value())
+    owners.also_allowed.push_back(user->uid);
+  return owners;
+}
+
 Status Agent::Launch(const NodeAttemptPlan& plan) {
-  const std::string dir = AttemptDir(plan.job_id, plan.attempt);
+  // Every directory is created or entered by common/safe_fs.h, never through a symlink a
+  // worker (or anybody but root and the daemon's user) planted: the data dir and the
+  // storage path are configuration (trusted prefix); what lies below them for this job is
+  // the daemon's or the worker's own.
+  TRAINTL_ASSIGN_OR_RETURN(SafeDir data_dir, MakeTrustedDirs(options_.data_dir, 0711));
   // 0711: a worker running as another user (--worker-user) must reach its context file
-  // here, but neither list nor change anything (the daemon writes the logs here).
-  TRAINTL_RETURN_IF_ERROR(MakeDirs(dir, 0711));
-  TRAINTL_RETURN_IF_ERROR(MakeDirs(plan.trial_dir, 0755));
+  // here, but neither list nor change anything (the daemon writes the logs here). Only
+  // root and the daemon's user may own these.
+  TRAINTL_ASSIGN_OR_RETURN(
+      SafeDir dir,
+      MakeDirsBelow(data_dir, "jobs/" + plan.job_id + "/attempt_" + std::to_string(plan.attempt),
+                    0711, OwnerPolicy{}));
+  const OwnerPolicy owners = JobOwners();
+  TRAINTL_ASSIGN_OR_RETURN(SafeDir trial_dir, MakeJobDir(plan.trial_dir, 0755, owners));
+  TRAINTL_ASSIGN_OR_RETURN(SafeDir staging_root,
+                           MakeDirsBelow(trial_dir, ".staging", 0755, owners));
+  // Earlier attempts' staging areas are normally removed by the head when they end; after
+  // a daemon was killed nobody did, and they would pile up (a node may also not share the
+  // head's file system).
+  if (Status st = RemoveStaleStaging(staging_root, plan.attempt); !st.ok()) {
+    LOG_WARN << "job " << plan.job_id
+             << ": cannot remove staging of earlier attempts: " << st.message();
+  }
   const std::string staging = StagingDir(plan.trial_dir, plan.attempt);
-  TRAINTL_RETURN_IF_ERROR(MakeDirs(staging, 0755));
+  TRAINTL_ASSIGN_OR_RETURN(
+      SafeDir staging_dir,
+      MakeDirsBelow(staging_root, "attempt_" + std::to_string(plan.attempt), 0755, owners));
+  (void)staging_dir;
 
   const int local_world = static_cast<int>(plan.world_ranks.size());
   for (int local = 0; local < local_world; ++local) {
@@ -53,9 +102,11 @@ Status Agent::Launch(const NodeAttemptPlan& plan) {
         {"collective_timeout_s", plan.collective_timeout_s},
         {"use_gpu", plan.use_gpu},
         {"datasets", plan.datasets},
+        {"lease", pool_->LeaseContext(plan.job_id, plan.attempt, rank)},
     };
-    const std::string ctx_path = dir + "/rank_" + std::to_string(rank) + ".context.json";
-    TRAINTL_RETURN_IF_ERROR(WriteFileAtomic(ctx_path, ctx.dump(2), 0600));
+    const std::string ctx_name = "rank_" + std::to_string(rank) + ".context.json";
+    const std::string ctx_path = AttemptDir(plan.job_id, plan.attempt) + "/" + ctx_name;
+    TRAINTL_RETURN_IF_ERROR(WriteFileAtomicAt(dir, ctx_name, ctx.dump(2), 0600));
 
     WorkerLaunch l;
     l.job_id = plan.job_id;
@@ -64,8 +115,10 @@ Status Agent::Launch(const NodeAttemptPlan& plan) {
     l.context_path = ctx_path;
     l.log_path = LogPath(plan.job_id, plan.attempt, rank);
     l.workdir = plan.trial_dir;
-    // Given to the worker's account when the pool runs workers as another user.
-    l.user_dirs = {plan.trial_dir, staging};
+    // Given to the worker's account when the pool runs workers as another user. .staging
+    // too: the head removes an ended attempt's staging dir with the worker's file access,
+    // which needs write access to .staging (the worker owns the trial dir above it anyway).
+    l.user_dirs = {plan.trial_dir, plan.trial_dir + "/.staging", staging};
     // The environment is exactly what the runtime and the spec set.
     l.env["PATH"] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
     l.env["LANG"] = "C.UTF-8";

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/safe_fs.h"
 #include "common/status.h"
 #include "daemon/node/worker_pool.h"
 
@@ -52,7 +53,12 @@ class Agent {
   Agent(AgentOptions options, WorkerPool* pool) : options_(std::move(options)), pool_(pool) {}
 
   // Writes every rank's context and starts the workers. On failure, the ranks already
-  // started are stopped and the error says which rank could not start.
+  // started are stopped and the error says which rank could not start. Directories are
+  // made with common/safe_fs.h: <data_dir> and the storage path (the trial dir's parent)
+  // are trusted prefixes; jobs/<id>/attempt_<n> below the data dir must be the daemon's,
+  // the trial dir and its .staging/attempt_<n> the daemon's or the worker user's, and none
+  // of them a symlink (PermissionDenied "refusing to follow a symlink at ..." otherwise).
+  // Also removes the staging areas of earlier attempts (RemoveStaleStaging).
   Status Launch(const NodeAttemptPlan& plan);
   void Stop(const std::string& job_id, int attempt) { pool_->StopAttempt(job_id, attempt); }
   void Ack(const std::string& job_id, int attempt, int rank, int seq) {
@@ -69,7 +75,16 @@ class Agent {
   std::string LogPath(const std::string& job_id, int attempt, int rank) const;
   static std::string StagingDir(const std::string& trial_dir, int attempt);
 
+  // Removes the staging areas (`attempt_<K>` below `staging_root`, a trial dir's .staging)
+  // of attempts K < `attempt`, without following any symlink (RemoveAllAt). Launch calls it:
+  // the head removes an attempt's staging when the attempt ends, which a killed daemon never
+  // did. Other entries are left alone. Returns the first error; removes what it can.
+  static Status RemoveStaleStaging(const SafeDir& staging_root, int attempt);
+
  private:
+  // Who may own a job's directories besides root and the daemon's user: the worker user.
+  OwnerPolicy JobOwners() const;
+
   const AgentOptions options_;
   WorkerPool* const pool_;
 };

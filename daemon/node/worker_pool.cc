@@ -1,7 +1,6 @@
 #include "daemon/node/worker_pool.h"
 
-#include <algorithm>
-
+#include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
@@ -11,12 +10,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
 
+#include "common/json_depth.h"
 #include "common/logging.h"
+#include "common/safe_fs.h"
 
 namespace traintl {
 
@@ -45,6 +48,38 @@ void ChildFail(const char* msg, size_t len, int code) {
 
 bool AllDigits(const std::string& s) {
   return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
+}
+
+// Live children of this process, when it is a child subreaper (PR_SET_CHILD_SUBREAPER):
+// then orphaned descendants of its workers become its children. Empty otherwise: a
+// process that is no subreaper has only the children it started itself.
+std::vector<pid_t> OrphanChildren() {
+  std::vector<pid_t> out;
+  int subreaper = 0;
+  if (::prctl(PR_GET_CHILD_SUBREAPER, &subreaper) != 0 || subreaper == 0) return out;
+  const pid_t self = ::getpid();
+  DIR* d = ::opendir("/proc");
+  if (d == nullptr) return out;
+  while (struct dirent* e = ::readdir(d)) {
+    if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+    std::string stat_path = std::string("/proc/") + e->d_name + "/stat";
+    int fd = ::open(stat_path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    char buf[512];
+    ssize_t n = ::read(fd, buf, sizeof buf - 1);
+    ::close(fd);
+    if (n <= 0) continue;
+    buf[n] = '\0';
+    // "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+    const char* close_paren = std::strrchr(buf, ')');
+    if (close_paren == nullptr) continue;
+    char state = 0;
+    long ppid = 0;
+    if (std::sscanf(close_paren + 1, " %c %ld", &state, &ppid) != 2) continue;
+    if (ppid == self && state != 'Z') out.push_back(static_cast<pid_t>(std::atol(e->d_name)));
+  }
+  ::closedir(d);
+  return out;
 }
 
 }  // namespace
@@ -93,7 +128,7 @@ Result<WorkerUser> LookupWorkerUser(const std::string& name) {
 }
 
 std::optional<WorkerMessage> ParseWorkerMessage(std::string_view line) {
-  json m = json::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);
+  json m = ParseJsonBounded(line);
   if (!m.is_object()) return std::nullopt;
   auto type = m.find("type");
   if (type == m.end() || !type->is_string()) return std::nullopt;
@@ -193,15 +228,16 @@ Status WorkerPool::Launch(const WorkerLaunch& l) {
     env["HOME"] = user->home;
     env["USER"] = user->name;
     env["LOGNAME"] = user->name;
-    // The context file is written 0600 by the daemon; the worker must read it.
-    if (::chown(l.context_path.c_str(), uid, gid) != 0) {
-      return Status::PermissionDenied("chown " + l.context_path + " to " + user->name + ": " +
-                                      std::strerror(errno));
+    // The context file is written 0600 by the daemon; the worker must read it. Never
+    // through a symlink: a root chown(2) of a planted link would hand its target over.
+    OwnerPolicy owners;
+    owners.also_allowed.push_back(uid);
+    if (Status st = ChownNoFollow(l.context_path, uid, gid, owners); !st.ok()) {
+      return Status(st.code(), "giving the context file to " + user->name + ": " + st.message());
     }
     for (const auto& dir : l.user_dirs) {
-      if (::chown(dir.c_str(), uid, gid) != 0) {
-        return Status::PermissionDenied("chown " + dir + " to " + user->name + ": " +
-                                        std::strerror(errno));
+      if (Status st = ChownNoFollow(dir, uid, gid, owners); !st.ok()) {
+        return Status(st.code(), "giving " + dir + " to " + user->name + ": " + st.message());
       }
     }
   }
@@ -213,8 +249,10 @@ Status WorkerPool::Launch(const WorkerLaunch& l) {
   for (auto& e : env_strings) envp.push_back(e.data());
   envp.push_back(nullptr);
 
-  int log_fd = ::open(l.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
-  if (log_fd < 0) return Status::Internal("open " + l.log_path + ": " + std::strerror(errno));
+  // The daemon opens the log: never through a symlink, nor a FIFO or someone's hard link.
+  Result<UniqueFd> log_file = OpenAppendNoFollow(l.log_path, 0640);
+  if (!log_file.ok()) return log_file.status();
+  int log_fd = log_file->release();
   int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
@@ -223,6 +261,22 @@ Status WorkerPool::Launch(const WorkerLaunch& l) {
     ::close(null_fd);
     return st;
   }
+  // Its own cgroup, entered by the child before anything of the worker runs.
+  std::string cgroup_procs;
+  if (options_.cgroups != nullptr && options_.cgroups->enabled()) {
+    auto dir = options_.cgroups->CreateWorker(l.job_id, l.attempt, l.rank,
+                                              switch_user ? static_cast<int>(uid) : -1);
+    if (!dir.ok()) {
+      ::close(log_fd);
+      ::close(null_fd);
+      ::close(sv[0]);
+      ::close(sv[1]);
+      return dir.status();
+    }
+    cgroup_procs = *dir + "/cgroup.procs";
+  }
+  const char* procs_file = cgroup_procs.empty() ? nullptr : cgroup_procs.c_str();
+  const int lease_fd = options_.lease_ms > 0 ? options_.lease_fd : -1;
   const pid_t parent = ::getpid();
   const char* workdir = l.workdir.c_str();
   pid_t pid = ::fork();
@@ -236,6 +290,11 @@ Status WorkerPool::Launch(const WorkerLaunch& l) {
   }
   if (pid == 0) {
     ::setpgid(0, 0);
+    // Still root here (moving a process needs write access to the target's procs file).
+    if (procs_file != nullptr && WorkerCgroups::AttachSelf(procs_file) != 0) {
+      static const char kNoCgroup[] = "traintl-worker: cannot enter the worker's cgroup\n";
+      ChildFail(kNoCgroup, sizeof kNoCgroup - 1, 2);
+    }
     if (switch_user) {
       // Groups first: after setuid the process may no longer change them. Each call is
       // checked, and the result verified, since carrying on as root is the one outcome
@@ -251,11 +310,15 @@ Status WorkerPool::Launch(const WorkerLaunch& l) {
     // the user switch: changing credentials clears the parent-death signal.
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(127);
+    // Out of the way first: the channel or the lease clock may sit on 0..4 already.
+    const int channel = ::fcntl(sv[1], F_DUPFD, 10);
+    const int lease = lease_fd >= 0 ? ::fcntl(lease_fd, F_DUPFD, 10) : -1;
     ::dup2(null_fd, 0);
     ::dup2(log_fd, 1);
     ::dup2(log_fd, 2);
-    ::dup2(sv[1], 3);
-    ::close_range(4, ~0U, 0);
+    ::dup2(channel, 3);
+    if (lease >= 0) ::dup2(lease, 4);
+    ::close_range(lease >= 0 ? 5 : 4, ~0U, 0);
     sigset_t all;
     sigemptyset(&all);
     ::sigprocmask(SIG_SETMASK, &all, nullptr);
@@ -273,6 +336,7 @@ Status WorkerPool::Launch(const WorkerLaunch& l) {
     ::_exit(3);
   }
   ::setpgid(pid, pid);  // also here, so signals to the group work before the child runs
+  if (options_.reaper != nullptr) options_.reaper->Track(pid);
   ::close(log_fd);
   ::close(null_fd);
   ::close(sv[1]);
@@ -354,13 +418,13 @@ void WorkerPool::ReapChildren() {
     pid_t pid = ::waitpid(-1, &status, WNOHANG);
     if (pid <= 0) break;
     auto it = workers_.find(pid);
-    if (it == workers_.end()) continue;
+    if (it == workers_.end()) continue;  // an orphan the daemon inherited, now reaped
     auto w = it->second;
     w->exited = true;
     if (WIFEXITED(status)) w->exit.exit_code = WEXITSTATUS(status);
     if (WIFSIGNALED(status)) w->exit.signal = WTERMSIG(status);
-    // Grandchildren the user's code left behind go with their worker.
-    ::killpg(pid, SIGKILL);
+    // Whatever the user's code left behind goes with its worker.
+    KillLeftovers(*w);
     w->grace_timer.cancel();
     if (!w->channel_closed) {
       // Give the channel a moment to deliver the last messages ("done").
@@ -452,8 +516,37 @@ void WorkerPool::KillAll() {
   for (auto& [pid, w] : workers_) {
     int status;
     ::waitpid(pid, &status, 0);
+    if (!w->exited) KillLeftovers(*w);
   }
   workers_.clear();
+}
+
+nlohmann::json WorkerPool::LeaseContext(const std::string& job_id, int attempt, int rank) const {
+  if (options_.lease_ms <= 0 || options_.lease_fd < 0) return nullptr;
+  nlohmann::json cgroup_kill = nullptr;
+  if (options_.cgroups != nullptr && options_.cgroups->enabled()) {
+    cgroup_kill = options_.cgroups->WorkerPath(job_id, attempt, rank) + "/cgroup.kill";
+  }
+  return {{"fd", 4}, {"ms", options_.lease_ms}, {"cgroup_kill", cgroup_kill}};
+}
+
+void WorkerPool::KillLeftovers(const Worker& w) {
+  ::killpg(w.pid, SIGKILL);
+  if (options_.reaper != nullptr) options_.reaper->Untrack(w.pid);
+  if (options_.cgroups != nullptr && options_.cgroups->enabled()) {
+    Status st = options_.cgroups->KillWorker(w.job_id, w.attempt, w.rank);
+    if (!st.ok()) LOG_WARN << "worker pid=" << w.pid << ": " << st.message();
+    return;
+  }
+  // Without cgroups the daemon is a child subreaper: what left the worker's process
+  // group (setsid) and lost its parent is the daemon's child now. Live children that are
+  // not workers are such orphans.
+  for (pid_t orphan : OrphanChildren()) {
+    bool is_worker = workers_.count(orphan) != 0;
+    if (!is_worker && orphan != (options_.reaper ? options_.reaper->pid() : -1)) {
+      ::kill(orphan, SIGKILL);
+    }
+  }
 }
 
 }  // namespace traintl

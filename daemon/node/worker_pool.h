@@ -4,6 +4,13 @@
 // unprivileged user, with exactly the environment it is given), reads their messages,
 // stops them (stop message, grace, SIGTERM, SIGKILL) and reaps them.
 //
+// Nothing a worker starts outlives it: with WorkerCgroups each worker runs in a cgroup of
+// its own, killed as a whole when the worker exits (setsid and double-forked children
+// included); without, its process group is killed, and orphans that the daemon (a child
+// subreaper then) inherits are killed when they appear. With a lease clock, each worker
+// gets its read-only descriptor as fd 4 and fences itself when the daemon freezes
+// (common/lease_clock.h).
+//
 // Thread-safety: not thread-safe; every method and every callback runs on the io_context
 // thread given at construction (the daemon's single Asio thread).
 #pragma once
@@ -24,6 +31,7 @@
 
 #include "common/result.h"
 #include "common/status.h"
+#include "daemon/node/worker_cgroups.h"
 
 namespace traintl {
 
@@ -54,6 +62,16 @@ struct WorkerPoolOptions {
   // The account every worker runs as, unless its WorkerLaunch::user says otherwise
   // (traintld --worker-user). Default: unset (workers run as the daemon's user).
   std::optional<WorkerUser> worker_user;
+  // Not owned. When set and enabled, every worker runs in its own cgroup under it.
+  // Default: null (process groups only).
+  WorkerCgroups* cgroups = nullptr;
+  // Not owned. When set, told about each worker's process group, so that a kill -9 of the
+  // daemon does not leave them behind. Default: null.
+  OrphanReaper* reaper = nullptr;
+  // The daemon's lease clock (LeaseClock::read_only_fd) and the lease workers hold on it;
+  // -1 / 0: no lease. Default: none.
+  int lease_fd = -1;
+  int lease_ms = 0;
 };
 
 // One rank to start.
@@ -61,17 +79,20 @@ struct WorkerLaunch {
   std::string job_id;
   int attempt = 0;
   int rank = 0;
-  std::string context_path;                // JSON context file (already written)
-  std::string log_path;                    // stdout + stderr (appended)
+  std::string context_path;  // JSON context file (already written)
+  // stdout + stderr (appended); never opened through a symlink, nor when it exists as
+  // anything but a regular file of root or the daemon's user with one link.
+  std::string log_path;
   std::string workdir;                     // cwd of the process
   std::map<std::string, std::string> env;  // the whole environment of the worker
   // When set (or WorkerPoolOptions::worker_user is), the worker drops to this account
   // (setgroups, setgid, setuid) before exec;
   // launching then needs root (or CAP_SETUID/CAP_SETGID). The context file and every
-  // `user_dirs` entry are chown(2)ed to it first so that it can read its context and write
-  // its outputs; the log file is opened by the daemon and inherited. HOME, USER and
-  // LOGNAME of `env` are set to the account's. Default: unset (the worker runs as the
-  // daemon's user).
+  // `user_dirs` entry are given to it first (ChownNoFollow: a symlink, a hard-linked file
+  // or an entry owned by a third user is refused) so that it can read its context and
+  // write its outputs; the log file is opened by the daemon (OpenAppendNoFollow) and
+  // inherited. HOME, USER and LOGNAME of `env` are set to the account's. Default: unset
+  // (the worker runs as the daemon's user).
   std::optional<WorkerUser> user;
   // Directories the worker must be able to write (trial dir, staging dir); only used when
   // the worker switches user. Not recursive: only the directories themselves change owner.
@@ -140,6 +161,11 @@ class WorkerPool {
   std::vector<std::pair<std::string, int>> LiveAttempts() const;
   // SIGKILLs every worker's process group at once (daemon shutdown); reaps synchronously.
   void KillAll();
+  // The account workers run as by default (WorkerPoolOptions::worker_user).
+  const std::optional<WorkerUser>& worker_user() const { return options_.worker_user; }
+  // What the worker's context file says of its lease ({"fd", "ms", "cgroup_kill"}), or
+  // null when workers hold none.
+  nlohmann::json LeaseContext(const std::string& job_id, int attempt, int rank) const;
 
  private:
   struct Worker;
@@ -149,6 +175,9 @@ class WorkerPool {
   void HandleMessage(const std::shared_ptr<Worker>& w, const std::string& line);
   void MaybeFinish(const std::shared_ptr<Worker>& w);
   void Send(const std::shared_ptr<Worker>& w, const nlohmann::json& msg);
+  // Kills whatever the exited worker `w` left: its cgroup, or its process group and the
+  // orphans the daemon inherited.
+  void KillLeftovers(const Worker& w);
 
   // Constant after construction.
   boost::asio::io_context& io_;

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/json_depth.h"
 #include "daemon/state/retention.h"
 
 namespace traintl {
@@ -21,7 +22,7 @@ std::string Err(const std::string& msg) { return json{{"ok", false}, {"error", m
 
 // Looks up spec.run_config.<section>; an empty object when absent. Never throws.
 json RunConfigSection(const std::string& spec_text, const char* section) {
-  json spec = json::parse(spec_text, nullptr, false);
+  json spec = ParseJsonBounded(spec_text);
   if (!spec.is_object()) return json::object();
   auto rc = spec.find("run_config");
   if (rc == spec.end() || !rc->is_object()) return json::object();
@@ -316,7 +317,7 @@ std::string Dispatch(StateStore::Tx& tx, const std::string& op, const json& c) {
 }  // namespace
 
 std::string Fsm::Apply(const std::string& command) {
-  json c = json::parse(command, nullptr, /*allow_exceptions=*/false);
+  json c = ParseJsonBounded(command);
   if (!c.is_object() || !c.contains("op") || !c["op"].is_string() || !c.contains("rid") ||
       !c["rid"].is_string()) {
     return Err("malformed command");

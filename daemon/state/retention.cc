@@ -1,5 +1,7 @@
 #include "daemon/state/retention.h"
 
+#include "common/json_depth.h"
+
 #include <algorithm>
 #include <set>
 
@@ -19,7 +21,7 @@ std::vector<int64_t> CheckpointsToDelete(const std::vector<CheckpointRecord>& ch
   for (size_t i = 0; i < checkpoints.size(); ++i) {
     Ranked r{i, false, 0};
     if (!policy.score_attribute.empty()) {
-      auto m = nlohmann::json::parse(checkpoints[i].metrics, nullptr, false);
+      auto m = ParseJsonBounded(checkpoints[i].metrics);
       if (m.is_object() && m.contains(policy.score_attribute) &&
           m[policy.score_attribute].is_number()) {
         r.has_score = true;

@@ -563,6 +563,59 @@ class WorkerUserTest(unittest.TestCase):
             d.cleanup()
             self.assertEqual(leftover, [])
 
+    def test_a_symlink_planted_at_a_pending_jobs_trial_dir_takes_over_nothing(self):
+        """Issue 12, defect 2: nobody plants <storage_path>/<name>-<id> -> a root-only
+        directory while the job is pending; when it starts, the daemon must refuse the link
+        instead of creating, chowning or writing anything through it."""
+        if os.geteuid() != 0:
+            self.skipTest("needs root")
+        nobody = pwd.getpwnam("nobody")
+        storage = tempfile.mkdtemp(prefix="traintl-e2e-storage-")
+        os.chmod(storage, 0o1777)  # like /tmp
+        victim = tempfile.mkdtemp(prefix="traintl-e2e-victim-")
+        os.chmod(victim, 0o700)
+        with open(os.path.join(victim, "id_rsa"), "w") as f:
+            f.write("secret")
+        os.chmod(os.path.join(victim, "id_rsa"), 0o600)
+
+        def snapshot():
+            out = []
+            for root, dirs, files in os.walk(victim):
+                for name in [root] + [os.path.join(root, n) for n in dirs + files]:
+                    st = os.lstat(name)
+                    out.append((name, st.st_mode, st.st_uid, st.st_gid))
+            return sorted(out)
+        before = snapshot()
+        d = Daemon(num_cpus=2, extra_args=["--worker-user", "nobody"]).start()
+        try:
+            # Two workers take both CPUs, so that the next job waits.
+            blocker = d.submit_spec(train_spec(name="blocker", workers=2, epochs=300,
+                                               sleep_ms=100))
+            wait_for(lambda: len(d.worker_pids()) == 2, 60, what="the blocker's workers")
+            spec = train_spec(name="pending", workers=1, epochs=1, sleep_ms=10)
+            spec["run_config"]["storage_path"] = storage
+            job_id = d.submit_spec(spec)
+            self.assertEqual(d.job(job_id)["state"], "PENDING")
+            trial = os.path.join(storage, f"pending-{job_id}")
+            subprocess.run(["ln", "-s", victim, trial], check=True, user=nobody.pw_uid,
+                           group=nobody.pw_gid, timeout=30)
+            self.assertEqual(os.lstat(trial).st_uid, nobody.pw_uid)
+            d.post(f"/v1/jobs/{blocker}/stop")
+            job = d.wait_terminal(job_id)
+            self.assertEqual(job["state"], "FAILED", job)
+            self.assertIn("refusing to follow a symlink at " + trial, json.dumps(job))
+            self.assertEqual(snapshot(), before)
+            self.assertEqual(os.stat(victim).st_uid, 0)
+            self.assertEqual(os.stat(victim).st_mode & 0o777, 0o700)
+            status, _ = d.get("/healthz", auth=False)
+            self.assertEqual(status, 200)
+        finally:
+            leftover = d.worker_pids()
+            d.stop()
+            d.cleanup()
+            subprocess.run(["rm", "-rf", storage, victim], timeout=30)
+            self.assertEqual(leftover, [])
+
 
 if __name__ == "__main__":
     main()

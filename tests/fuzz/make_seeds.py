@@ -115,6 +115,21 @@ write(H, "method_not_allowed", req("DELETE", "/v1/jobs"))
 write(H, "bad_te", f"POST /v1/jobs HTTP/1.1\r\n{AUTH}Transfer-Encoding: gzip\r\n\r\n")
 write(H, "absolute_form", b"GET http://x/v1/jobs HTTP/1.1\r\n\r\n")
 write(H, "invalid_utf8_body", req("POST", "/v1/jobs", b'{"spec":{"name":"\xff\xfe"}}'))
+# Trailers and chunk extensions: Beast 1.74 does not count them against the header limit,
+# and a field of 64 KiB or more made it throw out of the read handler (daemon abort).
+CHUNKED = "Transfer-Encoding: chunked\r\n\r\n"
+write(H, "trailer_small", f"POST /v1/jobs HTTP/1.1\r\nHost: x\r\n{AUTH}{CHUNKED}"
+      "2\r\n{}\r\n0\r\nX-Checksum: 1\r\nX-Other: 2\r\n\r\n")
+write(H, "trailer_huge_no_token", "GET /healthz HTTP/1.1\r\nHost: x\r\n" + CHUNKED +
+      "0\r\nX-T: " + "a" * 70000 + "\r\n\r\n")
+write(H, "trailer_huge_token", f"POST /v1/jobs HTTP/1.1\r\nHost: x\r\n{AUTH}{CHUNKED}"
+      "0\r\nX-T: " + "a" * 65535 + "\r\n\r\n")
+write(H, "trailer_many", "GET /healthz HTTP/1.1\r\nHost: x\r\n" + CHUNKED + "0\r\n" +
+      "".join(f"X-T{i}: v\r\n" for i in range(2000)) + "\r\n")
+write(H, "chunk_ext_huge", f"POST /v1/jobs HTTP/1.1\r\nHost: x\r\n{AUTH}{CHUNKED}"
+      "2;e=" + "x" * 70000 + "\r\n{}\r\n0\r\n\r\n")
+write(H, "last_chunk_ext_huge", "GET /healthz HTTP/1.1\r\nHost: x\r\n" + CHUNKED +
+      "0;e=" + "x" * 70000 + "\r\n\r\n")
 write(H, "deep_json", req("POST", "/v1/jobs", '{"spec":' + "[" * 5000 + "]" * 5000 + "}"))
 
 # ---- worker messages -----------------------------------------------------------------

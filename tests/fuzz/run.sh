@@ -54,7 +54,7 @@ for t in "${TARGETS[@]}"; do
   echo "fuzz: $t for ${SECONDS_PER_TARGET}s (log: $log)"
   rc=0
   # shellcheck disable=SC2086
-  "$BUILD_DIR/bin/$t" -max_total_time="$SECONDS_PER_TARGET" -max_len=65536 -timeout=30 \
+  "$BUILD_DIR/bin/$t" -max_total_time="$SECONDS_PER_TARGET" -max_len=131072 -timeout=30 \
     -rss_limit_mb=4096 -print_final_stats=1 -artifact_prefix="$artifacts/" ${FUZZ_FLAGS:-} \
     "$corpus" "tests/fuzz/corpus/$t" >"$log" 2>&1 || rc=$?
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || true)

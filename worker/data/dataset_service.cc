@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/json_depth.h"
 #include "worker/data/batch_reader.h"
 #include "worker/data/dataset.h"
 
@@ -38,7 +39,7 @@ int ContextInt(const json& context, const char* key, int fallback) {
 // The options object of a call: NULL/"" is {}; unknown keys are refused, by name.
 Result<json> ParseOptions(const char* text, const std::set<std::string>& known, const char* what) {
   if (text == nullptr || *text == '\0') return json::object();
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  json j = ParseJsonBounded(text);
   if (j.is_discarded() || !j.is_object()) {
     return Status::InvalidArgument(std::string(what) + " options must be a JSON object");
   }

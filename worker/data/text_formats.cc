@@ -20,6 +20,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/json_depth.h"
+
 namespace traintl {
 namespace data {
 namespace {
@@ -1067,6 +1069,10 @@ bool ArrayShape(const json& v, std::vector<int64_t>* shape, bool* all_int) {
   return true;
 }
 
+std::string TooDeepMessage() {
+  return "a JSON value nested deeper than " + std::to_string(kMaxJsonDepth) + " levels";
+}
+
 std::string JsonError(const TextPos& pos, int64_t line, uint64_t offset,
                       const json::parse_error& err) {
   const size_t at = err.byte > 0 ? err.byte - 1 : 0;
@@ -1138,6 +1144,9 @@ Result<Schema> InferJsonlSchema(const char* buf, size_t len, int64_t max_rows,
     if (te > t && te[-1] == '\r') --te;
     if (t == te) continue;
     ++rows;
+    if (JsonTooDeep(std::string_view(t, static_cast<size_t>(te - t)))) {
+      return Status::InvalidArgument(Located(pos, this_line, offset, TooDeepMessage()));
+    }
     nlohmann::ordered_json row;
     try {
       row = nlohmann::ordered_json::parse(t, te);
@@ -1242,6 +1251,10 @@ Status ParseJsonlRows(const char* buf, size_t len, int64_t rows, const Schema& o
     if (t == te) continue;
     if (row >= rows) {
       return Status::Internal(Located(pos, this_line, offset, "more rows than the scan counted"));
+    }
+    if (JsonTooDeep(std::string_view(t, static_cast<size_t>(te - t)))) {
+      out->num_rows = base_row + row;
+      return Status::InvalidArgument(Located(pos, this_line, offset, TooDeepMessage()));
     }
     try {
       v = json::parse(t, te);

@@ -8,11 +8,18 @@
 //   bad_checkpoint (false): report a checkpoint directory that does not exist
 //   echo_env ([]): names of environment variables to copy into the metrics ("env")
 //   tmp_dir ($TMPDIR or /tmp): where checkpoints are written before report()
+//   spawn_child ("" = none): "group" forks a child that sleeps forever in the worker's
+//   process group, "setsid" one in a session of its own; its pid goes to
+//   <tmp_dir>/child_a<attempt>_r<rank>.pid (tests of processes that escape)
+//   record_live (false): a thread rewrites <tmp_dir>/live_a<attempt>_r<rank> every 10 ms
+//   with "<first> <last>": CLOCK_MONOTONIC milliseconds when the process began and now,
+//   so a test can tell whether two attempts' processes were ever alive at once
 // Every metrics object: epoch, loss (1/(epoch+1)), rank, world_size, local_rank,
 // node_rank, attempt, restored_epoch (-1 without a checkpoint), restored_path ("" without),
 // and env when echo_env is set. A checkpoint holds state.json {"epoch","rank"} and
 // rank_<R>.json; it resumes at the epoch after the restored one.
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -78,6 +85,39 @@ void train_loop(const nlohmann::json& config) {
   const char* tmpdir_env = std::getenv("TMPDIR");
   const std::string tmp_dir =
       config.value("tmp_dir", tmpdir_env != nullptr && *tmpdir_env ? tmpdir_env : "/tmp");
+
+  if (config.value("record_live", false)) {
+    const std::string path =
+        tmp_dir + "/live_a" + std::to_string(ctx.attempt()) + "_r" + std::to_string(rank);
+    std::thread([path] {
+      const auto mono_ms = [] {
+        struct timespec ts;
+        ::clock_gettime(CLOCK_MONOTONIC, &ts);
+        return static_cast<long long>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+      };
+      const long long first = mono_ms();
+      for (;;) {
+        const std::string text = std::to_string(first) + " " + std::to_string(mono_ms()) + "\n";
+        const std::string tmp = path + ".tmp";
+        if (FILE* f = std::fopen(tmp.c_str(), "w")) {
+          std::fputs(text.c_str(), f);
+          std::fclose(f);
+          std::rename(tmp.c_str(), path.c_str());
+        }
+        SleepMs(10);
+      }
+    }).detach();
+  }
+  if (const std::string spawn = config.value("spawn_child", std::string()); !spawn.empty()) {
+    const pid_t child = ::fork();
+    if (child == 0) {
+      if (spawn == "setsid") ::setsid();
+      for (;;) ::pause();
+    }
+    std::ofstream(tmp_dir + "/child_a" + std::to_string(ctx.attempt()) + "_r" +
+                  std::to_string(rank) + ".pid")
+        << child << "\n";
+  }
 
   int restored_epoch = -1;
   std::string restored_path;

@@ -64,6 +64,21 @@ TEST_CASE("submit reports JSON syntax errors with line and column") {
   CHECK_THAT(t.err.str(), Catch::Contains("syntax error"));
 }
 
+// It used to parse without a limit and overflow the stack dumping the spec to send it.
+TEST_CASE("submit refuses a spec nested deeper than the daemon allows, without crashing") {
+  TempDir dir;
+  const int kDeep = 100000;
+  std::string path = dir.Write(
+      "job.json", R"({"name":"x","entrypoint":{"library":"lib.so"},"train_loop_config":{"a":)" +
+                      std::string(kDeep, '[') + std::string(kDeep, ']') + "}}");
+  auto client = NoNetwork();
+  TestContext t(&client);
+  SubmitOptions o;
+  o.spec_path = path;
+  CHECK(RunSubmit(o, t.ctx) == kExitUsage);
+  CHECK_THAT(t.err.str(), Catch::Contains("nested deeper than 100 levels"));
+}
+
 TEST_CASE("submit rejects unreadable specs and libraries before any request") {
   TempDir dir;
   auto client = NoNetwork();

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstring>
@@ -369,6 +370,133 @@ TEST_CASE("raft auth: raw connections without the secret are refused") {
   CHECK(ProposeSync(node, "still-works").ok());
   CHECK(Stats(node).refused_busy == 0);
   node.Stop();
+}
+
+TEST_CASE("raft auth: silent connections holding every handshake slot do not keep a member out") {
+  DirGuard dir{TempDir()};
+  CountingStateMachine sm;
+  RaftNode node(Options(dir.path + "/n1", 1, kSecret), &sm);
+  REQUIRE(node.Start().ok());
+  REQUIRE(WaitFor([&] { return node.IsLeader(); }));
+  const int port = PortOf(node.address());
+  // More silent connections than there are handshake slots, all from 127.0.0.1 like the
+  // members: each read its hello, so all of them were accepted.
+  std::vector<int> silent;
+  for (int i = 0; i < 200; i++) {
+    int fd = ConnectTo(port);
+    silent.push_back(fd);
+  }
+  for (int fd : silent) (void)ReadN(fd, 40);
+  // A member connecting now completes its handshake: it takes the oldest silent
+  // connection's slot instead of being refused.
+  int fd = ConnectTo(port);
+  std::string hello = ReadN(fd, 40);
+  REQUIRE(hello.size() == 40);
+  WriteAll(fd, Claim(kSecret, hello, std::string(32, 'm'), 7, "127.0.0.1:1"));
+  CHECK(ReadN(fd, 40).size() == 40);
+  ::close(fd);
+  CHECK(Stats(node).refused_busy == 0);
+  for (int s : silent) ::close(s);
+  CHECK(ProposeSync(node, "still-works").ok());
+  node.Stop();
+}
+
+TEST_CASE(
+    "raft auth: a connection that sends no claim is dropped long before the handshake "
+    "timeout") {
+  DirGuard dir{TempDir()};
+  CountingStateMachine sm;
+  RaftOptions o = Options(dir.path + "/n1", 1, kSecret);
+  o.auth_handshake_timeout_ms = 30000;
+  RaftNode node(o, &sm);
+  REQUIRE(node.Start().ok());
+  REQUIRE(WaitFor([&] { return node.IsLeader(); }));
+  int fd = ConnectTo(PortOf(node.address()));
+  REQUIRE(ReadN(fd, 40).size() == 40);
+  const auto start = std::chrono::steady_clock::now();
+  CHECK(ClosedByPeer(fd));
+  // The claim deadline (1 s), not the 30 s handshake time.
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+  ::close(fd);
+  node.Stop();
+}
+
+TEST_CASE("raft auth: a follower flooded with silent connections still elects a new leader") {
+  DirGuard dir{TempDir()};
+  std::vector<RaftPeer> peers;
+  for (uint64_t id = 1; id <= 3; id++)
+    peers.push_back({id, "127.0.0.1:" + std::to_string(FreeLoopbackPort())});
+  CountingStateMachine sms[3];
+  std::vector<std::unique_ptr<RaftNode>> nodes;
+  for (uint64_t id = 1; id <= 3; id++) {
+    RaftOptions o = Options(dir.path + "/n" + std::to_string(id), id, kSecret);
+    o.raft_address = peers[id - 1].address;
+    o.bootstrap_peers = peers;
+    nodes.push_back(std::make_unique<RaftNode>(o, &sms[id - 1]));
+  }
+  for (auto& n : nodes) REQUIRE(n->Start().ok());
+  int leader = -1;
+  REQUIRE(WaitFor([&] {
+    for (int i = 0; i < 3; i++)
+      if (nodes[i]->IsLeader()) leader = i;
+    return leader >= 0;
+  }));
+  REQUIRE(ProposeSync(*nodes[leader], "before").ok());
+  // Hold 200 silent connections open to each follower, replacing each one it closes.
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> flooders;
+  for (int i = 0; i < 3; i++) {
+    if (i == leader) continue;
+    const int port = PortOf(peers[i].address);
+    flooders.emplace_back([port, &stop] {
+      std::vector<int> fds(200, -1);
+      while (!stop) {
+        for (int& fd : fds) {
+          if (fd >= 0) {
+            pollfd p{fd, POLLIN, 0};
+            char buf[64];
+            if (::poll(&p, 1, 0) > 0 && ::recv(fd, buf, sizeof buf, MSG_DONTWAIT) == 0) {
+              ::close(fd);
+              fd = -1;
+            }
+          }
+          if (fd < 0) {
+            fd = ::socket(AF_INET, SOCK_STREAM, 0);
+            sockaddr_in sa{};
+            sa.sin_family = AF_INET;
+            sa.sin_port = htons(static_cast<uint16_t>(port));
+            sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+            if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+              ::close(fd);
+              fd = -1;
+            }
+          }
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      for (int fd : fds)
+        if (fd >= 0) ::close(fd);
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  nodes[leader]->Stop();
+  // The followers must connect to each other (new connections) to elect a leader. An
+  // election takes well under a second here; the flood held it off for 5 s and more.
+  int next = -1;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(4);
+  while (next < 0 && std::chrono::steady_clock::now() < deadline) {
+    for (int i = 0; i < 3; i++)
+      if (i != leader && nodes[i]->IsLeader()) next = i;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  const bool elected = next >= 0;
+  bool committed = elected && ProposeSync(*nodes[next], "after").ok();
+  stop = true;
+  for (auto& t : flooders) t.join();
+  CHECK(elected);
+  CHECK(committed);
+  for (int i = 0; i < 3; i++)
+    if (i != leader) nodes[i]->Stop();
 }
 
 TEST_CASE("raft auth: a short cluster secret is refused at start") {

@@ -137,6 +137,18 @@ TEST_CASE("bad data: a column missing in one file, or one more") {
            {dir3 / "a.jsonl:2: the row has no key 'x'"});
 }
 
+TEST_CASE("bad data: a JSON Lines row nested 100,000 deep is an error, not a crash") {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  TempDir dir;  // found while inferring the schema
+  Write(dir / "a.jsonl", "{\"id\": 1, \"x\": " + deep + "}\n");
+  CheckBad(Read("file://" + dir.path() + "/a.jsonl"),
+           {dir / "a.jsonl:1:", "nested deeper than 128 levels"});
+  TempDir dir2;  // found while reading, after inference from the first row
+  Write(dir2 / "a.jsonl", "{\"id\": 1}\n{\"id\": " + deep + "}\n");
+  CheckBad(Read("file://" + dir2.path() + "/a.jsonl", 0, 1, R"({"infer_rows": 1})"),
+           {dir2 / "a.jsonl:2:", "nested deeper than 128 levels"});
+}
+
 TEST_CASE("bad data: a value whose type does not parse") {
   TempDir dir;
   std::string text = "id,x\n";

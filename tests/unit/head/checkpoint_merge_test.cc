@@ -10,6 +10,7 @@
 #include "common/file_util.h"
 #include "common/fs_identity.h"
 #include "daemon/head/checkpoint_merge.h"
+#include "tests/unit/common/tree_snapshot.h"
 
 using namespace traintl;
 
@@ -138,4 +139,174 @@ TEST_CASE("ScopedFsIdentity checks file access as the worker, then restores root
   ScopedFsIdentity none(nullptr);
   CHECK_FALSE(none.active());
   RemoveAll(dir);
+}
+
+// A planted symlink at each path the head creates, moves or deletes on behalf of a job:
+// the merge and the deletions refuse (or remove the link alone), the victim is unchanged.
+// These run without root: the links sit in a world-writable directory (the storage path,
+// like /tmp) or below the trial dir, where no symlink is ever followed.
+namespace {
+
+struct Planted {
+  Planted()
+      : storage(testing::MakeSharedDir("merge-storage")),
+        victim(testing::MakeVictim()),
+        trial(storage + "/mnist-j1") {}
+  ~Planted() {
+    RemoveAll(storage);
+    RemoveAll(victim);
+  }
+  // A staged checkpoint of rank 0 for attempt 1, seq 1 in `base`.
+  std::string Stage(const std::string& base) {
+    const std::string rank0 = base + "/.staging/attempt_1/seq_1/rank_0";
+    REQUIRE(MakeDirs(rank0).ok());
+    REQUIRE(WriteFileAtomic(rank0 + "/model.pt", "weights").ok());
+    return rank0;
+  }
+  std::string storage;
+  std::string victim;
+  std::string trial;
+};
+
+bool Refused(const Status& st, const std::string& path) {
+  return st.code() == Status::Code::kPermissionDenied &&
+         st.message().find("refusing to follow a symlink at " + path) != std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE("a merge refuses a trial dir that is a planted symlink") {
+  Planted p;
+  // The victim holds what looks like a staged checkpoint, so that the old code would have
+  // moved its files and written a checkpoint into it.
+  const std::string staged_in_victim = p.Stage(p.victim);
+  const std::string before = testing::Snapshot(p.victim);
+  REQUIRE(::symlink(p.victim.c_str(), p.trial.c_str()) == 0);
+  auto merged = MergeCheckpoint(p.trial, 1, 1, {{0, p.trial + "/.staging/attempt_1/seq_1/rank_0"}},
+                                nlohmann::json::object());
+  CHECK(Refused(merged.status(), p.trial));
+  CHECK(testing::Snapshot(p.victim) == before);
+  (void)staged_in_victim;
+}
+
+TEST_CASE("a merge refuses a staging dir that is a planted symlink") {
+  Planted p;
+  p.Stage(p.victim);
+  const std::string before = testing::Snapshot(p.victim);
+  REQUIRE(MakeDirs(p.trial).ok());
+  REQUIRE(::symlink((p.victim + "/.staging").c_str(), (p.trial + "/.staging").c_str()) == 0);
+  auto merged = MergeCheckpoint(p.trial, 1, 1, {{0, p.trial + "/.staging/attempt_1/seq_1/rank_0"}},
+                                nlohmann::json::object());
+  CHECK(Refused(merged.status(), p.trial + "/.staging"));
+  CHECK(testing::Snapshot(p.victim) == before);
+  CHECK_FALSE(PathExists(p.trial + "/checkpoint_a001_s000001"));
+}
+
+TEST_CASE("a merge refuses a symlink inside a staged checkpoint, without root") {
+  Planted p;
+  const std::string before = testing::Snapshot(p.victim);
+  REQUIRE(MakeDirs(p.trial).ok());
+  const std::string rank0 = p.Stage(p.trial);
+  REQUIRE(::symlink(p.victim.c_str(), (rank0 + "/loot").c_str()) == 0);
+  auto merged = MergeCheckpoint(p.trial, 1, 1, {{0, rank0}}, nlohmann::json::object());
+  CHECK(Refused(merged.status(), rank0 + "/loot"));
+  CHECK(testing::Snapshot(p.victim) == before);
+  CHECK_FALSE(PathExists(p.trial + "/checkpoint_a001_s000001"));
+  // Nothing was moved out of the staged directory before the refusal.
+  CHECK(*ReadFile(rank0 + "/model.pt") == "weights");
+}
+
+TEST_CASE("a merge refuses a symlink planted at the final or the .tmp checkpoint dir") {
+  Planted p;
+  const std::string before = testing::Snapshot(p.victim);
+  REQUIRE(MakeDirs(p.trial).ok());
+  const std::string rank0 = p.Stage(p.trial);
+  // At the final name: the old code took the link for a checkpoint merged before a crash.
+  const std::string final_dir = p.trial + "/checkpoint_a001_s000001";
+  REQUIRE(::symlink(p.victim.c_str(), final_dir.c_str()) == 0);
+  auto merged = MergeCheckpoint(p.trial, 1, 1, {{0, rank0}}, nlohmann::json::object());
+  CHECK(Refused(merged.status(), final_dir));
+  CHECK(testing::Snapshot(p.victim) == before);
+  REQUIRE(::unlink(final_dir.c_str()) == 0);
+  // At the .tmp name: removed as a link (never emptied through it), then merged normally.
+  REQUIRE(::symlink(p.victim.c_str(), (final_dir + ".tmp").c_str()) == 0);
+  merged = MergeCheckpoint(p.trial, 1, 1, {{0, rank0}}, nlohmann::json::object());
+  REQUIRE(merged.ok());
+  struct stat st;
+  REQUIRE(::lstat(final_dir.c_str(), &st) == 0);
+  CHECK(S_ISDIR(st.st_mode));
+  CHECK(*ReadFile(final_dir + "/model.pt") == "weights");
+  CHECK(testing::Snapshot(p.victim) == before);
+}
+
+TEST_CASE("a checkpoint outside the trial dir is not merged") {
+  Planted p;
+  REQUIRE(MakeDirs(p.trial).ok());
+  const std::string elsewhere = p.Stage(p.storage + "/other");
+  auto merged = MergeCheckpoint(p.trial, 1, 1, {{0, elsewhere}}, nlohmann::json::object());
+  CHECK(merged.status().code() == Status::Code::kInvalidArgument);
+  CHECK(*ReadFile(elsewhere + "/model.pt") == "weights");
+}
+
+TEST_CASE("retention and cleanup deletes never go through a planted symlink") {
+  Planted p;
+  // The victim looks like a trial dir: an uncommitted .tmp and a committed checkpoint.
+  REQUIRE(MakeDirs(p.victim + "/checkpoint_a001_s000001.tmp", 0700).ok());
+  REQUIRE(WriteFileAtomic(p.victim + "/checkpoint_a001_s000001.tmp/x", "root's").ok());
+  REQUIRE(MakeDirs(p.victim + "/checkpoint_a001_s000000", 0700).ok());
+  REQUIRE(WriteFileAtomic(p.victim + "/checkpoint_a001_s000000/x", "root's").ok());
+  const std::string before = testing::Snapshot(p.victim);
+  REQUIRE(::symlink(p.victim.c_str(), p.trial.c_str()) == 0);
+  CleanupUncommitted(p.trial);
+  CHECK(testing::Snapshot(p.victim) == before);
+  // The retention victim, by the path the head records (job_manager calls RemoveAll).
+  CHECK(Refused(RemoveAll(p.trial + "/checkpoint_a001_s000000"), p.trial));
+  CHECK(Refused(RemoveCheckpoint(p.trial, p.trial + "/checkpoint_a001_s000000"), p.trial));
+  // The staging area of an ended attempt, likewise.
+  CHECK(Refused(RemoveAll(p.trial + "/.staging/attempt_1"), p.trial));
+  CHECK(testing::Snapshot(p.victim) == before);
+
+  // In a real trial dir, a checkpoint that is itself a link is removed as a link only.
+  REQUIRE(::unlink(p.trial.c_str()) == 0);
+  REQUIRE(MakeDirs(p.trial).ok());
+  REQUIRE(::symlink(p.victim.c_str(), (p.trial + "/checkpoint_a001_s000003").c_str()) == 0);
+  REQUIRE(::symlink(p.victim.c_str(), (p.trial + "/checkpoint_a001_s000004.tmp").c_str()) == 0);
+  CHECK(RemoveCheckpoint(p.trial, p.trial + "/checkpoint_a001_s000003").ok());
+  CleanupUncommitted(p.trial);
+  struct stat st;
+  CHECK(::lstat((p.trial + "/checkpoint_a001_s000003").c_str(), &st) != 0);
+  CHECK(::lstat((p.trial + "/checkpoint_a001_s000004.tmp").c_str(), &st) != 0);
+  CHECK(RemoveCheckpoint(p.trial, "/etc/passwd").code() == Status::Code::kInvalidArgument);
+  CHECK(testing::Snapshot(p.victim) == before);
+}
+
+TEST_CASE("a merge as the worker refuses a trial dir owned by a stranger") {
+  if (::geteuid() != 0) {
+    WARN("skipped: needs root");
+    return;
+  }
+  Planted p;
+  REQUIRE(MakeDirs(p.trial).ok());
+  const std::string rank0 = p.Stage(p.trial);
+  // Owned by a third user (uid 12345): neither root nor the worker.
+  REQUIRE(::chown(p.trial.c_str(), 12345, 12345) == 0);
+  const FsIdentity worker = Nobody();
+  Result<std::string> merged = Status::Internal("not run");
+  {
+    ScopedFsIdentity as_worker(&worker);
+    merged = MergeCheckpoint(p.trial, 1, 1, {{0, rank0}}, nlohmann::json::object());
+  }
+  CHECK(merged.status().code() == Status::Code::kPermissionDenied);
+  CHECK(merged.status().message().find("owned by uid 12345") != std::string::npos);
+  // Owned by the worker, it merges as the worker.
+  for (const std::string& d : {p.trial, p.trial + "/.staging", p.trial + "/.staging/attempt_1",
+                               p.trial + "/.staging/attempt_1/seq_1", rank0})
+    REQUIRE(::chown(d.c_str(), worker.uid, worker.gid) == 0);
+  REQUIRE(::chown((rank0 + "/model.pt").c_str(), worker.uid, worker.gid) == 0);
+  {
+    ScopedFsIdentity as_worker(&worker);
+    merged = MergeCheckpoint(p.trial, 1, 1, {{0, rank0}}, nlohmann::json::object());
+  }
+  REQUIRE(merged.ok());
+  CHECK(*ReadFile(*merged + "/model.pt") == "weights");
 }

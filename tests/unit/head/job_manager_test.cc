@@ -28,11 +28,21 @@ class FsmLog : public CommandLog {
  public:
   FsmLog(boost::asio::io_context& io, Fsm* fsm) : io_(io), fsm_(fsm) {}
   void Propose(std::string command, std::function<void(Result<json>)> done) override {
-    ops[json::parse(command).at("op").get<std::string>()]++;
+    const std::string op = json::parse(command).at("op").get<std::string>();
+    ops[op]++;
+    if (auto it = refuse.find(op); it != refuse.end() && it->second.first > 0) {
+      --it->second.first;
+      Status st = it->second.second;
+      boost::asio::post(io_, [done, st] { done(st); });
+      return;
+    }
     std::string result = fsm_->Apply(command);
     boost::asio::post(io_, [done, result] { done(DecodeFsmResult(result)); });
   }
   std::map<std::string, int> ops;
+  // op -> (how many more to refuse, with what), as a Raft node does that is not the leader
+  // any more or whose disk is full.
+  std::map<std::string, std::pair<int, Status>> refuse;
 
  private:
   boost::asio::io_context& io_;
@@ -239,4 +249,126 @@ TEST_CASE("a job that waited starts once the attempt before it ended and freed i
   jobs.Shutdown();
   pool.KillAll();
   std::filesystem::remove_all(dir);
+}
+
+namespace {
+
+// A one-CPU head over an FSM applied directly whose workers are /bin/false (every rank
+// exits 1 at once).
+struct FailingHead {
+  FailingHead()
+      : fsm(&store),
+        log(io, &fsm),
+        dir(TempDir()),
+        pool(io, PoolOptions(), &forward),
+        agent(IdleHead::AgentOpts(dir), &pool),
+        jobs(io, IdleHead::HeadOptions(dir, 1), &store, &log, &agent) {
+    forward.target = &jobs;
+    jobs.SetLeader(true);
+    jobs.Start();
+  }
+  ~FailingHead() {
+    jobs.Shutdown();
+    pool.KillAll();
+    std::filesystem::remove_all(dir);
+  }
+  static WorkerPoolOptions PoolOptions() {
+    WorkerPoolOptions o;
+    o.worker_binary = "/bin/false";
+    o.drain_timeout = std::chrono::milliseconds(50);
+    return o;
+  }
+  std::string Submit(const std::string& spec_text) {
+    auto spec = ParseJobSpecText(spec_text);
+    REQUIRE(spec.ok());
+    JobManager::Submission sub;
+    sub.spec = *spec;
+    sub.library_path = "/x.so";
+    std::string id;
+    jobs.Submit(sub, [&](Result<std::string> r) {
+      REQUIRE(r.ok());
+      id = *r;
+    });
+    for (int i = 0; i < 100 && id.empty(); ++i) io.run_for(std::chrono::milliseconds(10));
+    REQUIRE(!id.empty());
+    return id;
+  }
+  // Runs until `done` or a generous bound (the bound is not what is tested).
+  template <typename F>
+  void RunUntil(F done, int max_ms = 20000) {
+    for (int waited = 0; waited < max_ms && !done(); waited += 20)
+      io.run_for(std::chrono::milliseconds(20));
+  }
+
+  boost::asio::io_context io;
+  StateStore store;
+  Fsm fsm;
+  FsmLog log;
+  const std::string dir;
+  ForwardingListener forward;
+  WorkerPool pool;
+  Agent agent;
+  JobManager jobs;
+};
+
+}  // namespace
+
+// A full checkpoint disk spent a job's 4 attempts in 1.5 s.
+TEST_CASE("failed attempts restart with exponential backoff: the first at once") {
+  FailingHead h;
+  const std::string id = h.Submit(R"({"name": "flaky", "entrypoint": {"library": "/x.so"},
+      "run_config": {"failure_config": {"max_failures": 3, "restart_backoff_s": 0.2,
+                                        "max_restart_backoff_s": 30}}})");
+  bool saw_backoff_reason = false;
+  h.RunUntil([&] {
+    auto job = h.store.GetJob(id);
+    if (job->pending_reason.find("backoff after") != std::string::npos) saw_backoff_reason = true;
+    return IsTerminalJobState(job->state);
+  });
+  auto job = h.store.GetJob(id);
+  CHECK(job->state == kJobFailed);
+  CHECK(job->failures == 4);
+  CHECK(saw_backoff_reason);
+  auto attempts = h.store.ListAttempts(id);
+  REQUIRE(attempts.size() == 4);
+  std::sort(attempts.begin(), attempts.end(),
+            [](const AttemptRecord& a, const AttemptRecord& b) { return a.attempt < b.attempt; });
+  // Lower bounds only: the gap before attempt n+1 is at least 0.2 s * 2^(n-2) for n >= 2.
+  for (int n = 2; n <= 3; ++n) {
+    REQUIRE(attempts[n - 1].ended_at);
+    const int64_t gap = attempts[n].started_at - *attempts[n - 1].ended_at;
+    INFO("gap before attempt " << n + 1 << ": " << gap << " ms");
+    CHECK(gap >= 200 * (1 << (n - 2)) - 5);  // NowMs granularity
+  }
+}
+
+TEST_CASE("a start refused because the disk is full is retried about once a second") {
+  FailingHead h;
+  h.log.refuse["start_attempt"] = {1000, Status::ResourceExhausted("disk full: 1 MiB free")};
+  const std::string id = h.Submit(R"({"name": "j", "entrypoint": {"library": "/x.so"}})");
+  h.RunUntil([] { return false; }, 1500);
+  CHECK(h.store.GetJob(id)->state == kJobPending);
+  // Every pass (20 ms) would be ~75 proposals; once a second is 2 or 3.
+  CHECK(h.log.ops["start_attempt"] >= 1);
+  CHECK(h.log.ops["start_attempt"] <= 3);
+  h.log.refuse.clear();  // space returned: it starts by itself
+  h.RunUntil([&] { return IsTerminalJobState(h.store.GetJob(id)->state); });
+  CHECK(h.store.GetJob(id)->attempt == 1);
+}
+
+// A head paused past its leadership (SIGSTOP) ended the attempt locally although the
+// command was refused, and deleted the new head's checkpoint_a002_....tmp.
+TEST_CASE("an end of attempt that is not committed leaves the job's files alone") {
+  FailingHead h;
+  h.log.refuse["end_attempt"] = {1000, Status::Unavailable("not leader; leader is unknown")};
+  const std::string id = h.Submit(R"({"name": "j", "entrypoint": {"library": "/x.so"}})");
+  const std::string trial_dir = h.store.GetJob(id)->trial_dir;
+  h.RunUntil([&] { return h.log.ops["end_attempt"] > 0 && h.store.GetJob(id)->attempt == 1; });
+  // What the next head's attempt would be writing now.
+  std::filesystem::create_directories(trial_dir + "/checkpoint_a002_s000001.tmp");
+  std::filesystem::create_directories(trial_dir + "/.staging/attempt_2/seq_1/rank_0");
+  h.RunUntil([&] { return h.log.ops["end_attempt"] >= 2; }, 3000);
+  CHECK(std::filesystem::exists(trial_dir + "/checkpoint_a002_s000001.tmp"));
+  CHECK(std::filesystem::exists(trial_dir + "/.staging/attempt_2/seq_1/rank_0"));
+  CHECK(std::filesystem::exists(trial_dir + "/.staging/attempt_1"));
 }

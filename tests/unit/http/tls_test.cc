@@ -247,6 +247,27 @@ TEST_CASE("tls: plain HTTP, garbage and stalled handshakes are closed; the serve
   CHECK(r->status == 200);
 }
 
+TEST_CASE("tls: a stalled handshake is cut at tls_handshake_timeout, not header_timeout") {
+  TempDir dir;
+  auto pki = traintl::testing::MakeTestPki(dir.path);
+  REQUIRE(pki.ok());
+  TlsServer server(*pki);
+  server.options.header_timeout = std::chrono::seconds(30);
+  server.options.tls_handshake_timeout = std::chrono::milliseconds(300);
+  REQUIRE(server.Start().ok());
+  int stalled = ConnectRaw(server.port);
+  CHECK(::send(stalled, "\x16", 1, MSG_NOSIGNAL) == 1);  // the first byte of a ClientHello
+  // Closed long before the 30 s header time.
+  CHECK(ClosedByServer(stalled, std::chrono::seconds(5)));
+  ::close(stalled);
+  ClientTls tls;
+  tls.ca_file = pki->ca_cert;
+  auto r =
+      Fetch("127.0.0.1", server.port, "GET", "/healthz", "", {}, std::chrono::seconds(10), &tls);
+  REQUIRE(r.ok());
+  CHECK(r->status == 200);
+}
+
 TEST_CASE("tls: keep-alive and pipelined requests on one TLS connection") {
   TempDir dir;
   auto pki = traintl::testing::MakeTestPki(dir.path);

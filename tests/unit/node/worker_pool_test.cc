@@ -15,6 +15,7 @@
 
 #include "common/file_util.h"
 #include "daemon/node/worker_pool.h"
+#include "tests/unit/common/tree_snapshot.h"
 
 using namespace traintl;
 using nlohmann::json;
@@ -246,4 +247,67 @@ TEST_CASE("WorkerPoolOptions::worker_user applies to every launch") {
   json probe = ProbeReport(l.log_path);
   CHECK(probe["uid"] == user->uid);
   CHECK(probe["gid"] == user->gid);
+}
+
+TEST_CASE("a symlink, FIFO or hard link planted at the log path fails the launch") {
+  TempDir dir;
+  const std::string victim = testing::MakeVictim();
+  const std::string before = testing::Snapshot(victim);
+  boost::asio::io_context io;
+  Recorder rec;
+  WorkerPool pool(io, PoolOptions(), &rec);
+  WorkerLaunch l = MakeLaunch(dir.path, "exit");
+  REQUIRE(::symlink((victim + "/id_rsa").c_str(), l.log_path.c_str()) == 0);
+  Status st = pool.Launch(l);
+  CHECK(st.code() == Status::Code::kPermissionDenied);
+  CHECK(st.message().find("refusing to follow a symlink at " + l.log_path) != std::string::npos);
+  CHECK(pool.LivePids().empty());
+  // A FIFO would have blocked the daemon's only thread in open(2).
+  REQUIRE(::unlink(l.log_path.c_str()) == 0);
+  REQUIRE(::mkfifo(l.log_path.c_str(), 0600) == 0);
+  CHECK(pool.Launch(l).code() == Status::Code::kFailedPrecondition);
+  REQUIRE(::unlink(l.log_path.c_str()) == 0);
+  if (::link((victim + "/id_rsa").c_str(), l.log_path.c_str()) == 0) {
+    CHECK(pool.Launch(l).code() == Status::Code::kPermissionDenied);
+    REQUIRE(::unlink(l.log_path.c_str()) == 0);
+  }
+  CHECK(pool.LivePids().empty());
+  CHECK(testing::Snapshot(victim) == before);
+  RemoveAll(victim);
+}
+
+TEST_CASE("a root daemon gives no symlinked context file or directory to the worker user") {
+  if (::geteuid() != 0) {
+    WARN("skipped: needs root");
+    return;
+  }
+  auto user = LookupWorkerUser("nobody");
+  REQUIRE(user.ok());
+  TempDir dir;
+  const std::string victim = testing::MakeVictim();
+  const std::string before = testing::Snapshot(victim);
+  boost::asio::io_context io;
+  Recorder rec;
+  WorkerPool pool(io, PoolOptions(), &rec);
+
+  // A user dir (trial dir, staging dir) replaced by a link to a root-only directory: the
+  // old chown(2) followed it and gave the directory to nobody.
+  WorkerLaunch l = MakeLaunch(dir.path, "exit");
+  l.user = *user;
+  l.user_dirs = {dir.path + "/trial"};
+  REQUIRE(::symlink(victim.c_str(), (dir.path + "/trial").c_str()) == 0);
+  Status st = pool.Launch(l);
+  CHECK(st.code() == Status::Code::kPermissionDenied);
+  CHECK(st.message().find("refusing to follow a symlink at " + dir.path + "/trial") !=
+        std::string::npos);
+  CHECK(testing::Snapshot(victim) == before);
+
+  // The context file replaced by a link to a root-only file.
+  l.user_dirs.clear();
+  REQUIRE(::unlink(l.context_path.c_str()) == 0);
+  REQUIRE(::symlink((victim + "/id_rsa").c_str(), l.context_path.c_str()) == 0);
+  CHECK(pool.Launch(l).code() == Status::Code::kPermissionDenied);
+  CHECK(testing::Snapshot(victim) == before);
+  CHECK(pool.LivePids().empty());
+  RemoveAll(victim);
 }

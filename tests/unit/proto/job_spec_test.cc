@@ -215,11 +215,15 @@ TEST_CASE("name: required, 1..128 chars of [A-Za-z0-9._-]") {
   json doc = Minimal();
   doc.erase("name");
   ExpectError(doc, "name", "is required");
-  ExpectError(With("/name", "my job/1"), "name", "[A-Za-z0-9._-], got \"my job/1\"");
+  ExpectError(With("/name", "my job/1"), "name", "not starting with - or ., got \"my job/1\"");
   ExpectError(With("/name", ""), "name", "1..128 characters");
   ExpectError(With("/name", std::string(129, 'a')), "name", "1..128 characters");
   CHECK(MustParse(With("/name", std::string(128, 'a'))).name.size() == 128);
-  ExpectError(With("/name", ".."), "name", "must not be");
+  ExpectError(With("/name", ".."), "name", "must not start with '-' or '.'");
+  ExpectError(With("/name", "."), "name", "must not start with '-' or '.'");
+  ExpectError(With("/name", "-rf"), "name", "(it names a directory), got \"-rf\"");
+  ExpectError(With("/name", ".hidden"), "name", "must not start with '-' or '.'");
+  CHECK(MustParse(With("/name", "a.-_b-")).name == "a.-_b-");
   ExpectError(With("/name", 7), "name", "got 7");
   ExpectError(With("/name", std::string("a\0b", 3)), "name", "NUL");
 }
@@ -603,4 +607,34 @@ TEST_CASE("ParseJsonStrict builds the same document as nlohmann") {
   // Depth limit is exact: 3 levels pass with max_depth 3, 4 do not.
   CHECK(ParseJsonStrict("[[[1]]]", 3).ok());
   CHECK_FALSE(ParseJsonStrict("[[[[1]]]]", 3).ok());
+}
+
+TEST_CASE("failure_config: restart backoff fields, defaults and the delay formula") {
+  JobSpec d = MustParse(Minimal());
+  CHECK(d.restart_backoff_s == traintl::kDefaultRestartBackoffS);
+  CHECK(d.max_restart_backoff_s == traintl::kDefaultMaxRestartBackoffS);
+  // Defaults are not written back, so older readers of a stored spec still parse it.
+  CHECK_FALSE(
+      traintl::JobSpecToJson(d)["run_config"]["failure_config"].contains("restart_backoff_s"));
+  json doc = Minimal();
+  doc["run_config"]["failure_config"] = {
+      {"max_failures", 3}, {"restart_backoff_s", 0.5}, {"max_restart_backoff_s", 4}};
+  JobSpec s = MustParse(doc);
+  CHECK(s.restart_backoff_s == 0.5);
+  CHECK(s.max_restart_backoff_s == 4);
+  CHECK(MustParse(traintl::JobSpecToJson(s)) == s);
+  doc["run_config"]["failure_config"]["restart_backoff_s"] = -1;
+  ExpectError(doc, "run_config.failure_config.restart_backoff_s", "seconds in [0, 86400]");
+  doc["run_config"]["failure_config"]["restart_backoff_s"] = "1s";
+  ExpectError(doc, "run_config.failure_config.restart_backoff_s", "seconds");
+
+  using traintl::RestartBackoffSeconds;
+  CHECK(RestartBackoffSeconds(1, 60, 0) == 0);
+  CHECK(RestartBackoffSeconds(1, 60, 1) == 0);  // the first restart is immediate
+  CHECK(RestartBackoffSeconds(1, 60, 2) == 1);
+  CHECK(RestartBackoffSeconds(1, 60, 3) == 2);
+  CHECK(RestartBackoffSeconds(1, 60, 5) == 8);
+  CHECK(RestartBackoffSeconds(1, 60, 9) == 60);  // capped
+  CHECK(RestartBackoffSeconds(1, 60, 5000) == 60);
+  CHECK(RestartBackoffSeconds(0, 60, 9) == 0);  // disabled
 }

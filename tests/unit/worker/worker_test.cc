@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/file_util.h"
+#include "common/lease_clock.h"
 #include "worker/library_loader.h"
 #include "worker/worker_context.h"
 #include "worker/worker_host.h"
@@ -41,7 +43,9 @@ std::string TempDir() {
 // One traintl-worker process and the agent's end of its channel.
 class WorkerRun {
  public:
-  explicit WorkerRun(const std::vector<std::string>& args, const std::string& log_path)
+  // `lease_fd` >= 0 is handed to the worker as fd 4 (the daemon's lease clock).
+  explicit WorkerRun(const std::vector<std::string>& args, const std::string& log_path,
+                     int lease_fd = -1)
       : log_path_(log_path) {
     int sv[2];
     REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
@@ -56,11 +60,11 @@ class WorkerRun {
       ::setpgid(0, 0);
       struct rlimit no_core = {0, 0};
       ::setrlimit(RLIMIT_CORE, &no_core);  // the crash tests must not leave core files
-      if (sv[1] == 3) {
-        ::fcntl(3, F_SETFD, 0);
-      } else {
-        ::dup2(sv[1], 3);
-      }
+      // Out of the way first: either may already sit on 3 or 4.
+      const int channel = ::fcntl(sv[1], F_DUPFD, 10);
+      const int lease = lease_fd >= 0 ? ::fcntl(lease_fd, F_DUPFD, 10) : -1;
+      ::dup2(channel, 3);
+      if (lease >= 0) ::dup2(lease, 4);
       int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
       ::dup2(log, 1);
       ::dup2(log, 2);
@@ -191,14 +195,14 @@ class Fixture {
             {"datasets", json::object()}};
   }
 
-  WorkerRun& Start(const json& context) {
+  WorkerRun& Start(const json& context, int lease_fd = -1) {
     const std::string path = dir_ + "/rank.context.json";
     REQUIRE(WriteFileAtomic(path, context.dump(), 0600).ok());
-    return StartWithArgs({"--context", path});
+    return StartWithArgs({"--context", path}, lease_fd);
   }
 
-  WorkerRun& StartWithArgs(const std::vector<std::string>& args) {
-    run_ = std::make_unique<WorkerRun>(args, dir_ + "/rank.log");
+  WorkerRun& StartWithArgs(const std::vector<std::string>& args, int lease_fd = -1) {
+    run_ = std::make_unique<WorkerRun>(args, dir_ + "/rank.log", lease_fd);
     return *run_;
   }
 
@@ -385,6 +389,56 @@ TEST_CASE("the worker exits when the agent closes while a report waits for its a
   CHECK(WIFEXITED(run.Wait()));
 }
 
+// A stopped daemon (SIGSTOP) keeps the channel open but cannot fence its workers: without
+// the lease they outlived it and overlapped the next head's attempt.
+TEST_CASE("the worker ends its process group when the daemon's lease clock stops") {
+  LeaseClock clock;
+  REQUIRE(clock.Start().ok());
+  Fixture f;
+  json ctx = f.Context(
+      TEST_TRAIN_LIB, "",
+      {{"sleep_ms", 0}, {"fail_at_epoch", 0}, {"fail_mode", "hang"}, {"spawn_child", "group"}});
+  ctx["lease"] = {{"fd", 4}, {"ms", 300}, {"cgroup_kill", nullptr}};
+  WorkerRun& run = f.Start(ctx, clock.read_only_fd());
+  ExpectHello(run, 0);
+  // The clock ticks: it lives on, well past the lease.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  REQUIRE(::waitpid(run.pid(), nullptr, WNOHANG) == 0);
+  std::optional<pid_t> child;
+  for (int i = 0; i < 500 && !child; ++i) {
+    auto text = ReadFile(f.dir() + "/child_a1_r0.pid");
+    if (text.ok() && !text->empty()) child = std::stoi(*text);
+    if (!child) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  REQUIRE(child);
+  clock.Pause();  // the daemon froze
+  int status = run.Wait();
+  INFO("log:\n" << run.Log());
+  CHECK(WIFSIGNALED(status));
+  CHECK(WTERMSIG(status) == SIGKILL);
+  CHECK(run.Log().find("lease lapsed") != std::string::npos);
+  bool child_gone = false;
+  for (int i = 0; i < 500 && !child_gone; ++i) {
+    auto stat = ReadFile("/proc/" + std::to_string(*child) + "/stat");
+    child_gone = !stat.ok() || stat->find(") Z") != std::string::npos;
+    if (!child_gone) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(child_gone);
+}
+
+TEST_CASE("a lease in the context must name an fd and a positive time") {
+  Fixture f;
+  json ctx = f.Context(TEST_TRAIN_LIB, "");
+  ctx["lease"] = {{"fd", 4}, {"ms", 0}};
+  CHECK_FALSE(worker::ParseWorkerContext(ctx.dump()).ok());
+  ctx["lease"] = {{"fd", 4}, {"ms", 2000}, {"cgroup_kill", "/sys/fs/cgroup/x/cgroup.kill"}};
+  auto parsed = worker::ParseWorkerContext(ctx.dump());
+  REQUIRE(parsed.ok());
+  CHECK(parsed->lease_fd == 4);
+  CHECK(parsed->lease_ms == 2000);
+  CHECK(parsed->cgroup_kill == "/sys/fs/cgroup/x/cgroup.kill");
+}
+
 TEST_CASE("the entry point is chosen by name") {
   Fixture f;
   SECTION("train_b") {
@@ -451,6 +505,11 @@ TEST_CASE("an unusable library ends the worker with exit code 3 and the reason")
   SECTION("another ABI version") {
     library = TEST_BADABI_LIB;
     expected = "library was built for traintl ABI version 999, this worker supports 1";
+  }
+  SECTION("a FIFO (dlopen would block on it forever)") {
+    library = f.dir() + "/lib.fifo";
+    REQUIRE(::mkfifo(library.c_str(), 0644) == 0);
+    expected = "library is not a regular file: " + library;
   }
   WorkerRun& run = f.Start(f.Context(library, ""));
   std::string error = ExpectFailedDone(run, /*retryable=*/false);  // no hello before it

@@ -1,0 +1,187 @@
+"""Regression tests of the attack findings (issue 12) against the real binaries: a trailer
+that aborted traintld without a token, a CLI that crashed on deep JSON, names that become
+hidden or option-like directories, a library FIFO that hung submit, and a full disk that
+crashed the daemon inside libraft.
+
+The full-disk test needs root (it mounts a small tmpfs for the data directory) and skips,
+saying so, without it.
+"""
+import json
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import unittest
+
+from harness import Daemon, DaemonTestCase, bin_path, lib_path, main, train_spec, wait_for
+
+
+def raw_exchange(address, data, read_timeout=30.0):
+    host, port = address.rsplit(":", 1)
+    s = socket.create_connection((host, int(port)), timeout=read_timeout)
+    try:
+        try:
+            s.sendall(data)
+            s.shutdown(socket.SHUT_WR)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        out = b""
+        deadline = time.monotonic() + read_timeout
+        while time.monotonic() < deadline:
+            try:
+                chunk = s.recv(65536)
+            except (ConnectionResetError, socket.timeout):
+                break
+            if not chunk:
+                break
+            out += chunk
+        return out
+    finally:
+        s.close()
+
+
+class AttackTest(DaemonTestCase):
+    def assert_alive(self):
+        self.assertIsNone(self.daemon.proc.poll(), "traintld died:\n" + self.daemon.log()[-3000:])
+        self.assertEqual(self.daemon.get("/healthz", auth=False)[0], 200)
+
+    def test_huge_trailers_and_chunk_extensions_get_431_not_an_abort(self):
+        d = self.daemon
+        te = b"Transfer-Encoding: chunked\r\n\r\n"
+        healthz = b"GET /healthz HTTP/1.1\r\nHost: x\r\n"
+        submit = (b"POST /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
+                  d.token.encode() + b"\r\n")
+        bodies = {
+            "70 kB trailer": b"0\r\nX-T: " + b"a" * 70000 + b"\r\n\r\n",
+            "65,535-byte trailer": b"0\r\nX-T: " + b"a" * 65535 + b"\r\n\r\n",
+            "many trailers": b"0\r\n" + b"".join(b"X-%d: v\r\n" % i for i in range(3000)) + b"\r\n",
+            "huge chunk extension": b"2;e=" + b"x" * 70000 + b"\r\n{}\r\n0\r\n\r\n",
+            "huge last-chunk extension": b"0;e=" + b"x" * 70000 + b"\r\n\r\n",
+        }
+        for name, body in bodies.items():
+            for head in (healthz, submit):
+                with self.subTest(name=name, request=head.split(b" ")[0]):
+                    answer = raw_exchange(d.address, head + te + body)
+                    self.assertTrue(answer.startswith(b"HTTP/1.1 431"), answer[:200])
+                    self.assert_alive()
+
+    def test_cli_refuses_a_spec_nested_100000_deep_without_crashing(self):
+        spec = train_spec(name="deep")
+        text = json.dumps(spec)
+        deep = "[" * 100000 + "]" * 100000
+        text = text.replace('"epochs": 3', '"epochs": 3, "deep": ' + deep, 1)
+        path = os.path.join(self.daemon.data_dir, "deep.json")
+        with open(path, "w") as f:
+            f.write(text)
+        p = self.daemon.cli("submit", path)
+        self.assertEqual(p.returncode, 2, p.stderr)  # usage error, not SIGSEGV (-11)
+        self.assertIn("nested deeper than 100 levels", p.stderr)
+        self.assert_alive()
+
+    def test_names_that_hide_or_look_like_options_are_refused(self):
+        for name in ("-rf", ".hidden", ".", ".."):
+            with self.subTest(name=name):
+                status, body = self.daemon.post("/v1/jobs", {"spec": train_spec(name=name)})
+                self.assertEqual(status, 400, body)
+                self.assertEqual(body.get("field"), "name")
+                self.assertIn("must not start with", body.get("error", ""))
+
+    def test_a_fifo_or_device_as_library_is_refused_at_once(self):
+        d = self.daemon
+        fifo = os.path.join(d.data_dir, "lib.fifo")
+        os.mkfifo(fifo)
+        for lib in (fifo, "/dev/zero"):
+            with self.subTest(library=lib):
+                spec = train_spec(name="fifo", library=lib)
+                path = os.path.join(d.data_dir, "fifo.json")
+                with open(path, "w") as f:
+                    json.dump(spec, f)
+                p = d.cli("submit", path, timeout=30)  # used to hang (FIFO) or bad_alloc
+                self.assertEqual(p.returncode, 2, p.stderr)
+                self.assertIn("not a regular file", p.stderr)
+                # Without an upload, the library is a path on the node: refused at submit.
+                status, body = d.post("/v1/jobs", {"spec": spec})
+                self.assertEqual(status, 400, body)
+                self.assertIn("not a regular file", body.get("error", ""))
+        self.assert_alive()
+
+
+@unittest.skipUnless(os.geteuid() == 0, "needs root to mount a tmpfs (runs as root in CI)")
+class FullDiskTest(unittest.TestCase):
+    SIZE_MB = 160
+
+    def setUp(self):
+        self.mnt = tempfile.mkdtemp(prefix="traintl-fulldisk-")
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={self.SIZE_MB}m", "tmpfs",
+                            self.mnt], capture_output=True, text=True)
+        if r.returncode != 0:
+            os.rmdir(self.mnt)
+            self.skipTest("cannot mount a tmpfs here: " + r.stderr.strip())
+        self.daemon = None
+
+    def tearDown(self):
+        if self.daemon is not None:
+            leftover = self.daemon.worker_pids()
+            self.daemon.cleanup()
+            self.assertEqual(leftover, [], "worker processes left behind")
+        subprocess.run(["umount", "-l", self.mnt])
+        shutil.rmtree(self.mnt, ignore_errors=True)
+
+    def fill(self, leave_mb):
+        st = os.statvfs(self.mnt)
+        free = st.f_bavail * st.f_frsize
+        size = max(0, free - leave_mb * (1 << 20))
+        with open(os.path.join(self.mnt, "filler"), "wb") as f:
+            chunk = b"\0" * (1 << 20)
+            for _ in range(size >> 20):
+                f.write(chunk)
+
+    def test_full_disk_refuses_writes_with_507_and_recovers(self):
+        data_dir = os.path.join(self.mnt, "data")
+        os.makedirs(data_dir)
+        d = self.daemon = Daemon(data_dir=data_dir, extra_args=["--min-free-disk-mb", "48"])
+        d.start()
+        big = train_spec(name="big")
+        big["train_loop_config"]["pad"] = "x" * 500000  # 500 KB submissions, as in the attack
+        accepted = []
+        self.fill(leave_mb=96)
+        saw_507 = False
+        for _ in range(120):  # ~60 MB of log: past the reserve, never past the disk
+            status, body = d.post("/v1/jobs", {"spec": big})
+            self.assertIsNone(d.proc.poll(), "traintld died:\n" + d.log()[-3000:])
+            if status == 201:
+                accepted.append(body["job_id"])
+                continue
+            self.assertEqual(status, 507, body)
+            self.assertIn("disk full", body.get("error", ""))
+            saw_507 = True
+            break
+        self.assertTrue(saw_507, "the disk never filled")
+        status, health = d.get("/healthz", auth=False)
+        self.assertEqual(status, 200)
+        self.assertEqual(health["status"], "disk_full")
+        warnings = [l for l in d.log().splitlines() if "disk full:" in l]
+        self.assertEqual(len(warnings), 1, "warned once: " + "\n".join(warnings))
+        # Reads still work, and no acknowledged submission is lost.
+        for job_id in accepted[:3] + accepted[-3:]:
+            self.assertEqual(d.get(f"/v1/jobs/{job_id}")[0], 200)
+        os.unlink(os.path.join(self.mnt, "filler"))
+        wait_for(lambda: d.get("/healthz", auth=False)[1]["status"] == "ok", 10,
+                 what="healthz ok after space returned")
+        small = train_spec(name="after", workers=1, epochs=1)
+        status, body = d.post("/v1/jobs", {"spec": small})
+        self.assertEqual(status, 201, body)
+        # A restart replays the log: every acknowledged submission is still there.
+        d.stop()
+        d.start()
+        status, body = d.get("/v1/jobs")
+        self.assertEqual(status, 200)
+        listed = {j["job_id"] if "job_id" in j else j.get("id") for j in body.get("jobs", [])}
+        for job_id in accepted:
+            self.assertIn(job_id, listed)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,47 @@
+// DiskGuard against an injected free-space reading (the real statvfs is exercised by the
+// e2e full-disk test on a tmpfs).
+#include "daemon/consensus/disk_guard.h"
+
+#include <catch2/catch.hpp>
+#include <cstdint>
+
+using traintl::DiskGuard;
+using traintl::IsDiskFull;
+using traintl::Result;
+using traintl::Status;
+
+namespace {
+constexpr uint64_t kMiB = 1 << 20;
+}
+
+TEST_CASE("DiskGuard refuses writes below the reserve and recovers when space returns") {
+  uint64_t free = 500 * kMiB;
+  DiskGuard guard("/some/dir", 128 * kMiB,
+                  [&](const std::string&) -> Result<uint64_t> { return free; });
+  CHECK(guard.Check(1 * kMiB).ok());
+  CHECK_FALSE(guard.Last().full);
+  // An entry that would eat into the reserve is refused, even with the reserve itself free.
+  Status big = guard.Check(400 * kMiB);
+  CHECK(IsDiskFull(big));
+  CHECK(guard.Last().full);
+  free = 100 * kMiB;
+  Status st = guard.Check(10);
+  REQUIRE(IsDiskFull(st));
+  CHECK(st.code() == Status::Code::kResourceExhausted);
+  CHECK(st.message().find("100 MiB free") != std::string::npos);
+  CHECK(st.message().find("/some/dir") != std::string::npos);
+  CHECK(guard.Last().free_bytes == 100 * kMiB);
+  free = 300 * kMiB;  // space returned: accepted again, no restart needed
+  CHECK(guard.Check(10).ok());
+  CHECK_FALSE(guard.Last(/*refresh=*/true).full);
+}
+
+TEST_CASE("DiskGuard: 0 disables it, and a failed reading does not block writes") {
+  DiskGuard off("/d", 0, [](const std::string&) -> Result<uint64_t> { return uint64_t{0}; });
+  CHECK(off.Check(1 << 30).ok());
+  DiskGuard broken("/d", 1, [](const std::string&) -> Result<uint64_t> {
+    return Status::Internal("statvfs failed");
+  });
+  CHECK(broken.Check(1 << 30).ok());
+  CHECK_FALSE(IsDiskFull(Status::ResourceExhausted("raft: out of memory")));
+}

@@ -1,0 +1,227 @@
+// Agent::Launch and the paths it creates on behalf of a job: the attempt dir below the data
+// dir, the trial dir below the storage path, the trial dir's .staging/attempt_<n>. A
+// symlink planted at any of them (pointing at a root-only victim directory) makes the
+// launch fail before anything is created, chowned or written there, and the victim is
+// unchanged. Also: the staging areas of earlier attempts are removed at launch.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+
+#include "common/file_util.h"
+#include "common/safe_fs.h"
+#include "daemon/node/agent.h"
+#include "daemon/node/worker_pool.h"
+#include "tests/unit/common/tree_snapshot.h"
+
+using namespace traintl;
+using namespace traintl::testing;
+
+namespace {
+
+class Recorder : public WorkerPoolListener {
+ public:
+  void OnWorkerHello(const std::string&, int, int) override {}
+  void OnWorkerReport(const std::string&, int, int, int, const nlohmann::json&,
+                      const std::string&) override {}
+  void OnWorkerExit(const WorkerExit& e) override { exits.push_back(e); }
+  std::vector<WorkerExit> exits;
+};
+
+// A daemon's node side: data dir, storage path (shared like /tmp), pool and agent.
+struct Node {
+  explicit Node(bool as_nobody = false) {
+    WorkerPoolOptions o;
+    o.worker_binary = TRAINTL_WORKER_PROBE;
+    o.stop_grace = std::chrono::milliseconds(200);
+    o.term_grace = std::chrono::milliseconds(200);
+    if (as_nobody) {
+      auto user = LookupWorkerUser("nobody");
+      REQUIRE(user.ok());
+      o.worker_user = *user;
+    }
+    pool = std::make_unique<WorkerPool>(io, o, &rec);
+    agent = std::make_unique<Agent>(AgentOptions{data_dir + "/data"}, pool.get());
+  }
+  ~Node() {
+    pool->KillAll();
+    RemoveAll(data_dir);
+    RemoveAll(storage);
+  }
+
+  NodeAttemptPlan Plan(int attempt = 1) const {
+    NodeAttemptPlan p;
+    p.job_id = "j1";
+    p.job_name = "mnist";
+    p.attempt = attempt;
+    p.world_ranks = {0};
+    p.library_path = "/nonexistent/lib.so";
+    p.function = "train";
+    p.trial_dir = storage + "/mnist-j1";
+    return p;
+  }
+
+  void RunUntilExit() {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (rec.exits.empty() && std::chrono::steady_clock::now() < deadline)
+      io.run_one_for(std::chrono::milliseconds(50));
+    REQUIRE(!rec.exits.empty());
+  }
+
+  std::string data_dir = MakeTempDir("agent-data", 0711);
+  std::string storage = MakeSharedDir("agent-storage");  // like /tmp
+  boost::asio::io_context io;
+  Recorder rec;
+  std::unique_ptr<WorkerPool> pool;
+  std::unique_ptr<Agent> agent;
+};
+
+bool Mentions(const Status& st, const std::string& what) {
+  return st.message().find(what) != std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE("a launch creates the attempt dir, trial dir and staging dir and starts the ranks") {
+  Node node;
+  REQUIRE(node.agent->Launch(node.Plan()).ok());
+  node.RunUntilExit();
+  CHECK(node.rec.exits[0].exit_code == 0);
+  CHECK(IsDirectory(node.storage + "/mnist-j1/.staging/attempt_1"));
+  CHECK(PathExists(node.agent->AttemptDir("j1", 1) + "/rank_0.context.json"));
+  CHECK(PathExists(node.agent->LogPath("j1", 1, 0)));
+}
+
+TEST_CASE("a symlink planted at a pending job's trial dir path fails the launch") {
+  const bool root = ::geteuid() == 0;
+  Node node(/*as_nobody=*/root);  // as root: the setup, --worker-user nobody
+  const std::string victim = MakeVictim();
+  const std::string before = Snapshot(victim);
+  // The trial dir path is predictable: <storage_path>/<name>-<id>.
+  REQUIRE(::symlink(victim.c_str(), (node.storage + "/mnist-j1").c_str()) == 0);
+  Status st = node.agent->Launch(node.Plan());
+  CHECK(st.code() == Status::Code::kPermissionDenied);
+  CHECK(Mentions(st, "refusing to follow a symlink at " + node.storage + "/mnist-j1"));
+  CHECK(node.agent->LiveWorkers("j1", 1) == 0);
+  // Neither created in (.staging), nor chowned to the worker user, nor written.
+  CHECK(Snapshot(victim) == before);
+  RemoveAll(victim);
+}
+
+TEST_CASE("a symlink planted at a trial dir's .staging fails the launch") {
+  const bool root = ::geteuid() == 0;
+  Node node(/*as_nobody=*/root);
+  const std::string victim = MakeVictim();
+  const std::string before = Snapshot(victim);
+  // A trial dir from an earlier attempt, given to the worker, which swapped .staging.
+  const std::string trial = node.storage + "/mnist-j1";
+  REQUIRE(MakeDirs(trial).ok());
+  if (root) REQUIRE(::chown(trial.c_str(), kNobodyUid, kNogroupGid) == 0);
+  REQUIRE(::symlink(victim.c_str(), (trial + "/.staging").c_str()) == 0);
+  Status st = node.agent->Launch(node.Plan(2));
+  CHECK(st.code() == Status::Code::kPermissionDenied);
+  CHECK(Mentions(st, "refusing to follow a symlink at " + trial + "/.staging"));
+  CHECK(node.agent->LiveWorkers("j1", 2) == 0);
+  CHECK(Snapshot(victim) == before);
+  RemoveAll(victim);
+}
+
+TEST_CASE("a symlink planted at the attempt dir below the data dir fails the launch") {
+  Node node;
+  const std::string victim = MakeVictim();
+  const std::string before = Snapshot(victim);
+  REQUIRE(MakeDirs(node.data_dir + "/data/jobs").ok());
+  REQUIRE(::symlink(victim.c_str(), (node.data_dir + "/data/jobs/j1").c_str()) == 0);
+  Status st = node.agent->Launch(node.Plan());
+  CHECK(st.code() == Status::Code::kPermissionDenied);
+  CHECK(Mentions(st, "refusing to follow a symlink at " + node.data_dir + "/data/jobs/j1"));
+  CHECK(Snapshot(victim) == before);
+  // At attempt_<n> itself too.
+  REQUIRE(::unlink((node.data_dir + "/data/jobs/j1").c_str()) == 0);
+  REQUIRE(MakeDirs(node.data_dir + "/data/jobs/j1").ok());
+  REQUIRE(::symlink(victim.c_str(), (node.data_dir + "/data/jobs/j1/attempt_1").c_str()) == 0);
+  CHECK(node.agent->Launch(node.Plan()).code() == Status::Code::kPermissionDenied);
+  CHECK(Snapshot(victim) == before);
+  RemoveAll(victim);
+}
+
+TEST_CASE("a trial dir owned by a user other than root or the worker user is refused") {
+  if (::geteuid() != 0) {
+    WARN("skipped: needs root (chown to nobody)");
+    return;
+  }
+  {
+    // No worker user: a trial dir that "nobody" created in /tmp before the job started is
+    // a stranger's, and the daemon would otherwise write root's files into it.
+    Node node;
+    const std::string trial = node.storage + "/mnist-j1";
+    REQUIRE(MakeDirs(trial, 0777).ok());
+    REQUIRE(::chown(trial.c_str(), kNobodyUid, kNogroupGid) == 0);
+    Status st = node.agent->Launch(node.Plan());
+    CHECK(st.code() == Status::Code::kPermissionDenied);
+    CHECK(Mentions(st, "owned by uid 65534"));
+    CHECK(!PathExists(trial + "/.staging"));
+  }
+  {
+    // With --worker-user nobody the same directory is the worker's own: accepted, and the
+    // staging dir is given to it.
+    Node node(/*as_nobody=*/true);
+    const std::string trial = node.storage + "/mnist-j1";
+    REQUIRE(MakeDirs(trial, 0755).ok());
+    REQUIRE(::chown(trial.c_str(), kNobodyUid, kNogroupGid) == 0);
+    REQUIRE(node.agent->Launch(node.Plan()).ok());
+    node.RunUntilExit();
+    CHECK(node.rec.exits[0].exit_code == 0);
+    struct stat st;
+    REQUIRE(::stat((trial + "/.staging/attempt_1").c_str(), &st) == 0);
+    CHECK(st.st_uid == kNobodyUid);
+    // .staging too, so that the head (acting as the worker) can remove ended attempts'.
+    REQUIRE(::stat((trial + "/.staging").c_str(), &st) == 0);
+    CHECK(st.st_uid == kNobodyUid);
+  }
+}
+
+TEST_CASE("launching attempt N removes the staging areas of attempts before N") {
+  Node node(/*as_nobody=*/::geteuid() == 0);
+  const std::string victim = MakeVictim();
+  const std::string before = Snapshot(victim);
+  const std::string staging = node.storage + "/mnist-j1/.staging";
+  // What two killed daemons left behind, and a link a worker planted among them.
+  REQUIRE(MakeDirs(staging + "/attempt_1/seq_0/rank_0").ok());
+  REQUIRE(WriteFileAtomic(staging + "/attempt_1/seq_0/rank_0/model.pt", "7 MB").ok());
+  REQUIRE(MakeDirs(staging + "/attempt_2/seq_4").ok());
+  REQUIRE(::symlink(victim.c_str(), (staging + "/attempt_0").c_str()) == 0);
+  REQUIRE(::symlink(victim.c_str(), (staging + "/attempt_2/seq_4/loot").c_str()) == 0);
+  REQUIRE(MakeDirs(staging + "/attempt_7").ok());  // not older: kept
+  REQUIRE(MakeDirs(staging + "/attempt_x").ok());  // not an attempt: kept
+  REQUIRE(node.agent->Launch(node.Plan(3)).ok());
+  node.RunUntilExit();
+  CHECK(!PathExists(staging + "/attempt_1"));
+  CHECK(!PathExists(staging + "/attempt_2"));
+  struct stat st;
+  CHECK(::lstat((staging + "/attempt_0").c_str(), &st) != 0);  // the link, not its target
+  CHECK(IsDirectory(staging + "/attempt_3"));
+  CHECK(IsDirectory(staging + "/attempt_7"));
+  CHECK(IsDirectory(staging + "/attempt_x"));
+  CHECK(Snapshot(victim) == before);
+  RemoveAll(victim);
+}
+
+TEST_CASE("RemoveStaleStaging leaves newer attempts and keeps going after an error") {
+  const std::string top = MakeTempDir("stale", 0755);
+  REQUIRE(MakeDirs(top + "/attempt_1").ok());
+  REQUIRE(MakeDirs(top + "/attempt_5").ok());
+  REQUIRE(MakeDirs(top + "/attempt_12345678901").ok());  // too long for an attempt number
+  auto dir = OpenTrustedDir(top);
+  REQUIRE(dir.ok());
+  CHECK(Agent::RemoveStaleStaging(*dir, 5).ok());
+  CHECK(!PathExists(top + "/attempt_1"));
+  CHECK(IsDirectory(top + "/attempt_5"));
+  CHECK(IsDirectory(top + "/attempt_12345678901"));
+  RemoveAll(top);
+}
