@@ -151,6 +151,12 @@ Result<SafeDir> WalkTrusted(const std::string& path, bool create, mode_t mode) {
       continue;
     }
     if (!S_ISDIR(st.st_mode)) return Status::FailedPrecondition(here + " is not a directory");
+    // Created between the open and the stat (ranks make the same seq_K dir at once): open
+    // it again, a bounded number of times.
+    if (open_err == ENOENT && ++creates <= 4 * static_cast<int>(parts.size()) + 8) {
+      todo.push_front(name);
+      continue;
+    }
     return ErrnoStatus(open_err, "open", here);
   }
   return SafeDir{std::move(cur), abs};

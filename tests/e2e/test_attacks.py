@@ -9,6 +9,7 @@ saying so, without it.
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -108,6 +109,94 @@ class AttackTest(DaemonTestCase):
         self.assert_alive()
 
 
+def alive(pid):
+    """False for a dead process or a zombie (an orphan's zombie waits for init)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+class EscapeTest(DaemonTestCase):
+    """Processes a training library starts (in its process group, or in a session of its
+    own with setsid) never outlive their attempt or their daemon."""
+
+    def start_job(self, workers=2):
+        """Two jobs: one whose ranks leave a child in their process group, one whose ranks
+        leave a child in a session of its own (setsid). Returns every pid involved."""
+        d = self.daemon
+        dirs = []
+        for mode in ("group", "setsid"):
+            tmp = tempfile.mkdtemp(prefix=f"traintl-escape-{mode}-", dir=d.data_dir)
+            spec = train_spec(name="escape-" + mode, workers=workers, epochs=1000,
+                              sleep_ms=100, checkpoint_every=0, tmp_dir=tmp)
+            spec["train_loop_config"]["spawn_child"] = mode
+            job_id = d.submit_spec(spec)
+            d.wait_job(job_id, lambda x: x["state"] == "RUNNING", what="RUNNING")
+            dirs.append(tmp)
+        pids = []
+        for tmp in dirs:
+            files = wait_for(lambda: (lambda f: f if len(f) >= workers else None)(
+                [x for x in os.listdir(tmp) if x.startswith("child_")]), 30,
+                what="children started")
+            for name in files:
+                with open(os.path.join(tmp, name)) as f:
+                    pids.append(int(f.read()))
+        pids = sorted(set(pids + d.worker_pids()))  # forked children look like workers
+        self.assertEqual(len(pids), 4 * workers)
+        for p in pids:
+            self.assertTrue(alive(p), p)
+        return pids
+
+    def assert_all_gone(self, pids, timeout=5):
+        wait_for(lambda: not any(alive(p) for p in pids), timeout,
+                 what="every worker and child to be gone: " +
+                 str([p for p in pids if alive(p)]))
+
+    def uses_cgroups(self):
+        return "workers run in cgroups" in self.daemon.log()
+
+    def test_kill9_of_the_daemon_leaves_no_process(self):
+        pids = self.start_job()
+        if not self.uses_cgroups():
+            self.skipTest("no cgroups here (setsid children can escape): " +
+                          self.daemon.log()[-500:])
+        self.daemon.kill9()
+        self.assert_all_gone(pids)
+
+    def test_sigterm_of_the_daemon_leaves_no_process(self):
+        pids = self.start_job()
+        self.daemon.stop()
+        self.assert_all_gone(pids)
+
+    def test_kill9_with_the_reaper_gone_is_cleaned_up_at_restart(self):
+        pids = self.start_job()
+        if not self.uses_cgroups():
+            self.skipTest("no cgroups here")
+        d = self.daemon
+        reapers = []
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)
+                comm = fields[0].split("(", 1)[1]
+                ppid = int(fields[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            if comm == "traintld-reaper" and ppid == d.proc.pid:
+                reapers.append(int(entry))
+        self.assertEqual(len(reapers), 1, "the daemon's reaper")
+        os.kill(reapers[0], signal.SIGKILL)  # as if the OOM killer took both
+        d.kill9()
+        time.sleep(1)
+        self.assertTrue(any(alive(p) for p in pids), "something else cleaned up")
+        d.start()
+        self.assert_all_gone(pids)
+
+
 @unittest.skipUnless(os.geteuid() == 0, "needs root to mount a tmpfs (runs as root in CI)")
 class FullDiskTest(unittest.TestCase):
     SIZE_MB = 160
@@ -123,6 +212,7 @@ class FullDiskTest(unittest.TestCase):
 
     def tearDown(self):
         if self.daemon is not None:
+            self.daemon.stop()
             leftover = self.daemon.worker_pids()
             self.daemon.cleanup()
             self.assertEqual(leftover, [], "worker processes left behind")

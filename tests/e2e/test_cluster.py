@@ -224,6 +224,8 @@ def attempts_alive(job_id):
                 cmd = f.read().decode(errors="replace")
         except OSError:
             continue
+        if marker not in cmd:  # it exited between the two reads
+            continue
         tail = cmd.split(marker, 1)[1]
         out.add(int(tail.split("/", 1)[0]))
     return out
