@@ -185,21 +185,32 @@ void ClusterRuntime::HttpThreadMain() {
 // ---- head side: RemoteNodes ----
 
 void ClusterRuntime::Launch(const std::string& api_address, json plan,
-                            std::function<void(Status)> done) {
+                            std::function<void(Result<int>)> done) {
   plan["blob_source"] = options_.self.api_address;
   auto* io = &io_;
   const auto headers = AuthHeaders();
-  RunOnHttpThread([io, api_address, headers, body = plan.dump(), done, tls = Tls()] {
+  const int planned_port = plan.value("master_port", 0);
+  RunOnHttpThread([io, api_address, headers, body = plan.dump(), done, planned_port, tls = Tls()] {
     auto r = Call(api_address, "POST", "/v1/internal/launch", body, headers,
                   std::chrono::seconds(30), tls);
-    Status st = Status::Ok();
+    Result<int> port = Status::Unavailable("no answer");
     if (!r.ok()) {
-      st = r.status();
+      port = r.status();
     } else if (r->status != 200) {
       json b = ParseJsonBounded(r->body);
-      st = Status::Unavailable(b.is_object() ? b.value("error", r->body) : r->body);
+      port = Status::Unavailable(b.is_object() ? b.value("error", r->body) : r->body);
+    } else {
+      json b = ParseJsonBounded(r->body);
+      const json* p = b.is_object() && b.contains("master_port") ? &b["master_port"] : nullptr;
+      if (p != nullptr && p->is_number_integer() && p->get<int>() > 0 && p->get<int>() < 65536) {
+        port = p->get<int>();
+      } else if (planned_port > 0) {
+        port = planned_port;  // an older agent: it used the head's port
+      } else {
+        port = Status::Unavailable("the node did not say its rendezvous port (an older version?)");
+      }
     }
-    asio::post(*io, [done, st] { done(st); });
+    asio::post(*io, [done, port] { done(port); });
   });
 }
 
@@ -632,12 +643,12 @@ void ClusterRuntime::RegisterRoutes(http::Router& router) {
       }
       LOG_INFO << "job " << p.job_id << ": starting " << p.world_ranks.size()
                << " rank(s) of attempt " << p.attempt << " for the head";
-      Status st = agent_->Launch(p);
-      if (!st.ok()) {
-        res->SendError(500, st.message());
+      Result<int> port = agent_->Launch(p);
+      if (!port.ok()) {
+        res->SendError(500, port.status().message());
         return;
       }
-      res->SendJson(200, {{"ok", true}});
+      res->SendJson(200, {{"ok", true}, {"master_port", *port}});
     };
     if (plan->library_sha256.empty() || blobs_->Has(plan->library_sha256)) {
       launch(std::move(*plan));

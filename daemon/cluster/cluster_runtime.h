@@ -106,7 +106,7 @@ class ClusterRuntime : public RemoteNodes {
 
   // RemoteNodes (head side).
   void Launch(const std::string& api_address, nlohmann::json plan,
-              std::function<void(Status)> done) override;
+              std::function<void(Result<int>)> done) override;
   void Stop(const std::string& api_address, const std::string& job_id, int attempt) override;
 
  private:

@@ -24,26 +24,6 @@ using nlohmann::json;
 
 namespace {
 
-// A free TCP port on `address` for rank 0's TCPStore. The port is released before the
-// worker binds it; the window is small and a clash fails the attempt, which restarts.
-int PickFreePort(const std::string& address) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return 0;
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = 0;
-  if (::inet_pton(AF_INET, address.c_str(), &sa.sin_addr) != 1)
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  int port = 0;
-  socklen_t len = sizeof sa;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) == 0) {
-    port = ntohs(sa.sin_port);
-  }
-  ::close(fd);
-  return port;
-}
-
 std::string SignalName(int sig) {
   const char* abbrev = ::sigabbrev_np(sig);
   return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
@@ -650,7 +630,9 @@ void JobManager::LaunchCommitted(const std::string& job_id, const JobRecord& job
   const NodeStatus* master =
       registry_.Get(a.rank_nodes.empty() ? options_.node_id : a.rank_nodes[0]);
   base.master_addr = master != nullptr ? master->host : options_.node_address;
-  base.master_port = PickFreePort(base.master_addr);
+  // Chosen by rank 0's node when it launches (only it can bind its own address), then
+  // handed to the other nodes: see LaunchNodes.
+  base.master_port = 0;
   base.collective_timeout_s = options_.collective_timeout_s;
   base.use_gpu = spec.use_gpu;
   json datasets = json::object();
@@ -702,32 +684,73 @@ void JobManager::LaunchCommitted(const std::string& job_id, const JobRecord& job
     BeginEnding(*at);
     MaybeFinishAttempt(job_id);
   };
-  for (const auto& node : order) {
-    NodeAttemptPlan& plan = plans[node];
+  auto local_failed = [this, job_id, attempt](const Status& st) {
+    ActiveAttempt* at = Find(job_id, attempt);
+    if (at == nullptr) return;
+    commands::AttemptOutcome o;
+    o.state = kJobFailed;
+    o.reason = st.message();
+    if (!at->failure) at->failure = o;
+    BeginEnding(*at);
+    MaybeFinishAttempt(job_id);
+  };
+  // Launches `node`'s plan with the rendezvous port `port` (0 for rank 0's node, which
+  // chooses it); then `started(port)` runs, or `failed()` when it could not start. A node
+  // of an attempt that is ending is not started (its ranks count as exited).
+  using Started = std::function<void(int)>;
+  using Failed = std::function<void()>;
+  auto launch_node = [this, job_id, attempt, fail_node, local_failed](
+                         const std::string& node, NodeAttemptPlan plan, int port, Started started,
+                         Failed failed) {
+    ActiveAttempt* at = Find(job_id, attempt);
+    if (at == nullptr) return;
+    if (at->ending) {
+      fail_node(node, "the attempt ended before node " + node + " started its ranks");
+      if (failed) failed();
+      return;
+    }
+    plan.master_port = port;
     if (node == options_.node_id) {
-      Status st = agent_->Launch(plan);
-      if (!st.ok()) {
-        ActiveAttempt* at = Find(job_id, attempt);
-        if (at == nullptr) return;
-        commands::AttemptOutcome o;
-        o.state = kJobFailed;
-        o.reason = st.message();
-        if (!at->failure) at->failure = o;
-        BeginEnding(*at);
-        MaybeFinishAttempt(job_id);
+      Result<int> chosen = agent_->Launch(plan);
+      if (!chosen.ok()) {
+        local_failed(chosen.status());
+        if (failed) failed();
         return;
       }
-      continue;
+      if (started) started(*chosen);
+      return;
     }
     const NodeStatus* n = registry_.Get(node);
     if (remote_ == nullptr || n == nullptr || !n->alive) {
       fail_node(node, "node " + node + " is gone");
-      continue;
+      if (failed) failed();
+      return;
     }
-    remote_->Launch(n->api_address, NodeAttemptPlanToJson(plan), [fail_node, node](Status st) {
-      if (!st.ok()) fail_node(node, "node " + node + " could not start its ranks: " + st.message());
-    });
-  }
+    remote_->Launch(n->api_address, NodeAttemptPlanToJson(plan),
+                    [fail_node, node, started, failed](Result<int> chosen) {
+                      if (!chosen.ok()) {
+                        fail_node(node, "node " + node + " could not start its ranks: " +
+                                            chosen.status().message());
+                        if (failed) failed();
+                        return;
+                      }
+                      if (started) started(*chosen);
+                    });
+  };
+  // Rank 0's node first (order[0]: nodes go in the order of their first rank), then the
+  // others with the port it chose; when it cannot start, the others never do.
+  const std::string first = order.front();
+  std::vector<std::pair<std::string, NodeAttemptPlan>> rest;
+  for (size_t i = 1; i < order.size(); ++i) rest.emplace_back(order[i], plans[order[i]]);
+  launch_node(
+      first, plans[first], 0,
+      [launch_node, rest](int port) {
+        for (const auto& [node, plan] : rest) launch_node(node, plan, port, nullptr, nullptr);
+      },
+      [fail_node, rest]() {
+        for (const auto& [node, plan] : rest)
+          fail_node(node, "not started: the node of rank 0 could not start");
+      });
 }
 
 JobManager::ActiveAttempt* JobManager::Find(const std::string& job_id, int attempt) {

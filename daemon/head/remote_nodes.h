@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/result.h"
 #include "common/status.h"
 
 namespace traintl {
@@ -18,9 +19,10 @@ class RemoteNodes {
  public:
   virtual ~RemoteNodes() = default;
   // Sends the node's part of an attempt (NodeAttemptPlanToJson) to the agent at
-  // `api_address`; done(OK) once its workers were started.
+  // `api_address`; done(rendezvous port) once its workers were started: the plan's
+  // master_port, or the one that node chose for its rank 0 (Agent::Launch).
   virtual void Launch(const std::string& api_address, nlohmann::json plan,
-                      std::function<void(Status)> done) = 0;
+                      std::function<void(Result<int>)> done) = 0;
   // Best effort: asks the agent to stop every worker of the attempt.
   virtual void Stop(const std::string& api_address, const std::string& job_id, int attempt) = 0;
 };

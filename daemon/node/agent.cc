@@ -1,5 +1,11 @@
 #include "daemon/node/agent.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 
@@ -48,7 +54,35 @@ OwnerPolicy Agent::JobOwners() const {
   return owners;
 }
 
-Status Agent::Launch(const NodeAttemptPlan& plan) {
+int Agent::PickFreePort(const std::string& address) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return 0;
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = 0;
+  if (::inet_pton(AF_INET, address.c_str(), &sa.sin_addr) != 1)
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  int port = 0;
+  socklen_t len = sizeof sa;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) == 0) {
+    port = ntohs(sa.sin_port);
+  }
+  ::close(fd);
+  return port;
+}
+
+Result<int> Agent::Launch(const NodeAttemptPlan& planned) {
+  NodeAttemptPlan plan = planned;
+  if (plan.master_port == 0) {
+    // Rank 0 serves the rendezvous store on its own node's address: only this node can
+    // tell which port is free there.
+    if (std::find(plan.world_ranks.begin(), plan.world_ranks.end(), 0) == plan.world_ranks.end())
+      return Status::InvalidArgument("no rendezvous port in a plan without rank 0");
+    plan.master_port = PickFreePort(plan.master_addr);
+    if (plan.master_port == 0)
+      return Status::Unavailable("no free port for the rendezvous on " + plan.master_addr);
+  }
   // Every directory is created or entered by common/safe_fs.h, never through a symlink a
   // worker (or anybody but root and the daemon's user) planted: the data dir and the
   // storage path are configuration (trusted prefix); what lies below them for this job is
@@ -148,7 +182,7 @@ Status Agent::Launch(const NodeAttemptPlan& plan) {
                     "rank " + std::to_string(rank) + " could not start: " + st.message());
     }
   }
-  return Status::Ok();
+  return plan.master_port;
 }
 
 }  // namespace traintl

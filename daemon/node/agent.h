@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/result.h"
 #include "common/safe_fs.h"
 #include "common/status.h"
 #include "daemon/node/worker_pool.h"
@@ -33,8 +34,8 @@ struct NodeAttemptPlan {
   nlohmann::json config = nlohmann::json::object();
   std::string checkpoint_dir;  // "" = none
   std::string trial_dir;
-  std::string master_addr;
-  int master_port = 0;
+  std::string master_addr;  // the address of rank 0's node
+  int master_port = 0;      // 0: rank 0's node chooses it (Agent::Launch)
   int collective_timeout_s = 300;
   bool use_gpu = false;
   nlohmann::json datasets = nlohmann::json::object();
@@ -59,7 +60,13 @@ class Agent {
   // the trial dir and its .staging/attempt_<n> the daemon's or the worker user's, and none
   // of them a symlink (PermissionDenied "refusing to follow a symlink at ..." otherwise).
   // Also removes the staging areas of earlier attempts (RemoveStaleStaging).
-  Status Launch(const NodeAttemptPlan& plan);
+  // Returns the rendezvous port (TCPStore of rank 0): the plan's master_port, or, when it
+  // is 0 and this node runs rank 0, a free port of master_addr chosen here (the head
+  // cannot bind another machine's address). The port is not held until rank 0 binds it; a
+  // clash fails the attempt, which restarts.
+  Result<int> Launch(const NodeAttemptPlan& plan);
+  // A free TCP port on `address` (loopback when it is not an IPv4 literal); 0 when none.
+  static int PickFreePort(const std::string& address);
   void Stop(const std::string& job_id, int attempt) { pool_->StopAttempt(job_id, attempt); }
   void Ack(const std::string& job_id, int attempt, int rank, int seq) {
     pool_->Ack(job_id, attempt, rank, seq);

@@ -104,7 +104,7 @@ TEST_CASE("a symlink planted at a pending job's trial dir path fails the launch"
   const std::string before = Snapshot(victim);
   // The trial dir path is predictable: <storage_path>/<name>-<id>.
   REQUIRE(::symlink(victim.c_str(), (node.storage + "/mnist-j1").c_str()) == 0);
-  Status st = node.agent->Launch(node.Plan());
+  Status st = node.agent->Launch(node.Plan()).status();
   CHECK(st.code() == Status::Code::kPermissionDenied);
   CHECK(Mentions(st, "refusing to follow a symlink at " + node.storage + "/mnist-j1"));
   CHECK(node.agent->LiveWorkers("j1", 1) == 0);
@@ -123,7 +123,7 @@ TEST_CASE("a symlink planted at a trial dir's .staging fails the launch") {
   REQUIRE(MakeDirs(trial).ok());
   if (root) REQUIRE(::chown(trial.c_str(), kNobodyUid, kNogroupGid) == 0);
   REQUIRE(::symlink(victim.c_str(), (trial + "/.staging").c_str()) == 0);
-  Status st = node.agent->Launch(node.Plan(2));
+  Status st = node.agent->Launch(node.Plan(2)).status();
   CHECK(st.code() == Status::Code::kPermissionDenied);
   CHECK(Mentions(st, "refusing to follow a symlink at " + trial + "/.staging"));
   CHECK(node.agent->LiveWorkers("j1", 2) == 0);
@@ -137,7 +137,7 @@ TEST_CASE("a symlink planted at the attempt dir below the data dir fails the lau
   const std::string before = Snapshot(victim);
   REQUIRE(MakeDirs(node.data_dir + "/data/jobs").ok());
   REQUIRE(::symlink(victim.c_str(), (node.data_dir + "/data/jobs/j1").c_str()) == 0);
-  Status st = node.agent->Launch(node.Plan());
+  Status st = node.agent->Launch(node.Plan()).status();
   CHECK(st.code() == Status::Code::kPermissionDenied);
   CHECK(Mentions(st, "refusing to follow a symlink at " + node.data_dir + "/data/jobs/j1"));
   CHECK(Snapshot(victim) == before);
@@ -145,7 +145,7 @@ TEST_CASE("a symlink planted at the attempt dir below the data dir fails the lau
   REQUIRE(::unlink((node.data_dir + "/data/jobs/j1").c_str()) == 0);
   REQUIRE(MakeDirs(node.data_dir + "/data/jobs/j1").ok());
   REQUIRE(::symlink(victim.c_str(), (node.data_dir + "/data/jobs/j1/attempt_1").c_str()) == 0);
-  CHECK(node.agent->Launch(node.Plan()).code() == Status::Code::kPermissionDenied);
+  CHECK(node.agent->Launch(node.Plan()).status().code() == Status::Code::kPermissionDenied);
   CHECK(Snapshot(victim) == before);
   RemoveAll(victim);
 }
@@ -162,7 +162,7 @@ TEST_CASE("a trial dir owned by a user other than root or the worker user is ref
     const std::string trial = node.storage + "/mnist-j1";
     REQUIRE(MakeDirs(trial, 0777).ok());
     REQUIRE(::chown(trial.c_str(), kNobodyUid, kNogroupGid) == 0);
-    Status st = node.agent->Launch(node.Plan());
+    Status st = node.agent->Launch(node.Plan()).status();
     CHECK(st.code() == Status::Code::kPermissionDenied);
     CHECK(Mentions(st, "owned by uid 65534"));
     CHECK(!PathExists(trial + "/.staging"));
@@ -224,4 +224,28 @@ TEST_CASE("RemoveStaleStaging leaves newer attempts and keeps going after an err
   CHECK(IsDirectory(top + "/attempt_5"));
   CHECK(IsDirectory(top + "/attempt_12345678901"));
   RemoveAll(top);
+}
+
+TEST_CASE("the node that runs rank 0 chooses the rendezvous port on its own address") {
+  Node node;
+  NodeAttemptPlan p = node.Plan();
+  p.master_addr = "127.0.0.1";
+  auto port = node.agent->Launch(p);
+  REQUIRE(port.ok());
+  CHECK(*port > 0);
+  node.RunUntilExit();
+  auto ctx = ReadFile(node.agent->AttemptDir("j1", 1) + "/rank_0.context.json");
+  REQUIRE(ctx.ok());
+  CHECK(nlohmann::json::parse(*ctx)["master_port"] == *port);
+  // A port the head chose (rank 0 on the head's node) is kept; a node without rank 0 is
+  // never asked to choose.
+  NodeAttemptPlan q = node.Plan(2);
+  q.master_port = 4242;
+  auto kept = node.agent->Launch(q);
+  REQUIRE(kept.ok());
+  CHECK(*kept == 4242);
+  NodeAttemptPlan r = node.Plan(3);
+  r.world_ranks = {1};
+  r.world_size = 2;
+  CHECK(node.agent->Launch(r).status().code() == Status::Code::kInvalidArgument);
 }
