@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <random>
 
 #include "common/safe_fs.h"
@@ -41,6 +42,41 @@ std::string TempSuffix() {
   return buf;
 }
 
+// Reads `fd` to its end (closing it), refusing more than `max_bytes`.
+Result<std::string> ReadToEnd(int fd, const std::string& path, size_t max_bytes,
+                              size_t expected = 0) {
+  std::string out;
+  out.reserve(expected);
+  char buf[65536];
+  for (;;) {
+    ssize_t r = ::read(fd, buf, sizeof buf);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      Status err = Status::Internal(Errno("read", path));
+      ::close(fd);
+      return err;
+    }
+    if (r == 0) break;
+    if (out.size() + static_cast<size_t>(r) > max_bytes) {
+      ::close(fd);
+      return Status::ResourceExhausted(path + ": more than the limit of " +
+                                       std::to_string(max_bytes) + " bytes");
+    }
+    out.append(buf, static_cast<size_t>(r));
+  }
+  ::close(fd);
+  return out;
+}
+
+const char* FileKind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "a special file";
+}
+
 }  // namespace
 
 Result<std::string> ReadFile(const std::string& path) {
@@ -49,21 +85,7 @@ Result<std::string> ReadFile(const std::string& path) {
     if (errno == ENOENT) return Status::NotFound(Errno("open", path));
     return Status::Internal(Errno("open", path));
   }
-  std::string out;
-  char buf[65536];
-  for (;;) {
-    ssize_t r = ::read(fd, buf, sizeof buf);
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      Status st = Status::Internal(Errno("read", path));
-      ::close(fd);
-      return st;
-    }
-    if (r == 0) break;
-    out.append(buf, static_cast<size_t>(r));
-  }
-  ::close(fd);
-  return out;
+  return ReadToEnd(fd, path, std::numeric_limits<size_t>::max());
 }
 
 Result<std::string> ReadRegularFile(const std::string& path, size_t max_bytes) {
@@ -81,41 +103,15 @@ Result<std::string> ReadRegularFile(const std::string& path, size_t max_bytes) {
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    return Status::InvalidArgument(path + ": not a regular file (" +
-                                   (S_ISDIR(st.st_mode)    ? "a directory"
-                                    : S_ISFIFO(st.st_mode) ? "a FIFO"
-                                    : S_ISCHR(st.st_mode)  ? "a character device"
-                                    : S_ISBLK(st.st_mode)  ? "a block device"
-                                    : S_ISSOCK(st.st_mode) ? "a socket"
-                                                           : "a special file") +
-                                   ")");
+    return Status::InvalidArgument(path + ": not a regular file (" + FileKind(st.st_mode) + ")");
   }
   if (static_cast<uint64_t>(st.st_size) > max_bytes) {
     ::close(fd);
     return Status::ResourceExhausted(path + ": " + std::to_string(st.st_size) +
                                      " bytes, more than the limit of " + std::to_string(max_bytes));
   }
-  std::string out;
-  out.reserve(static_cast<size_t>(st.st_size));
-  char buf[65536];
-  for (;;) {
-    ssize_t r = ::read(fd, buf, sizeof buf);
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      Status err = Status::Internal(Errno("read", path));
-      ::close(fd);
-      return err;
-    }
-    if (r == 0) break;
-    if (out.size() + static_cast<size_t>(r) > max_bytes) {  // it grew while we read
-      ::close(fd);
-      return Status::ResourceExhausted(path + ": more than the limit of " +
-                                       std::to_string(max_bytes) + " bytes");
-    }
-    out.append(buf, static_cast<size_t>(r));
-  }
-  ::close(fd);
-  return out;
+  // Checked again while reading: the file may grow meanwhile.
+  return ReadToEnd(fd, path, max_bytes, static_cast<size_t>(st.st_size));
 }
 
 Status WriteFileAtomic(const std::string& path, const std::string& data, mode_t mode) {

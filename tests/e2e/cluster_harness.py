@@ -9,6 +9,7 @@ import secrets
 import shutil
 import subprocess
 import sys
+import unittest
 
 from harness import Daemon, bin_path, wait_for
 
@@ -54,9 +55,11 @@ class Cluster:
     def alive(self):
         return [d for d in self.daemons if d.proc and d.proc.poll() is None]
 
-    def head(self, timeout=15):
+    def head(self, timeout=15, among=None):
+        """The daemon that says it is the head, among `among` (default: every live one;
+        pass a subset to leave out one that would not answer, e.g. a stopped one)."""
         def find():
-            for d in self.alive():
+            for d in among or self.alive():
                 try:
                     if d.get("/healthz", auth=False)[1].get("role") == "head":
                         return d
@@ -210,3 +213,61 @@ class NetnsDaemon(Daemon):
         # ip netns exec execs traintld: proc.pid is the daemon's pid.
         return ["ip", "netns", "exec", self.netns] + super().command(self.host) + [
             "--insecure-allow-remote-without-tls"]
+
+
+class NetnsClusterTestCase(unittest.TestCase):
+    """A cluster whose daemons live in the two namespaces of a NetnsPair (the test enters
+    the hub). Skipped, with the reason printed, where namespaces cannot be made or
+    skip_reason() says so; tearDown heals the link, stops every daemon and checks that no
+    worker is left."""
+
+    def skip_reason(self):
+        return None
+
+    def setUp(self):
+        reason = netns_unavailable() or self.skip_reason()
+        if reason:
+            print(f"SKIPPED {type(self).__name__}: {reason}")
+            self.skipTest(reason)
+        self.net = NetnsPair().create()
+        self.cluster = None
+        try:
+            self.net.enter_hub()
+            self.cluster = Cluster(voters=1, agents=0)
+        except BaseException:
+            self.net.destroy()
+            raise
+
+    def tearDown(self):
+        try:
+            c = self.cluster
+            failed = any(err for _, err in getattr(self._outcome, "errors", []) if err) or \
+                bool(getattr(getattr(self._outcome, "result", None), "failures", []))
+            if failed:
+                c.dump_logs()
+            try:
+                self.net.heal()  # a test that failed mid-partition: let the daemons talk
+            except RuntimeError:
+                pass
+            errors = []
+            for d in c.daemons:
+                try:
+                    d.stop()
+                except AssertionError as e:  # stop() killed it after its timeout
+                    errors.append(str(e)[:2000])
+            leftover = [p for d in c.daemons for p in d.worker_pids()]
+            c.cleanup()
+            self.assertEqual(leftover, [], "worker processes left behind")
+            self.assertEqual(errors, [])
+        finally:
+            self.net.destroy()
+
+    def daemon(self, ns, host, num_cpus, args, node_id=None):
+        """A daemon (not started) in namespace `ns` on `host`; `node_id` fixes its id (the
+        scheduler numbers ranks in node-id order)."""
+        d = self.cluster._new(args, num_cpus=num_cpus,
+                              factory=lambda **kw: NetnsDaemon(ns, host, **kw))
+        if node_id:
+            with open(os.path.join(d.data_dir, "node_id"), "w") as f:
+                f.write(node_id + "\n")
+        return d

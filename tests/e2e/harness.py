@@ -8,6 +8,7 @@ process outlives its job.
 import json
 import os
 import shutil
+import socket
 import signal
 import subprocess
 import sys
@@ -59,6 +60,33 @@ def worker_pids(marker):
         if "traintl-worker" in joined and marker in joined:
             pids.append(int(entry))
     return pids
+
+
+def raw_exchange(address, data, read_timeout=30.0):
+    """Sends raw bytes on a new connection and returns everything read until the server
+    closes it (or read_timeout passes). A server that answers and closes before reading
+    everything (a refused request) is not an error."""
+    host, port = address.rsplit(":", 1)
+    s = socket.create_connection((host, int(port)), timeout=read_timeout)
+    try:
+        try:
+            s.sendall(data)
+            s.shutdown(socket.SHUT_WR)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        out = b""
+        deadline = time.monotonic() + read_timeout
+        while time.monotonic() < deadline:
+            try:
+                chunk = s.recv(65536)
+            except (ConnectionResetError, socket.timeout):
+                break
+            if not chunk:
+                break
+            out += chunk
+        return out
+    finally:
+        s.close()
 
 
 class Daemon:

@@ -10,37 +10,12 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
 import unittest
 
-from harness import Daemon, DaemonTestCase, bin_path, lib_path, main, train_spec, wait_for
-
-
-def raw_exchange(address, data, read_timeout=30.0):
-    host, port = address.rsplit(":", 1)
-    s = socket.create_connection((host, int(port)), timeout=read_timeout)
-    try:
-        try:
-            s.sendall(data)
-            s.shutdown(socket.SHUT_WR)
-        except (BrokenPipeError, ConnectionResetError):
-            pass
-        out = b""
-        deadline = time.monotonic() + read_timeout
-        while time.monotonic() < deadline:
-            try:
-                chunk = s.recv(65536)
-            except (ConnectionResetError, socket.timeout):
-                break
-            if not chunk:
-                break
-            out += chunk
-        return out
-    finally:
-        s.close()
+from harness import Daemon, DaemonTestCase, main, raw_exchange, train_spec, wait_for
 
 
 class AttackTest(DaemonTestCase):

@@ -7,7 +7,7 @@ import threading
 import time
 import unittest
 
-from cluster_harness import LOSS_MS, Cluster, NetnsDaemon, NetnsPair, netns_unavailable
+from cluster_harness import LOSS_MS, Cluster, NetnsClusterTestCase
 from harness import main, train_spec, wait_for, worker_pids
 
 
@@ -254,54 +254,12 @@ class AttemptWatcher(threading.Thread):
         self.join(5)
 
 
-class PartitionTest(unittest.TestCase):
+class PartitionTest(NetnsClusterTestCase):
     """An agent in its own network namespace is cut off from the head (its veth link goes
     down). The agent stops its workers itself (fencing, within 60% of the node-loss
     bound), the head declares it lost and runs the next attempt on another node, and no
     two attempts of the job ever run at once. Head and the other agent live in a second
     namespace; both namespaces (and their 10.213.0.0/24 addresses) are the test's own."""
-
-    def setUp(self):
-        reason = netns_unavailable()
-        if reason:
-            print("SKIPPED partition test: " + reason)
-            self.skipTest(reason)
-        self.net = NetnsPair().create()
-        self.cluster = None
-        try:
-            self.net.enter_hub()
-            self.cluster = Cluster(voters=1, agents=0)
-        except BaseException:
-            self.net.destroy()
-            raise
-
-    def tearDown(self):
-        try:
-            c = self.cluster
-            failed = any(err for _, err in getattr(self._outcome, "errors", []) if err) or \
-                bool(getattr(getattr(self._outcome, "result", None), "failures", []))
-            if failed:
-                c.dump_logs()
-            try:
-                self.net.heal()  # a test that failed mid-partition: let the daemons talk
-            except RuntimeError:
-                pass
-            errors = []
-            for d in c.daemons:
-                try:
-                    d.stop()
-                except AssertionError as e:  # stop() killed it after its timeout
-                    errors.append(str(e)[:2000])
-            leftover = [p for d in c.daemons for p in d.worker_pids()]
-            c.cleanup()
-            self.assertEqual(leftover, [], "worker processes left behind")
-            self.assertEqual(errors, [])
-        finally:
-            self.net.destroy()
-
-    def daemon(self, ns, host, num_cpus, args):
-        return self.cluster._new(args, num_cpus=num_cpus,
-                                 factory=lambda **kw: NetnsDaemon(ns, host, **kw))
 
     def test_partitioned_agent_fences_and_job_moves(self):
         c, net = self.cluster, self.net

@@ -55,15 +55,7 @@ class FrozenHeadTest(unittest.TestCase):
             os.kill(head.proc.pid, signal.SIGSTOP)
             stopped_at = time.monotonic()
 
-            def new_head():
-                for d in others:
-                    try:
-                        if d.get("/healthz", auth=False)[1].get("role") == "head":
-                            return d
-                    except OSError:
-                        pass
-                return None
-            nh = wait_for(new_head, 15, interval=0.05, what="a new head")
+            nh = c.head(among=others)
             nh.wait_job(job_id, lambda j: j["attempt"] > attempt and j["state"] == "RUNNING",
                         timeout=30, what="the next attempt running")
             wait_for(lambda: len(read_live(tmp, attempt + 1)) == 3, 30,

@@ -6,10 +6,10 @@ own machine, the bind failed and the job could not start).
 
 Skipped, with the reason printed, without CAP_NET_ADMIN, without the LibTorch example or
 without the digits data."""
+import json
 import os
-import unittest
 
-from cluster_harness import Cluster, NetnsDaemon, NetnsPair, netns_unavailable
+from cluster_harness import NetnsClusterTestCase
 from harness import main
 
 LIB = os.path.join(os.path.dirname(os.environ.get("TRAINTL_BIN_DIR", "")), "examples",
@@ -29,53 +29,22 @@ def digits_spec(name, workers, epochs):
     }
 
 
-class MultiNodeDdpTest(unittest.TestCase):
-    def setUp(self):
-        reason = netns_unavailable()
-        if not reason and not os.path.exists(LIB):
-            reason = f"no {LIB} (built with TRAINTL_BUILD_TORCH=ON)"
-        if not reason and not os.path.exists(CSV):
-            reason = f"no {CSV}: run examples/digits/fetch_data.sh or set TRAINTL_DIGITS_CSV"
-        if reason:
-            print("SKIPPED multi-node DDP test: " + reason)
-            self.skipTest(reason)
-        self.net = NetnsPair().create()
-        self.cluster = None
-        try:
-            self.net.enter_hub()
-            self.cluster = Cluster(voters=1, agents=0)
-        except BaseException:
-            self.net.destroy()
-            raise
-
-    def tearDown(self):
-        try:
-            c = self.cluster
-            failed = any(err for _, err in getattr(self._outcome, "errors", []) if err) or \
-                bool(getattr(getattr(self._outcome, "result", None), "failures", []))
-            if failed:
-                c.dump_logs()
-            for d in c.daemons:
-                d.stop()
-            leftover = [p for d in c.daemons for p in d.worker_pids()]
-            c.cleanup()
-            self.assertEqual(leftover, [], "worker processes left behind")
-        finally:
-            self.net.destroy()
-
-    def daemon(self, ns, host, node_id, args):
-        d = self.cluster._new(args, num_cpus=1,
-                              factory=lambda **kw: NetnsDaemon(ns, host, **kw))
-        # The scheduler numbers ranks in node-id order: this puts rank 0 where we want it.
-        with open(os.path.join(d.data_dir, "node_id"), "w") as f:
-            f.write(node_id + "\n")
-        return d
+class MultiNodeDdpTest(NetnsClusterTestCase):
+    def skip_reason(self):
+        if not os.path.exists(LIB):
+            return f"no {LIB} (built with TRAINTL_BUILD_TORCH=ON)"
+        if not os.path.exists(CSV):
+            return f"no {CSV}: run examples/digits/fetch_data.sh or set TRAINTL_DIGITS_CSV"
+        return None
 
     def test_rank0_on_an_agent_with_its_own_address(self):
         c, net = self.cluster, self.net
-        head = self.daemon(net.hub, net.HUB_IP, "node-zz-head", ["--server"]).start(role="head")
+        # Rank 0 goes to the edge agent: ranks are numbered in node-id order.
+        head = self.daemon(net.hub, net.HUB_IP, 1, ["--server"], node_id="node-zz-head")
+        head.start(role="head")
         c.voters = [head]
-        edge = self.daemon(net.edge, net.EDGE_IP, "node-aa-edge", ["--join", head.address])
+        edge = self.daemon(net.edge, net.EDGE_IP, 1, ["--join", head.address],
+                           node_id="node-aa-edge")
         edge.start(role="agent")
         c.wait_nodes(2)
         job_id = head.submit_spec(digits_spec("ddp-2-nodes", 2, 3))
@@ -87,7 +56,6 @@ class MultiNodeDdpTest(unittest.TestCase):
         # Rank 0 served the rendezvous on the edge's own address.
         ctx_path = os.path.join(edge.data_dir, "jobs", job_id, "attempt_1", "rank_0.context.json")
         with open(ctx_path) as f:
-            import json
             ctx = json.load(f)
         self.assertEqual(ctx["master_addr"], net.EDGE_IP)
         self.assertGreater(ctx["master_port"], 0)

@@ -17,7 +17,8 @@ import unittest
 import urllib.error
 import urllib.request
 
-from harness import Daemon, DaemonTestCase, bin_path, main, train_spec, wait_for
+from harness import (Daemon, DaemonTestCase, bin_path, main, raw_exchange, train_spec,
+                     wait_for)
 
 ZERO_SHA = "0" * 64
 ENDPOINTS = [
@@ -40,29 +41,6 @@ def daemon_flags():
     except OSError:
         return ""
     return out
-
-
-def raw_exchange(address, data, read_timeout=30.0):
-    """Sends raw bytes on a new connection and returns everything read until the server
-    closes it (or read_timeout passes)."""
-    host, port = address.rsplit(":", 1)
-    s = socket.create_connection((host, int(port)), timeout=read_timeout)
-    try:
-        s.sendall(data)
-        s.shutdown(socket.SHUT_WR)
-        out = b""
-        deadline = time.monotonic() + read_timeout
-        while time.monotonic() < deadline:
-            try:
-                chunk = s.recv(65536)
-            except (ConnectionResetError, socket.timeout):
-                break
-            if not chunk:
-                break
-            out += chunk
-        return out
-    finally:
-        s.close()
 
 
 def status_of(response):
