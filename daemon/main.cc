@@ -1,5 +1,7 @@
 // traintld: wiring only. Parses options, builds the components, runs the io_context.
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -8,6 +10,7 @@
 #include <boost/program_options.hpp>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <iostream>
 #include <memory>
@@ -80,6 +83,16 @@ int Run(const DaemonConfig& cfg, int argc, char** argv) {
     return 1;
   }
   ::chmod(cfg.data_dir.c_str(), data_dir_mode);  // MakeDirs keeps an existing dir's mode
+  // One daemon per data dir, before it touches anything there: a second one would kill
+  // the first one's workers (their cgroups are keyed by the data dir). Held until exit.
+  const std::string lock_path = cfg.data_dir + "/traintld.lock";
+  const int lock_fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (lock_fd < 0 || ::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    LOG_ERROR << (err == EWOULDBLOCK ? "another traintld uses the data dir " + cfg.data_dir
+                                     : "cannot lock " + lock_path + ": " + std::strerror(err));
+    return 1;
+  }
   // Raft connections are authenticated with the cluster secret: --cluster-secret-file, or
   // by default a key derived from the cluster's token (every daemon of a cluster has the
   // same one), so that a cluster is authenticated without another file to distribute.

@@ -129,6 +129,17 @@ class EscapeTest(DaemonTestCase):
                  what="every worker and child to be gone: " +
                  str([p for p in pids if alive(p)]))
 
+    def test_a_second_daemon_on_the_same_data_dir_leaves_the_first_alone(self):
+        pids = self.start_job()
+        second = Daemon(data_dir=self.daemon.data_dir)
+        with self.assertRaises(AssertionError):
+            second.start(timeout=10)
+        self.assertIn("another traintld uses the data dir", second.log())
+        for p in pids:
+            self.assertTrue(alive(p), p)
+        self.daemon.stop()
+        self.assert_all_gone(pids)
+
     def uses_cgroups(self):
         return "workers run in cgroups" in self.daemon.log()
 
