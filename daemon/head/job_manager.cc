@@ -631,7 +631,7 @@ void JobManager::LaunchCommitted(const std::string& job_id, const JobRecord& job
       registry_.Get(a.rank_nodes.empty() ? options_.node_id : a.rank_nodes[0]);
   base.master_addr = master != nullptr ? master->host : options_.node_address;
   // Chosen by rank 0's node when it launches (only it can bind its own address), then
-  // handed to the other nodes: see LaunchNodes.
+  // handed to the other nodes: see launch_node below.
   base.master_port = 0;
   base.collective_timeout_s = options_.collective_timeout_s;
   base.use_gpu = spec.use_gpu;
@@ -965,6 +965,13 @@ void JobManager::BackOffRestart(const ActiveAttempt& a, const std::string& reaso
 }
 
 void JobManager::ArmRestartTimer() {
+  // A hold a full pass could have used long ago belongs to a job that left the queue
+  // (stopped meanwhile): forget it.
+  const auto stale = std::chrono::steady_clock::now() - 2 * kFullPassInterval;
+  for (auto* holds : {&restart_not_before_, &reconcile_not_before_}) {
+    for (auto it = holds->begin(); it != holds->end();)
+      it = it->second < stale ? holds->erase(it) : std::next(it);
+  }
   if (restart_not_before_.empty() && reconcile_not_before_.empty()) return;
   auto earliest = std::chrono::steady_clock::time_point::max();
   for (const auto& [id, t] : restart_not_before_) earliest = std::min(earliest, t);
