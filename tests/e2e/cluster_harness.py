@@ -1,8 +1,9 @@
 """Multi-node clusters on loopback: several traintld processes, each with its own data dir
 and ports, sharing one bearer token (written into every data dir before the start).
 
-For partitions, NetnsPair makes two network namespaces joined by a veth pair and
-NetnsDaemon runs a daemon inside one of them on that namespace's address."""
+For partitions and real addresses, NetnsPair makes a hub network namespace and one or
+more edge namespaces on one bridged segment, and NetnsDaemon runs a daemon inside one of
+them on that namespace's address."""
 import ctypes
 import os
 import secrets
@@ -144,31 +145,47 @@ def netns_unavailable():
 
 
 class NetnsPair:
-    """Two namespaces, "hub" and "edge", joined by a veth pair (HUB_IP <-> EDGE_IP). The
-    test process (its calling thread, and so every process it starts) enters the hub with
-    enter_hub(); cut() takes the edge's link down: a partition. destroy() removes both
-    (the veth pair goes with them) and always runs, also after a failed create()."""
+    """Namespaces "hub" and `edges` edge namespaces ("edge", "edge2", ...) on one
+    10.213.0.0/24 segment: a bridge in the hub (HUB_IP) and a veth pair from it into each
+    edge (EDGE_IP, EDGE2_IP, ...). The test process (its calling thread, and so every
+    process it starts) enters the hub with enter_hub(); cut() takes the first edge's link
+    down: a partition. destroy() removes them all (the links go with them) and always
+    runs, also after a failed create()."""
     HUB_IP = "10.213.0.1"
     EDGE_IP = "10.213.0.2"
+    EDGE2_IP = "10.213.0.3"
 
-    def __init__(self):
+    def __init__(self, edges=1):
         tag = str(os.getpid() % 100000)
-        self.hub, self.edge = f"ttl-hub-{tag}", f"ttl-edge-{tag}"
-        self.hub_if, self.edge_if = f"ttlh{tag}", f"ttle{tag}"  # at most 15 characters
+        self.hub = f"ttl-hub-{tag}"
+        self.edges = [f"ttl-edge{'' if i == 0 else i + 1}-{tag}" for i in range(edges)]
+        self.edge = self.edges[0]
+        self.edge2 = self.edges[1] if edges > 1 else None
+        self.bridge = f"ttlb{tag}"
+        # (hub side, edge side) of each edge's veth pair; at most 15 characters.
+        self.links = [(f"ttlh{i}{tag}", f"ttle{i}{tag}") for i in range(edges)]
+        self.edge_if = self.links[0][1]
         self._home = None
+
+    def edge_ip(self, i):
+        return f"10.213.0.{i + 2}"
 
     def create(self):
         try:
-            for ns in (self.hub, self.edge):
+            for ns in [self.hub] + self.edges:
                 _ip("netns", "del", ns, check=False)  # left over by a killed earlier run
                 _ip("netns", "add", ns)
-            _ip("link", "add", self.hub_if, "netns", self.hub, "type", "veth", "peer", "name",
-                self.edge_if, "netns", self.edge)
-            for ns, dev, addr in ((self.hub, self.hub_if, self.HUB_IP),
-                                  (self.edge, self.edge_if, self.EDGE_IP)):
                 _ip("-n", ns, "link", "set", "lo", "up")
-                _ip("-n", ns, "addr", "add", addr + "/24", "dev", dev)
-                _ip("-n", ns, "link", "set", dev, "up")
+            _ip("-n", self.hub, "link", "add", self.bridge, "type", "bridge")
+            _ip("-n", self.hub, "addr", "add", self.HUB_IP + "/24", "dev", self.bridge)
+            _ip("-n", self.hub, "link", "set", self.bridge, "up")
+            for i, (ns, (hub_if, edge_if)) in enumerate(zip(self.edges, self.links)):
+                _ip("link", "add", hub_if, "netns", self.hub, "type", "veth", "peer", "name",
+                    edge_if, "netns", ns)
+                _ip("-n", self.hub, "link", "set", hub_if, "master", self.bridge)
+                _ip("-n", self.hub, "link", "set", hub_if, "up")
+                _ip("-n", ns, "addr", "add", self.edge_ip(i) + "/24", "dev", edge_if)
+                _ip("-n", ns, "link", "set", edge_if, "up")
         except BaseException:
             self.destroy()
             raise
@@ -196,7 +213,7 @@ class NetnsPair:
 
     def destroy(self):
         self.leave()
-        for ns in (self.hub, self.edge):
+        for ns in [self.hub] + self.edges:
             _ip("netns", "del", ns, check=False)
 
 
@@ -216,10 +233,12 @@ class NetnsDaemon(Daemon):
 
 
 class NetnsClusterTestCase(unittest.TestCase):
-    """A cluster whose daemons live in the two namespaces of a NetnsPair (the test enters
+    """A cluster whose daemons live in the namespaces of a NetnsPair (the test enters
     the hub). Skipped, with the reason printed, where namespaces cannot be made or
     skip_reason() says so; tearDown heals the link, stops every daemon and checks that no
     worker is left."""
+
+    edges = 1  # edge namespaces besides the hub
 
     def skip_reason(self):
         return None
@@ -229,7 +248,7 @@ class NetnsClusterTestCase(unittest.TestCase):
         if reason:
             print(f"SKIPPED {type(self).__name__}: {reason}")
             self.skipTest(reason)
-        self.net = NetnsPair().create()
+        self.net = NetnsPair(self.edges).create()
         self.cluster = None
         try:
             self.net.enter_hub()

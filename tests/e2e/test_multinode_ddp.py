@@ -1,6 +1,6 @@
 """Multi-node DDP across real addresses (issue 13, item 1): the LibTorch digits example
 trains with 2 ranks on 2 daemons in separate network namespaces, each with its own
-address, and rank 0 NOT on the head. The rendezvous port must then be chosen by rank 0's
+address, and rank 0 NOT on the head; and with 4 ranks across 3 namespaces (SPREAD). The rendezvous port must then be chosen by rank 0's
 node: the head cannot bind another machine's address (it used to pick the port on its
 own machine, the bind failed and the job could not start).
 
@@ -17,19 +17,21 @@ LIB = os.path.join(os.path.dirname(os.environ.get("TRAINTL_BIN_DIR", "")), "exam
 CSV = os.environ.get("TRAINTL_DIGITS_CSV", "/tmp/traintl-digits/digits.csv")
 
 
-def digits_spec(name, workers, epochs):
+def digits_spec(name, workers, epochs, strategy="STRICT_SPREAD"):
     return {
         "name": name,
         "entrypoint": {"library": LIB, "function": "train_loop"},
         "train_loop_config": {"lr": 0.01, "epochs": epochs, "batch_size": 32, "seed": 0},
         "scaling_config": {"num_workers": workers, "resources_per_worker": {"CPU": 1},
-                           "placement_strategy": "STRICT_SPREAD"},
+                           "placement_strategy": strategy},
         "datasets": {"digits": {"uri": "file://" + CSV, "format": "csv", "split": False}},
         "env": {"OMP_NUM_THREADS": "1"},
     }
 
 
-class MultiNodeDdpTest(NetnsClusterTestCase):
+class DdpNetnsTestCase(NetnsClusterTestCase):
+    """Skips without the LibTorch example or the digits data."""
+
     def skip_reason(self):
         if not os.path.exists(LIB):
             return f"no {LIB} (built with TRAINTL_BUILD_TORCH=ON)"
@@ -37,6 +39,8 @@ class MultiNodeDdpTest(NetnsClusterTestCase):
             return f"no {CSV}: run examples/digits/fetch_data.sh or set TRAINTL_DIGITS_CSV"
         return None
 
+
+class TwoNamespaceDdpTest(DdpNetnsTestCase):
     def test_rank0_on_an_agent_with_its_own_address(self):
         c, net = self.cluster, self.net
         # Rank 0 goes to the edge agent: ranks are numbered in node-id order.
@@ -62,6 +66,32 @@ class MultiNodeDdpTest(NetnsClusterTestCase):
         # Both ranks trained together: rank 1's log shows the same epochs as rank 0's.
         metrics = head.get(f"/v1/jobs/{job_id}/metrics")[1]["history"]
         self.assertEqual(len(metrics), 3)
+
+
+class ThreeNamespaceDdpTest(DdpNetnsTestCase):
+    edges = 2
+
+    def test_four_ranks_across_three_namespaces(self):
+        c, net = self.cluster, self.net
+        head = self.daemon(net.hub, net.HUB_IP, 1, ["--server"], node_id="node-zz-head")
+        head.start(role="head")
+        c.voters = [head]
+        # Ranks are numbered in node-id order: 0 and 1 on edge, 2 on edge2, 3 on the head.
+        edge = self.daemon(net.edge, net.EDGE_IP, 2, ["--join", head.address],
+                           node_id="node-aa-edge")
+        edge.start(role="agent")
+        edge2 = self.daemon(net.edge2, net.EDGE2_IP, 1, ["--join", head.address],
+                            node_id="node-bb-edge2")
+        edge2.start(role="agent")
+        c.wait_nodes(3)
+        job_id = head.submit_spec(digits_spec("ddp-3-nodes", 4, 3, strategy="SPREAD"))
+        job = head.wait_terminal(job_id, timeout=300)
+        self.assertEqual(job["state"], "SUCCEEDED", job)
+        self.assertEqual(job["attempt"], 1, job)
+        self.assertEqual(c.ranks_by_daemon(job_id), {c.daemons.index(edge): [0, 1],
+                                                     c.daemons.index(edge2): [2],
+                                                     c.daemons.index(head): [3]})
+        self.assertEqual(len(head.get(f"/v1/jobs/{job_id}/metrics")[1]["history"]), 3)
 
 
 if __name__ == "__main__":
