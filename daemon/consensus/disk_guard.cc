@@ -2,6 +2,7 @@
 
 #include <sys/statvfs.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -34,7 +35,11 @@ Status DiskGuard::Check(uint64_t entry_bytes) {
   Result<uint64_t> free = free_bytes_(path_);
   if (!free.ok()) return Status::Ok();
   last_free_.store(*free);
-  const bool full = *free < min_free_bytes_ || *free - min_free_bytes_ < entry_bytes;
+  // Hysteresis: once full, the disk counts as full until the entry that was refused would
+  // fit (a small request, or /healthz, must not flip the state back and forth).
+  const uint64_t needed = std::max<uint64_t>(entry_bytes, full_.load() ? refused_bytes_.load() : 0);
+  const bool full = *free < min_free_bytes_ || *free - min_free_bytes_ < needed;
+  if (full) refused_bytes_.store(needed);
   const bool was_full = full_.exchange(full);
   if (full && !was_full) {
     LOG_WARN << "disk full: " << Mib(*free) << " free on the file system of " << path_

@@ -40,8 +40,10 @@ class DiskGuard {
   DiskGuard(std::string path, uint64_t min_free_bytes, FreeBytesFn free_bytes = nullptr);
 
   // OK when `entry_bytes` more may be written; ResourceExhausted "disk full: ..." otherwise.
-  // Logs a warning when the disk becomes full and a notice when space returns (once per
-  // transition). A failed statvfs allows the write (the append itself reports real errors).
+  // Once full, it stays full until the largest refused entry would fit again, whatever
+  // the size asked for now. Logs a warning when the disk becomes full and a notice when
+  // space returns (once per transition). A failed statvfs allows the write (the append
+  // itself reports real errors).
   Status Check(uint64_t entry_bytes);
 
   // The result of the last Check (a fresh one when `refresh`).
@@ -58,6 +60,7 @@ class DiskGuard {
 
   std::atomic<uint64_t> last_free_{0};
   std::atomic<bool> full_{false};
+  std::atomic<uint64_t> refused_bytes_{0};  // the entry that made it full
 };
 
 // True for the Status a DiskGuard refuses with.

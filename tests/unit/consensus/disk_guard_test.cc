@@ -31,7 +31,11 @@ TEST_CASE("DiskGuard refuses writes below the reserve and recovers when space re
   CHECK(st.message().find("100 MiB free") != std::string::npos);
   CHECK(st.message().find("/some/dir") != std::string::npos);
   CHECK(guard.Last().free_bytes == 100 * kMiB);
-  free = 300 * kMiB;  // space returned: accepted again, no restart needed
+  // Still full for small writes and health checks while the refused 400 MiB would not fit.
+  free = 200 * kMiB;
+  CHECK(IsDiskFull(guard.Check(10)));
+  CHECK(guard.Last(/*refresh=*/true).full);
+  free = 600 * kMiB;  // space returned: accepted again, no restart needed
   CHECK(guard.Check(10).ok());
   CHECK_FALSE(guard.Last(/*refresh=*/true).full);
 }
