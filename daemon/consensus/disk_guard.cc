@@ -22,6 +22,7 @@ Result<uint64_t> StatvfsFreeBytes(const std::string& path) {
 }
 
 std::string Mib(uint64_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
+std::string Kib(uint64_t bytes) { return std::to_string((bytes + 1023) >> 10) + " KiB"; }
 
 }  // namespace
 
@@ -43,16 +44,17 @@ Status DiskGuard::Check(uint64_t entry_bytes) {
   const bool was_full = full_.exchange(full);
   if (full && !was_full) {
     LOG_WARN << "disk full: " << Mib(*free) << " free on the file system of " << path_
-             << ", below the reserve of " << Mib(min_free_bytes_)
-             << "; refusing writes until space returns";
+             << ", short of the reserve of " << Mib(min_free_bytes_) << " plus " << Kib(needed)
+             << " to write; refusing writes until space returns";
   } else if (!full && was_full) {
     LOG_INFO << "disk space returned: " << Mib(*free) << " free on the file system of " << path_
              << "; accepting writes again";
   }
   if (!full) return Status::Ok();
-  return Status::ResourceExhausted(
-      std::string(kDiskFullPrefix) + ": " + Mib(*free) + " free on the file system of " + path_ +
-      ", below the reserve of " + Mib(min_free_bytes_) + " the replicated log keeps");
+  return Status::ResourceExhausted(std::string(kDiskFullPrefix) + ": " + Mib(*free) +
+                                   " free on the file system of " + path_ +
+                                   ", short of the reserve of " + Mib(min_free_bytes_) +
+                                   " the replicated log keeps plus " + Kib(needed) + " to write");
 }
 
 DiskSpace DiskGuard::Last(bool refresh) {
