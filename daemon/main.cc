@@ -149,9 +149,10 @@ int Run(const DaemonConfig& cfg, int argc, char** argv) {
   OrphanReaper reaper;
   reaper.Start(cgroups.root());
   LeaseClock lease_clock;
-  if (Status st = lease_clock.Start(); !st.ok()) {
-    LOG_ERROR << "worker lease clock: " << st.message();
-    return 1;
+  const bool leases = lease_clock.Start().ok();
+  if (!leases) {
+    LOG_WARN << "worker lease clock unavailable (memfd or /proc): workers of a frozen daemon "
+                "are not fenced";
   }
 
   NodeResources resources = FingerprintNode(cfg.overrides);
@@ -190,8 +191,8 @@ int Run(const DaemonConfig& cfg, int argc, char** argv) {
   wopts.worker_user = worker_user;
   wopts.cgroups = &cgroups;
   wopts.reaper = &reaper;
-  wopts.lease_fd = lease_clock.read_only_fd();
-  wopts.lease_ms = static_cast<int>(cfg.worker_lease.count());
+  wopts.lease_fd = leases ? lease_clock.read_only_fd() : -1;
+  wopts.lease_ms = leases ? static_cast<int>(cfg.worker_lease.count()) : 0;
   std::unique_ptr<JobManager> jobs;
   std::unique_ptr<ClusterRuntime> cluster;
   // The pool reports worker events to the job manager, which is built after it.
