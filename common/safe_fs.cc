@@ -260,6 +260,26 @@ Status WriteAllFd(int fd, const std::string& data, const std::string& shown) {
   return Status::Ok();
 }
 
+// The entries of the directory `dirfd` refers to ("." and ".." left out), read through a
+// descriptor of its own (readdir consumes the one it is given).
+Result<std::vector<std::string>> EntryNames(int dirfd, const std::string& shown) {
+  int fd = ::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus(errno, "open", shown);
+  DIR* d = ::fdopendir(fd);
+  if (d == nullptr) {
+    Status err = ErrnoStatus(errno, "opendir", shown);
+    ::close(fd);
+    return err;
+  }
+  std::vector<std::string> names;
+  while (struct dirent* e = ::readdir(d)) {
+    std::string n = e->d_name;
+    if (n != "." && n != "..") names.push_back(std::move(n));
+  }
+  ::closedir(d);
+  return names;
+}
+
 Status RemoveEntry(int dirfd, const std::string& dir_path, const std::string& name) {
   const std::string here = Join(dir_path, name);
   // Each pass re-examines the entry: another process may replace it while we work (a
@@ -282,20 +302,7 @@ Status RemoveEntry(int dirfd, const std::string& dir_path, const std::string& na
       return ErrnoStatus(errno, "open", here);
     }
     UniqueFd dir(fd);
-    int dup_fd = ::fcntl(dir.get(), F_DUPFD_CLOEXEC, 0);
-    if (dup_fd < 0) return ErrnoStatus(errno, "dup", here);
-    DIR* d = ::fdopendir(dup_fd);
-    if (d == nullptr) {
-      Status err = ErrnoStatus(errno, "opendir", here);
-      ::close(dup_fd);
-      return err;
-    }
-    std::vector<std::string> names;
-    while (struct dirent* e = ::readdir(d)) {
-      std::string n = e->d_name;
-      if (n != "." && n != "..") names.push_back(std::move(n));
-    }
-    ::closedir(d);
+    TRAINTL_ASSIGN_OR_RETURN(std::vector<std::string> names, EntryNames(dir.get(), here));
     for (const auto& n : names) TRAINTL_RETURN_IF_ERROR(RemoveEntry(dir.get(), here, n));
     if (::unlinkat(dirfd, name.c_str(), AT_REMOVEDIR) == 0 || errno == ENOENT) return Status::Ok();
     if (errno == ENOTEMPTY || errno == EEXIST || errno == ENOTDIR) continue;  // changed meanwhile
@@ -306,20 +313,7 @@ Status RemoveEntry(int dirfd, const std::string& dir_path, const std::string& na
 
 Status ListFilesWalk(int dirfd, const std::string& shown, const std::string& rel,
                      std::vector<std::string>* out) {
-  int fd = ::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus(errno, "open", shown);
-  DIR* d = ::fdopendir(fd);
-  if (d == nullptr) {
-    Status err = ErrnoStatus(errno, "opendir", shown);
-    ::close(fd);
-    return err;
-  }
-  std::vector<std::string> names;
-  while (struct dirent* e = ::readdir(d)) {
-    std::string n = e->d_name;
-    if (n != "." && n != "..") names.push_back(std::move(n));
-  }
-  ::closedir(d);
+  TRAINTL_ASSIGN_OR_RETURN(std::vector<std::string> names, EntryNames(dirfd, shown));
   for (const auto& n : names) {
     const std::string here = Join(shown, n);
     const std::string r = rel.empty() ? n : rel + "/" + n;
@@ -532,17 +526,7 @@ Result<struct stat> StatEntryNoFollow(const SafeDir& dir, const std::string& nam
 }
 
 Result<std::vector<std::string>> ListDir(const SafeDir& dir) {
-  TRAINTL_ASSIGN_OR_RETURN(UniqueFd fd, ReopenDirForReading(dir));
-  DIR* d = ::fdopendir(fd.get());
-  if (d == nullptr) return ErrnoStatus(errno, "opendir", dir.path);
-  fd.release();  // owned by `d` now
-  std::vector<std::string> names;
-  while (struct dirent* e = ::readdir(d)) {
-    std::string n = e->d_name;
-    if (n != "." && n != "..") names.push_back(std::move(n));
-  }
-  ::closedir(d);
-  return names;
+  return EntryNames(dir.fd.get(), dir.path);
 }
 
 Result<std::vector<std::string>> ListFilesNoFollow(const SafeDir& dir) {
