@@ -33,7 +33,7 @@ int64_t MonotonicMs() {
 LeaseClock::~LeaseClock() {
   stop_.store(true);
   if (thread_.joinable()) thread_.join();
-  if (value_ != nullptr) ::munmap(const_cast<int64_t*>(value_), sizeof(int64_t));
+  if (value_ != nullptr) ::munmap(value_, sizeof(int64_t));
   if (fd_ >= 0) ::close(fd_);
   if (ro_fd_ >= 0) ::close(ro_fd_);
 }
@@ -44,8 +44,8 @@ Status LeaseClock::Start() {
   if (::ftruncate(fd_, sizeof(int64_t)) != 0) return Status::Internal(Errno("ftruncate"));
   void* p = ::mmap(nullptr, sizeof(int64_t), PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
   if (p == MAP_FAILED) return Status::Internal(Errno("mmap"));
-  value_ = static_cast<volatile int64_t*>(p);
-  __atomic_store_n(const_cast<int64_t*>(value_), MonotonicMs(), __ATOMIC_RELEASE);
+  value_ = static_cast<int64_t*>(p);
+  __atomic_store_n(value_, MonotonicMs(), __ATOMIC_RELEASE);
   // A descriptor of its own, opened read-only: a worker cannot write through it.
   const std::string self = "/proc/self/fd/" + std::to_string(fd_);
   ro_fd_ = ::open(self.c_str(), O_RDONLY | O_CLOEXEC);
@@ -57,7 +57,7 @@ Status LeaseClock::Start() {
 void LeaseClock::Run() {
   while (!stop_.load()) {
     if (!paused_.load()) {
-      __atomic_store_n(const_cast<int64_t*>(value_), MonotonicMs(), __ATOMIC_RELEASE);
+      __atomic_store_n(value_, MonotonicMs(), __ATOMIC_RELEASE);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(kTickMs));
   }

@@ -53,7 +53,7 @@ class LeaseClock {
 
   int fd_ = -1;
   int ro_fd_ = -1;
-  volatile int64_t* value_ = nullptr;  // shared mapping of fd_
+  int64_t* value_ = nullptr;  // shared mapping of fd_ (written with __atomic builtins)
   std::atomic<bool> stop_{false};
   std::atomic<bool> paused_{false};
   std::thread thread_;

@@ -37,8 +37,6 @@ constexpr int kExitUsage = 2;
 constexpr int kExitLibrary = 3;
 // Room for an exception message with a LibTorch backtrace.
 constexpr size_t kErrorBufferSize = 64 * 1024;
-// dlopen of a LibTorch library takes about 0.4 s; a minute means the file system hangs.
-constexpr std::chrono::seconds kLibraryLoadTimeout(60);
 
 constexpr char kUsage[] =
     "usage: traintl-worker --context FILE\n"
@@ -147,16 +145,16 @@ int Run(int argc, char** argv) {
   // A library on a hung file system (or swapped for a FIFO after the check) must fail the
   // attempt, not leave it starting forever.
   static std::atomic<bool> loading{true};
-  std::thread([channel] {
-    const auto deadline = std::chrono::steady_clock::now() + kLibraryLoadTimeout;
+  const std::chrono::seconds load_timeout(context.library_load_timeout_s);
+  std::thread([channel, load_timeout] {
+    const auto deadline = std::chrono::steady_clock::now() + load_timeout;
     while (loading.load() && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     bool expected = true;
     if (loading.compare_exchange_strong(expected, false)) {
       Fail(channel, kExitLibrary,
-           "loading the library took longer than " + std::to_string(kLibraryLoadTimeout.count()) +
-               " s",
+           "loading the library took longer than " + std::to_string(load_timeout.count()) + " s",
            false);
     }
   }).detach();

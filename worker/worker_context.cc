@@ -65,6 +65,7 @@ Result<WorkerContext> ParseWorkerContext(const std::string& text) {
   TRAINTL_RETURN_IF_ERROR(GetString(j, "master_addr", false, &c.master_addr));
   TRAINTL_RETURN_IF_ERROR(GetInt(j, "master_port", false, 0, &c.master_port));
   TRAINTL_RETURN_IF_ERROR(GetInt(j, "collective_timeout_s", false, 0, &c.collective_timeout_s));
+  TRAINTL_RETURN_IF_ERROR(GetInt(j, "library_load_timeout_s", false, 1, &c.library_load_timeout_s));
   auto gpu = j.find("use_gpu");
   if (gpu != j.end() && !gpu->is_null()) {
     if (!gpu->is_boolean())

@@ -36,6 +36,9 @@ struct WorkerContext {
   int master_port = 0;
   int collective_timeout_s = 0;
   bool use_gpu = false;
+  // How long loading the library may take before the attempt fails (a hung file system).
+  // "library_load_timeout_s", optional. Default 60.
+  int library_load_timeout_s = 60;
   // Fencing ("lease": {"fd", "ms", "cgroup_kill"}; common/lease_clock.h): the inherited
   // descriptor of the daemon's lease clock, the lease, and the cgroup.kill file of this
   // worker's cgroup ("" without cgroups). fd -1 / ms 0: no lease.

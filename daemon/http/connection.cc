@@ -117,14 +117,12 @@ void Connection::Start() {
     return;
   }
   // A client that stalls in the handshake is cut off like one that trickles a header.
-  handshaking_ = true;
   ArmReadTimer(TlsHandshakeTimeout());
   tls_->async_handshake(boost::asio::ssl::stream_base::server,
                         [self = shared_from_this()](error_code ec) { self->OnHandshake(ec); });
 }
 
 void Connection::OnHandshake(error_code ec) {
-  handshaking_ = false;
   if (closed()) return;
   CancelReadTimer();
   if (ec) {

@@ -168,7 +168,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool authenticated_ = false;
   // Counted in ServerState::anonymous_by_source.
   bool counted_anonymous_ = false;
-  bool handshaking_ = false;
   uint64_t wait_ticket_ = 0;
   // When the current wait for a request started (anonymous header deadline).
   std::chrono::steady_clock::time_point wait_started_;

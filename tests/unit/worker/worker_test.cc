@@ -519,6 +519,16 @@ TEST_CASE("an unusable library ends the worker with exit code 3 and the reason")
   CHECK(run.LastLogLine() == "traintl-worker: " + error);
 }
 
+TEST_CASE("a library that never finishes loading fails the attempt at the load deadline") {
+  Fixture f;
+  json ctx = f.Context(TEST_SLOWLOAD_LIB, "");
+  ctx["library_load_timeout_s"] = 1;
+  WorkerRun& run = f.Start(ctx);
+  std::string error = ExpectFailedDone(run, /*retryable=*/false);
+  CHECK(error == "loading the library took longer than 1 s");
+  CHECK(run.WaitExitCode() == 3);
+}
+
 TEST_CASE("a bad invocation or context file exits with code 2") {
   Fixture f;
   SECTION("no arguments") {
