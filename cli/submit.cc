@@ -370,6 +370,14 @@ int RunSubmit(const SubmitOptions& options, CliContext& ctx) {
   int code = kExitOk;
   nlohmann::json spec;
   if (!ReadSpec(options.spec_path, ctx, &spec, &code)) return code;
+  // Validated here as the daemon will (same rules, proto/job_spec.h), before a possibly
+  // large library is read and uploaded for a spec that would be refused.
+  SpecError bad;
+  if (!ParseJobSpec(spec, &bad).ok()) {
+    *ctx.err << "traintl: " << options.spec_path << ": invalid job spec: " << bad.ToString()
+             << "\n";
+    return kExitUsage;
+  }
   std::string library, bytes;
   if (!ReadLibrary(spec, options.spec_path, ctx, &library, &bytes, &code)) return code;
   std::string sha256 = Sha256Hex(bytes);

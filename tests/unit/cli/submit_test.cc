@@ -1,11 +1,11 @@
 // submit: spec and library errors, the upload protocol, and --wait progress/outcomes,
 // against a scripted client.
 
+#include <sys/stat.h>
 #include <unistd.h>
 
-#include <deque>
-
 #include <catch2/catch.hpp>
+#include <deque>
 
 #include "cli/exit_codes.h"
 #include "cli/verbs.h"
@@ -99,7 +99,18 @@ TEST_CASE("submit rejects unreadable specs and libraries before any request") {
     TestContext t(&client);
     o.spec_path = dir.Write("job.json", R"({"name":"x","entrypoint":{}})");
     CHECK(RunSubmit(o, t.ctx) == kExitUsage);
-    CHECK_THAT(t.err.str(), Catch::StartsWith("traintl: invalid job spec: entrypoint.library: "));
+    CHECK_THAT(t.err.str(), Catch::StartsWith("traintl: " + o.spec_path +
+                                              ": invalid job spec: entrypoint.library: "));
+  }
+  SECTION("an invalid spec is refused before its library is read, naming the field") {
+    TestContext t(&client);
+    // The library is a FIFO: reading it would block, so the spec must be refused first.
+    const std::string fifo = dir.path() + "/libfifo.so";
+    REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+    o.spec_path = dir.Write("job.json", R"({"name":"x","entrypoint":{"library":")" + fifo +
+                                            R"("},"scaling_config":{"num_workers":0}})");
+    CHECK(RunSubmit(o, t.ctx) == kExitUsage);
+    CHECK_THAT(t.err.str(), Catch::Contains("invalid job spec: scaling_config.num_workers"));
   }
   SECTION("library missing") {
     TestContext t(&client);
@@ -112,7 +123,7 @@ TEST_CASE("submit rejects unreadable specs and libraries before any request") {
     TestContext t(&client);
     dir.Write("specs/libtrain.so", "elf");
     o.spec_path = dir.path() + "/specs/job.json";
-    dir.Write("specs/job.json", R"({"entrypoint":{"library":"libtrain.so"}})");
+    dir.Write("specs/job.json", R"({"name":"x","entrypoint":{"library":"libtrain.so"}})");
     char old_cwd[4096];
     REQUIRE(getcwd(old_cwd, sizeof(old_cwd)) != nullptr);
     REQUIRE(chdir(dir.path().c_str()) == 0);
