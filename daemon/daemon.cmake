@@ -2,15 +2,19 @@
 add_library(traintl_head STATIC
   head/command_log.cc
   head/checkpoint_merge.cc
+  head/attempt_tracker.cc
+  head/node_client.cc
   head/job_manager.cc
   head/node_registry.cc
   cluster/cluster_runtime.cc
   api/views.cc
   api/api_routes.cc
-  daemon_config.cc)
+  daemon_config.cc
+  daemon.cc)
 target_include_directories(traintl_head PUBLIC ${PROJECT_SOURCE_DIR})
 target_link_libraries(traintl_head PUBLIC traintl_state traintl_scheduler traintl_node
-                      traintl_consensus traintl_http traintl_proto Boost::program_options)
+                      traintl_consensus traintl_http traintl_proto traintl_systemd
+                      Boost::program_options)
 target_compile_definitions(traintl_head PUBLIC TRAINTL_VERSION="${PROJECT_VERSION}")
 
 add_executable(traintld main.cc)

@@ -22,22 +22,14 @@ namespace traintl {
 namespace asio = boost::asio;
 using nlohmann::json;
 
-namespace {
-
-std::string SignalName(int sig) {
-  const char* abbrev = ::sigabbrev_np(sig);
-  return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
+cmd::JobPolicy PolicyOf(const JobSpec& spec) {
+  cmd::JobPolicy p;
+  p.max_failures = spec.max_failures;
+  p.num_to_keep = spec.num_to_keep;
+  p.score_attribute = spec.checkpoint_score_attribute;
+  p.score_max = spec.checkpoint_score_max;
+  return p;
 }
-
-std::string LastLine(const std::string& text) {
-  size_t end = text.find_last_not_of("\n ");
-  if (end == std::string::npos) return "";
-  size_t start = text.rfind('\n', end);
-  return text.substr(start == std::string::npos ? 0 : start + 1,
-                     end + 1 - (start == std::string::npos ? 0 : start + 1));
-}
-
-}  // namespace
 
 JobManager::JobManager(asio::io_context& io, JobManagerOptions options, StateStore* store,
                        CommandLog* log, Agent* agent)
@@ -46,6 +38,7 @@ JobManager::JobManager(asio::io_context& io, JobManagerOptions options, StateSto
       store_(store),
       log_(log),
       agent_(agent),
+      run_id_(options_.run_id.empty() ? RandomHex(8) : options_.run_id),
       timer_(io),
       kick_timer_(io),
       restart_timer_(io),
@@ -87,21 +80,27 @@ void JobManager::StopStaleLocal() {
   }
 }
 
-int JobManager::RemoteLive(const ActiveAttempt& a) const {
-  int n = 0;
-  for (int r : a.remote_ranks)
-    if (!a.exits.count(r)) ++n;
-  return n;
+std::unique_ptr<NodeClient> JobManager::ClientFor(const std::string& node_id) const {
+  if (node_id == options_.node_id) return std::make_unique<LocalNodeClient>(agent_);
+  const NodeStatus* n = registry_.Get(node_id);
+  if (remote_ == nullptr || n == nullptr || !n->alive) return nullptr;
+  return std::make_unique<RemoteNodeClient>(remote_, node_id, n->api_address);
 }
 
-void JobManager::StopRemote(const ActiveAttempt& a) {
-  if (remote_ == nullptr) return;
-  std::set<std::string> done;
-  for (int r : a.remote_ranks) {
-    const std::string& node = a.rank_nodes[static_cast<size_t>(r)];
-    if (!done.insert(node).second) continue;
-    if (const NodeStatus* n = registry_.Get(node))
-      remote_->Stop(n->api_address, a.job_id, a.attempt);
+void JobManager::StopWorkers(const ActiveAttempt& a) {
+  // This node's agent always hears it: ranks it started before a launch failed, or that
+  // an earlier placement put here, stop too.
+  std::set<std::string> nodes(a.rank_nodes().begin(), a.rank_nodes().end());
+  nodes.insert(options_.node_id);
+  for (const auto& node : nodes) {
+    if (node == options_.node_id) {
+      LocalNodeClient(agent_).Stop(a.job_id(), a.attempt());
+      continue;
+    }
+    // A LOST node is still told (best effort): it may only be slow.
+    const NodeStatus* n = registry_.Get(node);
+    if (remote_ != nullptr && n != nullptr)
+      RemoteNodeClient(remote_, node, n->api_address).Stop(a.job_id(), a.attempt());
   }
 }
 
@@ -109,8 +108,8 @@ void JobManager::UsedOn(const std::string& node_id, ResourceMap* used,
                         std::vector<double>* gpu_free) const {
   for (const auto& [id, a] : active_) {
     const double per_gpu = a.per_worker.count("GPU") ? a.per_worker.at("GPU") : 0;
-    for (size_t r = 0; r < a.rank_nodes.size(); ++r) {
-      if (a.rank_nodes[r] != node_id) continue;
+    for (size_t r = 0; r < a.rank_nodes().size(); ++r) {
+      if (a.rank_nodes()[r] != node_id) continue;
       for (const auto& [k, v] : a.per_worker) (*used)[k] += v;
       if (gpu_free == nullptr || r >= a.rank_gpus.size()) continue;
       for (int d : a.rank_gpus[r])
@@ -161,7 +160,7 @@ json JobManager::OnHeartbeat(NodeStatus status) {
     const ActiveAttempt* a = Find(job, attempt);
     bool placed_here = false;
     if (a != nullptr)
-      for (const auto& n : a->rank_nodes) placed_here = placed_here || n == status.node_id;
+      for (const auto& n : a->rank_nodes()) placed_here = placed_here || n == status.node_id;
     if (!placed_here) stop.push_back({{"job_id", job}, {"attempt", attempt}});
   }
   const std::string id = status.node_id;
@@ -184,40 +183,18 @@ json JobManager::OnHeartbeat(NodeStatus status) {
 void JobManager::OnNodeLost(const std::string& node_id) {
   LOG_WARN << "node " << node_id << " lost: no heartbeat for " << registry_.loss_timeout().count()
            << " ms";
-  std::vector<std::string> affected;
-  for (auto& [job_id, a] : active_) {
-    bool hit = false;
-    for (size_t r = 0; r < a.rank_nodes.size(); ++r) {
-      const int rank = static_cast<int>(r);
-      if (a.rank_nodes[r] != node_id || !a.remote_ranks.count(rank) || a.exits.count(rank))
-        continue;
-      hit = true;
-      WorkerExit e;
-      e.job_id = job_id;
-      e.attempt = a.attempt;
-      e.rank = rank;
-      e.signal = SIGKILL;
-      a.exits[rank] = e;
-      if (!a.failure && !a.ending) {
-        commands::AttemptOutcome o;
-        o.state = kJobFailed;
-        o.failed_rank = rank;
-        o.reason = "rank " + std::to_string(rank) + " lost with its node " + node_id;
-        a.failure = o;
-      }
-    }
-    if (hit) affected.push_back(job_id);
-  }
-  for (const auto& job_id : affected) {
-    BeginEnding(active_.at(job_id));
-    MaybeFinishAttempt(job_id);
+  std::vector<std::string> ids;
+  for (const auto& [job_id, a] : active_) ids.push_back(job_id);
+  for (const auto& job_id : ids) {
+    auto it = active_.find(job_id);
+    if (it != active_.end()) Run(it->second, it->second.tracker.OnNodeLost(node_id));
   }
   ScheduleTick();
 }
 
 void JobManager::OnRemoteWorkerExit(const WorkerExit& e, const std::string& log_tail) {
   ActiveAttempt* a = Find(e.job_id, e.attempt);
-  if (a == nullptr || !a->remote_ranks.count(e.rank)) return;
+  if (a == nullptr || !a->tracker.IsRemote(e.rank)) return;
   a->remote_tails[e.rank] = log_tail;
   OnWorkerExit(e);
 }
@@ -255,11 +232,7 @@ void JobManager::SetLeader(bool leader) {
   LOG_INFO << (leader ? "this node is now the head" : "this node is no longer the head");
   if (!leader) {
     // Another head may start these jobs again: never let two attempts run at once.
-    for (auto& [id, a] : active_) {
-      a.ending = true;
-      agent_->Stop(a.job_id, a.attempt);
-      StopRemote(a);
-    }
+    for (auto& [id, a] : active_) Run(a, a.tracker.OnStepDown());
   }
   ScheduleTick();
 }
@@ -344,7 +317,7 @@ Status JobManager::CheckFeasible(const JobSpec& spec) const {
 ResourceMap JobManager::UsedResources() const {
   ResourceMap used;
   for (const auto& [id, a] : active_)
-    for (const auto& [k, v] : a.per_worker) used[k] += v * a.world_size;
+    for (const auto& [k, v] : a.per_worker) used[k] += v * a.tracker.world_size();
   return used;
 }
 
@@ -359,6 +332,7 @@ void JobManager::Submit(Submission sub, std::function<void(Result<std::string>)>
       sub.spec.storage_path.empty() ? options_.default_storage_path : sub.spec.storage_path;
   job.trial_dir = storage + "/" + job.name + "-" + job.id;
   job.submitted_at = commands::NowMs();
+  job.policy = PolicyOf(sub.spec);
   std::string command = commands::SubmitJob(job, JobSpecToJson(sub.spec), sub.submission_id);
   auto spec = std::make_shared<const JobSpec>(std::move(sub.spec));
   log_->Propose(std::move(command), [this, done, spec, job_id = job.id](Result<json> r) {
@@ -391,10 +365,7 @@ void JobManager::Stop(const std::string& job_id, std::function<void(Result<std::
     }
     if (r->value("active", false)) {
       auto it = active_.find(job_id);
-      if (it != active_.end() && !it->second.stop_requested) {
-        it->second.stop_requested = true;
-        if (it->second.launched) BeginEnding(it->second);
-      }
+      if (it != active_.end()) Run(it->second, it->second.tracker.OnStopRequested());
     }
     done(r->value("state", std::string()));
   });
@@ -453,8 +424,10 @@ void JobManager::FullPass(bool settling) {
       reconciling_.insert(job.id);
       commands::AttemptOutcome o;
       o.state = kJobFailed;
-      o.reason = "attempt " + std::to_string(job.attempt) +
-                 " lost: its workers are gone (the daemon restarted)";
+      AttemptRecord record;
+      record.attempt = job.attempt;
+      if (auto stored = store_->GetAttempt(job.id, job.attempt)) record = *stored;
+      o.reason = LostAttemptReason(record, options_.node_id, run_id_);
       LOG_WARN << "job " << job.id << ": " << o.reason;
       const std::string id = job.id;
       log_->Propose(commands::EndAttempt(job.id, job.attempt, o), [this, id](Result<json> r) {
@@ -472,10 +445,7 @@ void JobManager::FullPass(bool settling) {
       });
       continue;
     }
-    if (job.stop_requested && !it->second.stop_requested) {
-      it->second.stop_requested = true;
-      if (it->second.launched) BeginEnding(it->second);
-    }
+    if (job.stop_requested) Run(it->second, it->second.tracker.OnStopRequested());
   }
   // Jobs no longer PENDING (started, stopped) leave the queue.
   for (auto it = queued_.begin(); it != queued_.end();)
@@ -564,39 +534,42 @@ std::string JobManager::ResolveRestore(const JobRecord& job, const JobSpec& spec
 
 void JobManager::StartAttempt(const JobRecord& job, const JobSpec& spec,
                               const Placement& placement) {
-  ActiveAttempt a;
-  a.job_id = job.id;
-  a.attempt = job.attempt + 1;
-  a.world_size = static_cast<int>(placement.rank_nodes.size());
+  AttemptPlacement where;
+  where.job_id = job.id;
+  where.attempt = job.attempt + 1;
+  where.rank_nodes = placement.rank_nodes;
+  where.local_node = options_.node_id;
+  where.staging_prefix = Agent::StagingDir(job.trial_dir, where.attempt) + "/";
+  ActiveAttempt a(std::move(where));
   a.trial_dir = job.trial_dir;
   a.per_worker = spec.resources_per_worker;
   a.rank_gpus = placement.rank_gpus;
-  a.rank_nodes = placement.rank_nodes;
-  for (size_t r = 0; r < a.rank_nodes.size(); ++r)
-    if (a.rank_nodes[r] != options_.node_id) a.remote_ranks.insert(static_cast<int>(r));
   a.started = std::chrono::steady_clock::now();
   a.restart_backoff_s = spec.restart_backoff_s;
   a.max_restart_backoff_s = spec.max_restart_backoff_s;
-  active_[job.id] = a;  // reserves the resources while start_attempt commits
+  const int attempt = a.attempt();
+  active_.erase(job.id);
+  active_.emplace(job.id, std::move(a));  // reserves the resources while it commits
   queued_.erase(job.id);
   const std::string restored = ResolveRestore(job, spec);
-  log_->Propose(commands::StartAttempt(job.id, a.attempt, restored), [this, job, spec,
-                                                                      restored](Result<json> r) {
-    if (!r.ok()) {
-      active_.erase(job.id);
-      if (IsDiskFull(r.status())) {
-        // The Raft node warned once; retrying every pass would only flood the log.
-        LOG_DEBUG << "job " << job.id << ": start not committed: " << r.status().message();
-        restart_not_before_[job.id] = std::chrono::steady_clock::now() + kDiskFullRetry;
-        ArmRestartTimer();
-        return;
-      }
-      LOG_WARN << "job " << job.id << ": start not committed: " << r.status().message();
-      ScheduleTick();
-      return;
-    }
-    LaunchCommitted(job.id, job, spec, restored);
-  });
+  log_->Propose(
+      commands::StartAttempt(job.id, attempt, restored, options_.node_id, run_id_),
+      [this, job, spec, restored](Result<json> r) {
+        if (!r.ok()) {
+          active_.erase(job.id);
+          if (IsDiskFull(r.status())) {
+            // The Raft node warned once; retrying every pass would only flood the log.
+            LOG_DEBUG << "job " << job.id << ": start not committed: " << r.status().message();
+            restart_not_before_[job.id] = std::chrono::steady_clock::now() + kDiskFullRetry;
+            ArmRestartTimer();
+            return;
+          }
+          LOG_WARN << "job " << job.id << ": start not committed: " << r.status().message();
+          ScheduleTick();
+          return;
+        }
+        LaunchCommitted(job.id, job, spec, restored);
+      });
 }
 
 void JobManager::LaunchCommitted(const std::string& job_id, const JobRecord& job,
@@ -604,19 +577,13 @@ void JobManager::LaunchCommitted(const std::string& job_id, const JobRecord& job
   auto it = active_.find(job_id);
   if (it == active_.end()) return;
   ActiveAttempt& a = it->second;
-  a.launched = true;
-  if (a.stop_requested || !leader_ || shutting_down_) {
-    commands::AttemptOutcome o;
-    o.state = a.stop_requested ? kJobStopped : kJobFailed;
-    o.reason = a.stop_requested ? "stopped by user" : "the head stepped down before the start";
-    EndAttemptNow(a, o);
-    return;
-  }
+  Run(a, a.tracker.OnLaunched(leader_ && !shutting_down_));
+  if (a.tracker.end_proposed()) return;
   NodeAttemptPlan base;
   base.job_id = job_id;
   base.job_name = job.name;
-  base.attempt = a.attempt;
-  base.world_size = a.world_size;
+  base.attempt = a.attempt();
+  base.world_size = a.tracker.world_size();
   base.library_path = job.library_path;
   base.library_sha256 = job.library_sha256;
   if (blobs_ != nullptr && !job.library_sha256.empty()) {
@@ -628,7 +595,7 @@ void JobManager::LaunchCommitted(const std::string& job_id, const JobRecord& job
   base.checkpoint_dir = restored_from;
   base.trial_dir = job.trial_dir;
   const NodeStatus* master =
-      registry_.Get(a.rank_nodes.empty() ? options_.node_id : a.rank_nodes[0]);
+      registry_.Get(a.rank_nodes().empty() ? options_.node_id : a.rank_nodes()[0]);
   base.master_addr = master != nullptr ? master->host : options_.node_address;
   // Chosen by rank 0's node when it launches (only it can bind its own address), then
   // handed to the other nodes: see launch_node below.
@@ -645,9 +612,8 @@ void JobManager::LaunchCommitted(const std::string& job_id, const JobRecord& job
   // One plan per node, in the order of their first rank (node_rank), ranks contiguous.
   std::vector<std::string> order;
   std::map<std::string, NodeAttemptPlan> plans;
-  for (int r = 0; r < a.world_size; ++r) {
-    const std::string node =
-        r < static_cast<int>(a.rank_nodes.size()) ? a.rank_nodes[r] : options_.node_id;
+  for (int r = 0; r < a.tracker.world_size(); ++r) {
+    const std::string node = a.rank_nodes()[static_cast<size_t>(r)];
     if (!plans.count(node)) {
       order.push_back(node);
       plans[node] = base;
@@ -657,85 +623,44 @@ void JobManager::LaunchCommitted(const std::string& job_id, const JobRecord& job
     plans[node].rank_gpus.push_back(r < static_cast<int>(a.rank_gpus.size()) ? a.rank_gpus[r]
                                                                              : std::vector<int>{});
   }
-  LOG_INFO << "job " << job_id << ": starting attempt " << a.attempt << " with " << a.world_size
-           << " worker(s) on " << order.size() << " node(s)"
+  LOG_INFO << "job " << job_id << ": starting attempt " << a.attempt() << " with "
+           << a.tracker.world_size() << " worker(s) on " << order.size() << " node(s)"
            << (restored_from.empty() ? "" : " from " + restored_from);
-  const int attempt = a.attempt;
+  const int attempt = a.attempt();
   auto fail_node = [this, job_id, attempt](const std::string& node, const std::string& why) {
-    ActiveAttempt* at = Find(job_id, attempt);
-    if (at == nullptr) return;
-    for (size_t r = 0; r < at->rank_nodes.size(); ++r) {
-      const int rank = static_cast<int>(r);
-      if (at->rank_nodes[r] != node || !at->remote_ranks.count(rank) || at->exits.count(rank))
-        continue;
-      WorkerExit e;
-      e.job_id = job_id;
-      e.attempt = attempt;
-      e.rank = rank;
-      e.exit_code = 1;
-      at->exits[rank] = e;
-    }
-    if (!at->failure) {
-      commands::AttemptOutcome o;
-      o.state = kJobFailed;
-      o.reason = why;
-      at->failure = o;
-    }
-    BeginEnding(*at);
-    MaybeFinishAttempt(job_id);
-  };
-  auto local_failed = [this, job_id, attempt](const Status& st) {
-    ActiveAttempt* at = Find(job_id, attempt);
-    if (at == nullptr) return;
-    commands::AttemptOutcome o;
-    o.state = kJobFailed;
-    o.reason = st.message();
-    if (!at->failure) at->failure = o;
-    BeginEnding(*at);
-    MaybeFinishAttempt(job_id);
+    if (ActiveAttempt* at = Find(job_id, attempt))
+      Run(*at, at->tracker.OnNodeStartFailed(node, why));
   };
   // Launches `node`'s plan with the rendezvous port `port` (0 for rank 0's node, which
   // chooses it); then `started(port)` runs, or `failed()` when it could not start. A node
   // of an attempt that is ending is not started (its ranks count as exited).
   using Started = std::function<void(int)>;
   using Failed = std::function<void()>;
-  auto launch_node = [this, job_id, attempt, fail_node, local_failed](
-                         const std::string& node, NodeAttemptPlan plan, int port, Started started,
-                         Failed failed) {
+  auto launch_node = [this, job_id, attempt, fail_node](const std::string& node,
+                                                        NodeAttemptPlan plan, int port,
+                                                        Started started, Failed failed) {
     ActiveAttempt* at = Find(job_id, attempt);
     if (at == nullptr) return;
-    if (at->ending) {
+    if (at->tracker.ending()) {
       fail_node(node, "the attempt ended before node " + node + " started its ranks");
       if (failed) failed();
       return;
     }
     plan.master_port = port;
-    if (node == options_.node_id) {
-      Result<int> chosen = agent_->Launch(plan);
-      if (!chosen.ok()) {
-        local_failed(chosen.status());
-        if (failed) failed();
-        return;
-      }
-      if (started) started(*chosen);
-      return;
-    }
-    const NodeStatus* n = registry_.Get(node);
-    if (remote_ == nullptr || n == nullptr || !n->alive) {
+    std::unique_ptr<NodeClient> client = ClientFor(node);
+    if (client == nullptr) {
       fail_node(node, "node " + node + " is gone");
       if (failed) failed();
       return;
     }
-    remote_->Launch(n->api_address, NodeAttemptPlanToJson(plan),
-                    [fail_node, node, started, failed](Result<int> chosen) {
-                      if (!chosen.ok()) {
-                        fail_node(node, "node " + node + " could not start its ranks: " +
-                                            chosen.status().message());
-                        if (failed) failed();
-                        return;
-                      }
-                      if (started) started(*chosen);
-                    });
+    client->Launch(std::move(plan), [fail_node, node, started, failed](Result<int> chosen) {
+      if (!chosen.ok()) {
+        fail_node(node, chosen.status().message());
+        if (failed) failed();
+        return;
+      }
+      if (started) started(*chosen);
+    });
   };
   // Rank 0's node first (order[0]: nodes go in the order of their first rank), then the
   // others with the port it chose; when it cannot start, the others never do.
@@ -755,68 +680,63 @@ void JobManager::LaunchCommitted(const std::string& job_id, const JobRecord& job
 
 JobManager::ActiveAttempt* JobManager::Find(const std::string& job_id, int attempt) {
   auto it = active_.find(job_id);
-  if (it == active_.end() || it->second.attempt != attempt) return nullptr;
+  if (it == active_.end() || it->second.attempt() != attempt) return nullptr;
   return &it->second;
 }
 
+void JobManager::Run(ActiveAttempt& a, AttemptTracker::Commands commands) {
+  for (auto& c : commands) {
+    if (std::holds_alternative<AttemptTracker::StopWorkers>(c)) {
+      StopWorkers(a);
+    } else if (auto* e = std::get_if<AttemptTracker::RecordWorkerEvent>(&c)) {
+      log_->Propose(commands::WorkerEvent(a.job_id(), a.attempt(), e->rank, e->event, e->detail),
+                    [](Result<json>) {});
+    } else if (std::holds_alternative<AttemptTracker::MarkRunning>(c)) {
+      log_->Propose(commands::JobRunning(a.job_id(), a.attempt()), [](Result<json>) {});
+    } else if (auto* r = std::get_if<AttemptTracker::CommitReport>(&c)) {
+      CommitReport(a, *r);
+    } else if (auto* end = std::get_if<AttemptTracker::End>(&c)) {
+      EndAttemptNow(a, end->outcome);
+      return;  // nothing follows an end
+    }
+  }
+  if (a.tracker.launched() && !a.tracker.end_proposed()) {
+    AttemptTracker::Commands more = a.tracker.Settle(agent_->LiveWorkers(a.job_id(), a.attempt()));
+    if (!more.empty()) Run(a, std::move(more));
+  }
+}
+
 void JobManager::OnWorkerHello(const std::string& job_id, int attempt, int rank) {
-  ActiveAttempt* a = Find(job_id, attempt);
-  if (a == nullptr) return;
-  a->hellos.insert(rank);
-  log_->Propose(commands::WorkerEvent(job_id, attempt, rank, "started", ""), [](Result<json>) {});
-  if (static_cast<int>(a->hellos.size()) == a->world_size && !a->ending)
-    log_->Propose(commands::JobRunning(job_id, attempt), [](Result<json>) {});
+  if (ActiveAttempt* a = Find(job_id, attempt)) Run(*a, a->tracker.OnHello(rank));
 }
 
 void JobManager::OnWorkerReport(const std::string& job_id, int attempt, int rank, int seq,
                                 const json& metrics, const std::string& checkpoint) {
   ActiveAttempt* a = Find(job_id, attempt);
   if (a == nullptr) return;
-  std::string ckpt = checkpoint;
-  if (!ckpt.empty()) {
-    // The directory's files are about to be moved: only accept this attempt's staging area.
-    const std::string staging = Agent::StagingDir(a->trial_dir, attempt) + "/";
-    if (ckpt.rfind(staging, 0) != 0 || ckpt.find("/..") != std::string::npos) {
-      LOG_WARN << "job " << job_id << " rank " << rank << " reported a checkpoint outside "
-               << staging << "; ignored";
-      ckpt.clear();
-    }
-  }
   // The worker copied its files durably before reporting, so it may go on at once. A
   // remote rank is acked by its agent when this call returns.
-  if (!a->remote_ranks.count(rank)) agent_->Ack(job_id, attempt, rank, seq);
-  a->reports[seq][rank] = RankReport{metrics, ckpt};
-  if (static_cast<int>(a->reports[seq].size()) == a->world_size) CommitReport(*a, seq);
+  if (!a->tracker.IsRemote(rank)) agent_->Ack(job_id, attempt, rank, seq);
+  Run(*a, a->tracker.OnReport(rank, seq, metrics, checkpoint));
 }
 
-void JobManager::CommitReport(ActiveAttempt& a, int seq) {
-  auto& ranks = a.reports[seq];
-  json metrics = ranks.count(0) ? ranks[0].metrics : json::object();
-  std::map<int, std::string> dirs;
-  for (const auto& [rank, rep] : ranks)
-    if (!rep.checkpoint.empty()) dirs[rank] = rep.checkpoint;
-  a.reports.erase(seq);
-  log_->Propose(commands::Report(a.job_id, a.attempt, seq, metrics), [](Result<json>) {});
-  if (dirs.empty()) return;
+void JobManager::CommitReport(ActiveAttempt& a, const AttemptTracker::CommitReport& report) {
+  const int seq = report.seq;
+  const json& metrics = report.metrics;
+  log_->Propose(commands::Report(a.job_id(), a.attempt(), seq, metrics), [](Result<json>) {});
+  if (report.checkpoint_dirs.empty()) return;
   auto merged = [&] {
     ScopedFsIdentity as_worker(WorkerFs());
-    return MergeCheckpoint(a.trial_dir, a.attempt, seq, dirs, metrics);
+    return MergeCheckpoint(a.trial_dir, a.attempt(), seq, report.checkpoint_dirs, metrics);
   }();
   if (!merged.ok()) {
-    LOG_ERROR << "job " << a.job_id << ": checkpoint " << seq
+    LOG_ERROR << "job " << a.job_id() << ": checkpoint " << seq
               << " could not be committed: " << merged.status().message();
-    if (!a.failure) {
-      commands::AttemptOutcome o;
-      o.state = kJobFailed;
-      o.reason = "checkpoint " + std::to_string(seq) +
-                 " could not be committed: " + merged.status().message();
-      a.failure = o;
-    }
-    BeginEnding(a);
+    Run(a, a.tracker.OnCheckpointFailed(seq, merged.status().message()));
     return;
   }
   const std::string trial_prefix = a.trial_dir + "/checkpoint_";
-  log_->Propose(commands::CommitCheckpoint(a.job_id, a.attempt, seq, *merged, metrics),
+  log_->Propose(commands::CommitCheckpoint(a.job_id(), a.attempt(), seq, *merged, metrics),
                 [fs = options_.worker_fs_identity, trial_prefix](Result<json> r) {
                   if (!r.ok()) return;
                   ScopedFsIdentity as_worker(fs ? &*fs : nullptr);
@@ -830,86 +750,25 @@ void JobManager::CommitReport(ActiveAttempt& a, int seq) {
                 });
 }
 
-commands::AttemptOutcome JobManager::DescribeFailure(const ActiveAttempt& a,
-                                                     const WorkerExit& e) const {
-  commands::AttemptOutcome o;
-  o.state = kJobFailed;
-  o.failed_rank = e.rank;
-  o.exit_code = e.exit_code;
-  o.signal = e.signal;
-  if (a.remote_ranks.count(e.rank)) {
-    auto t = a.remote_tails.find(e.rank);
-    o.log_tail = t == a.remote_tails.end() ? "" : t->second;
-  } else {
-    o.log_tail = TailFile(agent_->LogPath(a.job_id, a.attempt, e.rank), options_.log_tail_bytes);
-  }
-  const std::string r = "rank " + std::to_string(e.rank);
-  if (e.signal) {
-    o.reason = r + " was killed by " + SignalName(*e.signal);
-  } else if (e.exit_code && *e.exit_code == 3) {
-    std::string why = e.done_error.empty() ? LastLine(o.log_tail) : e.done_error;
-    o.reason = r + " could not load the training library: " + why;
-    o.retryable = false;
-  } else if (!e.done_error.empty()) {
-    o.reason = r + " failed: " + e.done_error;
-  } else {
-    o.reason = r + " exited with code " + std::to_string(e.exit_code.value_or(-1));
-  }
-  if (!e.retryable) o.retryable = false;
-  return o;
-}
-
 void JobManager::OnWorkerExit(const WorkerExit& e) {
   ActiveAttempt* a = Find(e.job_id, e.attempt);
   if (a == nullptr) return;
-  a->exits[e.rank] = e;
-  std::string detail =
-      e.signal ? SignalName(*e.signal) : "exit code " + std::to_string(e.exit_code.value_or(-1));
-  log_->Propose(commands::WorkerEvent(e.job_id, e.attempt, e.rank, "exited", detail),
-                [](Result<json>) {});
-  const bool clean = e.exit_code && *e.exit_code == 0 && !(e.done_seen && !e.done_ok);
-  if (!clean) {
-    const bool expected = a->ending && e.stopped_by_agent;
-    if (!a->failure && !expected) a->failure = DescribeFailure(*a, e);
-    BeginEnding(*a);
+  std::string tail;
+  if (!AttemptTracker::IsCleanExit(e)) {
+    if (a->tracker.IsRemote(e.rank)) {
+      auto t = a->remote_tails.find(e.rank);
+      if (t != a->remote_tails.end()) tail = t->second;
+    } else {
+      tail = TailFile(agent_->LogPath(e.job_id, e.attempt, e.rank), options_.log_tail_bytes);
+    }
   }
-  MaybeFinishAttempt(e.job_id);
-}
-
-void JobManager::BeginEnding(ActiveAttempt& a) {
-  if (a.ending) return;
-  a.ending = true;
-  agent_->Stop(a.job_id, a.attempt);
-  StopRemote(a);
-}
-
-void JobManager::MaybeFinishAttempt(const std::string& job_id) {
-  auto it = active_.find(job_id);
-  if (it == active_.end()) return;
-  ActiveAttempt& a = it->second;
-  if (!a.launched || a.end_proposed) return;
-  // Wait for every process this node started for the attempt (after a launch failure,
-  // some ranks never started and never exit).
-  if (agent_->LiveWorkers(a.job_id, a.attempt) + RemoteLive(a) > 0) return;
-  commands::AttemptOutcome o;
-  if (a.stop_requested) {
-    o.state = kJobStopped;
-    o.reason = "stopped by user";
-  } else if (a.failure) {
-    o = *a.failure;
-  } else if (static_cast<int>(a.exits.size()) == a.world_size) {
-    o.state = kJobSucceeded;
-  } else {
-    return;
-  }
-  EndAttemptNow(a, o);
+  Run(*a, a->tracker.OnExit(e, tail));
 }
 
 void JobManager::EndAttemptNow(ActiveAttempt& a, commands::AttemptOutcome outcome) {
-  a.end_proposed = true;
-  const std::string job_id = a.job_id;
+  const std::string job_id = a.job_id();
   const std::string trial_dir = a.trial_dir;
-  const int attempt = a.attempt;
+  const int attempt = a.attempt();
   LOG_INFO << "job " << job_id << ": attempt " << attempt << " ended " << outcome.state
            << (outcome.reason.empty() ? "" : ": " + outcome.reason);
   log_->Propose(commands::EndAttempt(job_id, attempt, outcome), [this, job_id, trial_dir,
@@ -931,10 +790,11 @@ void JobManager::EndAttemptNow(ActiveAttempt& a, commands::AttemptOutcome outcom
       RemoveAll(Agent::StagingDir(trial_dir, attempt));
       CleanupUncommitted(trial_dir);
     }
-    if (it != active_.end() && it->second.attempt == attempt) {
-      if (r.ok() && r->value("job_state", std::string()) == kJobPending && it->second.failure &&
-          !it->second.stop_requested) {
-        BackOffRestart(it->second, it->second.failure->reason);
+    if (it != active_.end() && it->second.attempt() == attempt) {
+      const AttemptTracker& t = it->second.tracker;
+      if (r.ok() && r->value("job_state", std::string()) == kJobPending && t.failure() &&
+          !t.stop_requested()) {
+        BackOffRestart(it->second, t.failure()->reason);
       } else if (r.ok()) {
         quick_failures_.erase(job_id);
       }
@@ -947,11 +807,13 @@ void JobManager::EndAttemptNow(ActiveAttempt& a, commands::AttemptOutcome outcom
 void JobManager::BackOffRestart(const ActiveAttempt& a, const std::string& reason) {
   const auto now = std::chrono::steady_clock::now();
   const double ran_s = std::chrono::duration<double>(now - a.started).count();
-  int& quick = quick_failures_[a.job_id];
-  quick = ran_s < a.max_restart_backoff_s ? quick + 1 : 1;
-  const double delay_s = RestartBackoffSeconds(a.restart_backoff_s, a.max_restart_backoff_s, quick);
+  int& quick = quick_failures_[a.job_id()];
+  const RestartDelay next =
+      NextRestartDelay(quick, ran_s, a.restart_backoff_s, a.max_restart_backoff_s);
+  quick = next.quick_failures;
+  const double delay_s = next.delay_s;
   if (delay_s <= 0) return;
-  restart_not_before_[a.job_id] =
+  restart_not_before_[a.job_id()] =
       now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                 std::chrono::duration<double>(delay_s));
   ArmRestartTimer();
@@ -959,9 +821,9 @@ void JobManager::BackOffRestart(const ActiveAttempt& a, const std::string& reaso
   std::snprintf(when, sizeof when, "%.1f", delay_s);
   const std::string why = "restarting in " + std::string(when) + " s (backoff after " +
                           std::to_string(quick) + " failures in a row): attempt " +
-                          std::to_string(a.attempt) + " failed: " + reason;
-  LOG_INFO << "job " << a.job_id << ": " << why;
-  log_->Propose(commands::SetPendingReasons({{a.job_id, why}}), [](Result<json>) {});
+                          std::to_string(a.attempt()) + " failed: " + reason;
+  LOG_INFO << "job " << a.job_id() << ": " << why;
+  log_->Propose(commands::SetPendingReasons({{a.job_id(), why}}), [](Result<json>) {});
 }
 
 void JobManager::ArmRestartTimer() {

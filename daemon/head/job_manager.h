@@ -1,12 +1,14 @@
 // JobManager: the head's job lifecycle (DESIGN §4). It turns the state store's PENDING jobs
-// into gang-started attempts (via the pure scheduler and the node agent), follows each
-// attempt's workers, commits reports and checkpoints, ends attempts on the first failure
-// (stopping the other ranks) and lets the FSM decide between a restart and FAILED.
+// into gang-started attempts (via the pure scheduler and the node agent) and follows each
+// attempt. What an attempt's events mean (first failure, stop, node loss, when it ends)
+// is decided by its AttemptTracker (attempt_tracker.h), a pure state machine; JobManager
+// carries out the tracker's commands: Raft proposals, stopping workers, merging
+// checkpoints, and lets the FSM decide between a restart and FAILED.
 //
 // Every state change goes through the CommandLog (Raft); the in-memory ActiveAttempt map
 // only tracks what live processes are doing. After a restart that map is empty, so
-// attempts the store still calls active are ended as lost and restarted from their
-// latest checkpoint.
+// attempts the store still calls active are ended as lost (LostAttemptReason names why)
+// and restarted from their latest checkpoint.
 //
 // Thread-safety: not thread-safe; every method and callback runs on the io_context thread.
 #pragma once
@@ -24,7 +26,9 @@
 #include <vector>
 
 #include "common/fs_identity.h"
+#include "daemon/head/attempt_tracker.h"
 #include "daemon/head/command_log.h"
+#include "daemon/head/node_client.h"
 #include "daemon/head/node_registry.h"
 #include "daemon/head/remote_nodes.h"
 #include "daemon/node/agent.h"
@@ -62,7 +66,13 @@ struct JobManagerOptions {
   // (checkpoint staging, trial dirs) are merged and deleted with that account's file
   // access, never root's (see common/fs_identity.h). Default: unset (the daemon's own).
   std::optional<FsIdentity> worker_fs_identity;
+  // This daemon process's run id, recorded with every attempt it starts (see
+  // LostAttemptReason). Default "": a random one.
+  std::string run_id;
 };
+
+// The spec's policies the FSM applies, as stored with the job.
+cmd::JobPolicy PolicyOf(const JobSpec& spec);
 
 class JobManager : public WorkerPoolListener {
  public:
@@ -113,32 +123,26 @@ class JobManager : public WorkerPoolListener {
   const FsIdentity* WorkerFs() const {
     return options_.worker_fs_identity ? &*options_.worker_fs_identity : nullptr;
   }
-  struct RankReport {
-    nlohmann::json metrics;
-    std::string checkpoint;
-  };
+  // An attempt this head started and follows: its state machine plus what the head
+  // needs besides (resources for the scheduler's snapshots, restart backoff).
   struct ActiveAttempt {
-    std::string job_id;
-    int attempt = 0;
-    int world_size = 0;
+    explicit ActiveAttempt(AttemptPlacement p) : tracker(std::move(p)) {}
+    const std::string& job_id() const { return tracker.placement().job_id; }
+    int attempt() const { return tracker.placement().attempt; }
+    const std::vector<std::string>& rank_nodes() const { return tracker.placement().rank_nodes; }
+
+    AttemptTracker tracker;
     std::string trial_dir;
     ResourceMap per_worker;
-    std::vector<std::vector<int>> rank_gpus;  // devices of each rank
-    std::vector<std::string> rank_nodes;      // node of each rank
-    std::set<int> remote_ranks;               // ranks on other nodes
-    std::map<int, std::string> remote_tails;  // log tails sent with remote exits
-    bool launched = false;                    // start_attempt committed and processes started
-    std::set<int> hellos;
-    std::map<int, std::map<int, RankReport>> reports;  // seq -> rank -> report
-    std::map<int, WorkerExit> exits;
-    bool ending = false;                              // workers are being stopped
-    bool stop_requested = false;                      // by the user
-    std::optional<commands::AttemptOutcome> failure;  // the first failure seen
-    bool end_proposed = false;
+    std::vector<std::vector<int>> rank_gpus;          // devices of each rank
+    std::map<int, std::string> remote_tails;          // log tails sent with remote exits
     std::chrono::steady_clock::time_point started{};  // when start_attempt was proposed
     double restart_backoff_s = 0;                     // the spec's failure_config
     double max_restart_backoff_s = 0;
   };
+  // Carries out what `a`'s tracker decided, then lets it end the attempt when none of its
+  // workers lives any more.
+  void Run(ActiveAttempt& a, AttemptTracker::Commands commands);
   // After a failed attempt's end committed with the job PENDING again: holds the restart
   // back as failure_config's backoff says.
   void BackOffRestart(const ActiveAttempt& a, const std::string& pending_reason);
@@ -175,18 +179,18 @@ class JobManager : public WorkerPoolListener {
   void LaunchCommitted(const std::string& job_id, const JobRecord& job, const JobSpec& spec,
                        const std::string& restored_from);
   void EndAttemptNow(ActiveAttempt& a, commands::AttemptOutcome outcome);
-  void BeginEnding(ActiveAttempt& a);
-  void MaybeFinishAttempt(const std::string& job_id);
-  void CommitReport(ActiveAttempt& a, int seq);
-  commands::AttemptOutcome DescribeFailure(const ActiveAttempt& a, const WorkerExit& e) const;
+  void CommitReport(ActiveAttempt& a, const AttemptTracker::CommitReport& report);
   ActiveAttempt* Find(const std::string& job_id, int attempt);
   void OnNodeLost(const std::string& node_id);
   void RefreshSelf();
   // Replicates a voter's API address (keyed by Raft id) when the store lacks it.
   void RecordVoterAddress(uint64_t raft_id, const std::string& api_address);
   void StopStaleLocal();
-  int RemoteLive(const ActiveAttempt& a) const;
-  void StopRemote(const ActiveAttempt& a);
+  // The node's launcher: its own agent, or another node's over HTTP; null when that node
+  // is not reachable (unknown, LOST, or no cluster).
+  std::unique_ptr<NodeClient> ClientFor(const std::string& node_id) const;
+  // Stops the attempt's workers on every node it placed ranks on.
+  void StopWorkers(const ActiveAttempt& a);
   // Resources and GPU fractions the active attempts take on `node_id`.
   void UsedOn(const std::string& node_id, ResourceMap* used, std::vector<double>* gpu_free) const;
   std::vector<NodeSnapshot> Snapshots(bool alive_only) const;
@@ -201,6 +205,7 @@ class JobManager : public WorkerPoolListener {
   Agent* const agent_;
   RemoteNodes* remote_ = nullptr;
   BlobStore* blobs_ = nullptr;
+  const std::string run_id_;
 
   static constexpr std::chrono::milliseconds kMinTickGap{20};
   // A start refused because the disk is full is tried again after this long.

@@ -1,7 +1,7 @@
-// Fsm: the one place that changes cluster state. It applies committed Raft commands (JSON,
-// see proto/WIRE.md) to the StateStore, deterministically: everything it writes comes from
-// the command (ids, times), never from the clock or randomness, so every voter ends with
-// the same database.
+// Fsm: the one place that changes cluster state. It applies committed Raft commands
+// (proto/raft_commands.h, contract in proto/WIRE.md) to the StateStore, deterministically:
+// everything it writes comes from the command (ids, times), never from the clock or randomness, so
+// every voter ends with the same database.
 //
 // Apply never fails: a bad or stale command yields {"ok":false,"error":...} as its result.
 // Every command carries a request id ("rid"); a rid seen before returns the stored result

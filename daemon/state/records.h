@@ -6,6 +6,8 @@
 #include <optional>
 #include <string>
 
+#include "proto/raft_commands.h"
+
 namespace traintl {
 
 // Job states (DESIGN §4).
@@ -36,6 +38,7 @@ struct JobRecord {
   std::string library_path;    // what the workers dlopen
   std::string trial_dir;       // where checkpoints and results go
   bool stop_requested = false;
+  cmd::JobPolicy policy;  // what the FSM applies (failure_config, checkpoint_config)
 };
 
 struct AttemptRecord {
@@ -50,6 +53,9 @@ struct AttemptRecord {
   std::optional<int> signal;
   std::string reason;
   std::string log_tail;
+  // The head that started it (node id, daemon run id); "" for attempts of older releases.
+  std::string head_node;
+  std::string head_run;
 };
 
 struct CheckpointRecord {

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "common/json_depth.h"
 #include "daemon/state/sqlite_stmt.h"
 
 namespace traintl {
@@ -10,14 +11,16 @@ namespace {
 
 constexpr const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
-INSERT OR IGNORE INTO meta(key, value) VALUES('schema_version', '1');
+INSERT OR IGNORE INTO meta(key, value) VALUES('schema_version', '2');
 CREATE TABLE IF NOT EXISTS jobs(
   id TEXT PRIMARY KEY, name TEXT NOT NULL, spec TEXT NOT NULL, state TEXT NOT NULL,
   attempt INTEGER NOT NULL, failures INTEGER NOT NULL, priority INTEGER NOT NULL,
   submitted_at INTEGER NOT NULL, started_at INTEGER, ended_at INTEGER,
   message TEXT NOT NULL, pending_reason TEXT NOT NULL, metrics TEXT NOT NULL,
   library_sha256 TEXT NOT NULL, library_path TEXT NOT NULL, trial_dir TEXT NOT NULL,
-  stop_requested INTEGER NOT NULL, submission_id TEXT);
+  stop_requested INTEGER NOT NULL, submission_id TEXT,
+  max_failures INTEGER NOT NULL DEFAULT 0, ckpt_num_to_keep INTEGER NOT NULL DEFAULT 0,
+  ckpt_score_attribute TEXT NOT NULL DEFAULT '', ckpt_score_max INTEGER NOT NULL DEFAULT 0);
 CREATE UNIQUE INDEX IF NOT EXISTS jobs_by_submission ON jobs(submission_id)
   WHERE submission_id IS NOT NULL;
 CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs(state);
@@ -26,7 +29,8 @@ CREATE TABLE IF NOT EXISTS attempts(
   job_id TEXT NOT NULL, attempt INTEGER NOT NULL, state TEXT NOT NULL,
   started_at INTEGER NOT NULL, ended_at INTEGER, restored_from TEXT NOT NULL,
   failed_rank INTEGER, exit_code INTEGER, signal INTEGER, reason TEXT NOT NULL,
-  log_tail TEXT NOT NULL, PRIMARY KEY(job_id, attempt));
+  log_tail TEXT NOT NULL, head_node TEXT NOT NULL DEFAULT '',
+  head_run TEXT NOT NULL DEFAULT '', PRIMARY KEY(job_id, attempt));
 CREATE TABLE IF NOT EXISTS checkpoints(
   id INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT NULL, attempt INTEGER NOT NULL,
   seq INTEGER NOT NULL, path TEXT NOT NULL, metrics TEXT NOT NULL, created_at INTEGER NOT NULL,
@@ -41,14 +45,27 @@ CREATE INDEX IF NOT EXISTS worker_events_by_job ON worker_events(job_id);
 CREATE TABLE IF NOT EXISTS applied(rid TEXT PRIMARY KEY, result TEXT NOT NULL);
 )sql";
 
+// Schema 1 -> 2: the FSM's policies stored typed with the job (filled from the stored
+// spec, the one time it is read after submit), and who started each attempt.
+constexpr const char* kMigrateTo2 = R"sql(
+ALTER TABLE jobs ADD COLUMN max_failures INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN ckpt_num_to_keep INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN ckpt_score_attribute TEXT NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN ckpt_score_max INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE attempts ADD COLUMN head_node TEXT NOT NULL DEFAULT '';
+ALTER TABLE attempts ADD COLUMN head_run TEXT NOT NULL DEFAULT '';
+)sql";
+
 constexpr const char* kJobColumns =
     "id, name, spec, state, attempt, failures, priority, submitted_at, started_at, ended_at, "
-    "message, pending_reason, metrics, library_sha256, library_path, trial_dir, stop_requested";
+    "message, pending_reason, metrics, library_sha256, library_path, trial_dir, stop_requested, "
+    "max_failures, ckpt_num_to_keep, ckpt_score_attribute, ckpt_score_max";
 
 // kJobColumns with an empty string in the spec's place (ReadJob reads by position).
 constexpr const char* kJobColumnsWithoutSpec =
     "id, name, '', state, attempt, failures, priority, submitted_at, started_at, ended_at, "
-    "message, pending_reason, metrics, library_sha256, library_path, trial_dir, stop_requested";
+    "message, pending_reason, metrics, library_sha256, library_path, trial_dir, stop_requested, "
+    "max_failures, ckpt_num_to_keep, ckpt_score_attribute, ckpt_score_max";
 
 JobRecord ReadJob(const Stmt& s) {
   JobRecord j;
@@ -69,12 +86,16 @@ JobRecord ReadJob(const Stmt& s) {
   j.library_path = s.Text(14);
   j.trial_dir = s.Text(15);
   j.stop_requested = s.Int(16) != 0;
+  j.policy.max_failures = static_cast<int>(s.Int(17));
+  j.policy.num_to_keep = static_cast<int>(s.Int(18));
+  j.policy.score_attribute = s.Text(19);
+  j.policy.score_max = s.Int(20) != 0;
   return j;
 }
 
 constexpr const char* kAttemptColumns =
     "job_id, attempt, state, started_at, ended_at, restored_from, failed_rank, exit_code, "
-    "signal, reason, log_tail";
+    "signal, reason, log_tail, head_node, head_run";
 
 AttemptRecord ReadAttempt(const Stmt& s) {
   AttemptRecord a;
@@ -89,6 +110,8 @@ AttemptRecord ReadAttempt(const Stmt& s) {
   a.signal = s.OptInt32(8);
   a.reason = s.Text(9);
   a.log_tail = s.Text(10);
+  a.head_node = s.Text(11);
+  a.head_run = s.Text(12);
   return a;
 }
 
@@ -341,6 +364,49 @@ Status StateStore::Restore(const std::string& image) {
     sqlite3_free(err);
     return Status::Internal("snapshot schema: " + msg);
   }
+  return MigrateLocked();
+}
+
+Status StateStore::MigrateLocked() {
+  auto version = [&] {
+    Stmt s(stmts_, "SELECT value FROM meta WHERE key = 'schema_version'");
+    return s.Step() ? std::atoi(s.Text(0).c_str()) : 0;
+  };
+  const int from = version();
+  if (from == kSchemaVersion) return Status::Ok();
+  if (from > kSchemaVersion || from < 1)
+    return Status::FailedPrecondition("snapshot has schema version " + std::to_string(from) +
+                                      ", this release reads 1 to " +
+                                      std::to_string(kSchemaVersion));
+  char* err = nullptr;
+  if (sqlite3_exec(db_, "BEGIN", nullptr, nullptr, nullptr) != SQLITE_OK ||
+      sqlite3_exec(db_, kMigrateTo2, nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err ? err : sqlite3_errmsg(db_);
+    sqlite3_free(err);
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    return Status::Internal("migrating the snapshot to schema 2: " + msg);
+  }
+  std::vector<std::pair<std::string, cmd::JobPolicy>> policies;
+  {
+    Stmt s(stmts_, "SELECT id, spec FROM jobs");
+    while (s.Step())
+      policies.emplace_back(s.Text(0), cmd::PolicyFromSpecJson(ParseJsonBounded(s.Text(1))));
+  }
+  for (const auto& [id, p] : policies) {
+    Stmt(stmts_,
+         "UPDATE jobs SET max_failures=?, ckpt_num_to_keep=?, ckpt_score_attribute=?, "
+         "ckpt_score_max=? WHERE id=?")
+        .Bind(1, p.max_failures)
+        .Bind(2, p.num_to_keep)
+        .Bind(3, p.score_attribute)
+        .Bind(4, static_cast<int64_t>(p.score_max))
+        .Bind(5, id)
+        .Run();
+  }
+  Stmt(stmts_, "UPDATE meta SET value = ? WHERE key = 'schema_version'")
+      .Bind(1, std::to_string(kSchemaVersion))
+      .Run();
+  sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr);
   return Status::Ok();
 }
 
@@ -398,17 +464,19 @@ std::optional<JobRecord> StateStore::Tx::GetJob(const std::string& id) {
 
 void StateStore::Tx::InsertJob(const JobRecord& j, const std::string& submission_id) {
   Stmt s(stmts_, Sql("INSERT INTO jobs(", kJobColumns,
-                     ", submission_id) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
+                     ", submission_id) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
                      .c_str());
   s.Bind(1, j.id).Bind(2, j.name).Bind(3, j.spec).Bind(4, j.state).Bind(5, j.attempt);
   s.Bind(6, j.failures).Bind(7, j.priority).Bind(8, j.submitted_at).Bind(9, j.started_at);
   s.Bind(10, j.ended_at).Bind(11, j.message).Bind(12, j.pending_reason).Bind(13, j.metrics);
   s.Bind(14, j.library_sha256).Bind(15, j.library_path).Bind(16, j.trial_dir);
-  s.Bind(17, static_cast<int64_t>(j.stop_requested));
+  s.Bind(17, static_cast<int64_t>(j.stop_requested)).Bind(18, j.policy.max_failures);
+  s.Bind(19, j.policy.num_to_keep).Bind(20, j.policy.score_attribute);
+  s.Bind(21, static_cast<int64_t>(j.policy.score_max));
   if (submission_id.empty()) {
-    s.BindNull(18);
+    s.BindNull(22);
   } else {
-    s.Bind(18, submission_id);
+    s.Bind(22, submission_id);
   }
   s.Run();
 }
@@ -424,12 +492,13 @@ void StateStore::Tx::UpdateJob(const JobRecord& j) {
 }
 
 void StateStore::Tx::InsertAttempt(const AttemptRecord& a) {
-  Stmt s(stmts_,
-         Sql("INSERT OR REPLACE INTO attempts(", kAttemptColumns, ") VALUES(?,?,?,?,?,?,?,?,?,?,?)")
-             .c_str());
+  Stmt s(stmts_, Sql("INSERT OR REPLACE INTO attempts(", kAttemptColumns,
+                     ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)")
+                     .c_str());
   s.Bind(1, a.job_id).Bind(2, a.attempt).Bind(3, a.state).Bind(4, a.started_at);
   s.Bind(5, a.ended_at).Bind(6, a.restored_from).Bind(7, a.failed_rank).Bind(8, a.exit_code);
-  s.Bind(9, a.signal).Bind(10, a.reason).Bind(11, a.log_tail);
+  s.Bind(9, a.signal).Bind(10, a.reason).Bind(11, a.log_tail).Bind(12, a.head_node);
+  s.Bind(13, a.head_run);
   s.Run();
 }
 

@@ -94,7 +94,12 @@ class StateStore {
   std::string Mutate(const std::function<std::string(Tx&)>& fn);
 
  private:
+  // The schema this release writes; Restore migrates images of older ones.
+  static constexpr int kSchemaVersion = 2;
+
   void OpenFresh();
+  // Brings a restored image up to kSchemaVersion (migrations are additive). mu_ held.
+  Status MigrateLocked();
 
   mutable std::mutex mu_;
   sqlite3* db_ = nullptr;    // guarded by mu_

@@ -122,7 +122,8 @@ class FiveNodeTest(ClusterTestCase):
         job = c.agents[0].wait_terminal(job_id, timeout=120)
         self.assertEqual(job["state"], "SUCCEEDED", job)
         self.assertEqual(job["attempt"], 2, job)
-        self.assertIn("lost", job["attempts"][0]["reason"])
+        # The new head names what happened: a failover, not a daemon restart.
+        self.assertIn("head failover", job["attempts"][0]["reason"])
         self.assertIn("checkpoint_a001_", job["attempts"][1]["restored_from"])
         self.assert_sequential_attempts(job)
         # The library reached the nodes of attempt 2 from the new head.

@@ -30,7 +30,8 @@ class DaemonRestartTest(DaemonTestCase):
         job = d.wait_terminal(job_id)
         self.assertEqual(job["state"], "SUCCEEDED", job)
         self.assertEqual(job["attempt"], 2)
-        self.assertIn("lost", job["attempts"][0]["reason"])
+        self.assertIn("daemon on node", job["attempts"][0]["reason"])
+        self.assertIn("restarted", job["attempts"][0]["reason"])
         latest_before_restart = max(after_cks, key=lambda c: c["id"]) if after_cks else None
         self.assertIsNotNone(job["attempts"][1]["restored_from"])
         self.assertIn("checkpoint_a001_", job["attempts"][1]["restored_from"])

@@ -21,6 +21,8 @@ JobRecord MakeJob(const std::string& id, int max_failures, int num_to_keep = 0) 
   j.library_path = "/lib.so";
   j.trial_dir = "/tmp/trial";
   j.submitted_at = 1000;
+  j.policy.max_failures = max_failures;
+  j.policy.num_to_keep = num_to_keep;
   return j;
 }
 
@@ -259,4 +261,42 @@ TEST_CASE("library hashes of the active jobs, each once") {
   Apply(fsm, commands::SubmitJob(job("d5", "cc"), ""));  // ends below
   Apply(fsm, commands::StopJob("d5"));
   CHECK(store.ActiveLibraryHashes() == std::vector<std::string>{"aa", "bb"});
+}
+
+TEST_CASE("the FSM applies the job's stored policy, never its spec") {
+  StateStore store;
+  Fsm fsm(&store);
+  JobRecord j = MakeJob("e1", 5, 5);  // the spec says 5 and 5 ...
+  j.policy.max_failures = 0;          // ... the validated policy says otherwise
+  j.policy.num_to_keep = 1;
+  Apply(fsm, commands::SubmitJob(j, ""));
+  CHECK(store.GetJob("e1")->policy == j.policy);
+  Apply(fsm, commands::StartAttempt("e1", 1, ""));
+  Apply(fsm, commands::CommitCheckpoint("e1", 1, 0, "/c0", json::object()));
+  auto r = Apply(fsm, commands::CommitCheckpoint("e1", 1, 1, "/c1", json::object()));
+  CHECK(r["deleted"] == json::array({"/c0"}));
+  CHECK(Apply(fsm, commands::EndAttempt("e1", 1, Failed(0, 1)))["job_state"] == kJobFailed);
+}
+
+TEST_CASE("a submit_job of an older release (no policy) takes its policy from the spec") {
+  StateStore store;
+  Fsm fsm(&store);
+  json old = json::parse(commands::SubmitJob(MakeJob("e2", 2, 3), ""));
+  old["job"].erase("policy");
+  REQUIRE(Apply(fsm, old.dump())["ok"] == true);
+  cmd::JobPolicy want;
+  want.max_failures = 2;
+  want.num_to_keep = 3;
+  CHECK(store.GetJob("e2")->policy == want);
+}
+
+TEST_CASE("start_attempt records the head that started it") {
+  StateStore store;
+  Fsm fsm(&store);
+  Apply(fsm, commands::SubmitJob(MakeJob("e3", 0), ""));
+  Apply(fsm, commands::StartAttempt("e3", 1, "", "node-2", "run7"));
+  auto a = store.GetAttempt("e3", 1);
+  REQUIRE(a);
+  CHECK(a->head_node == "node-2");
+  CHECK(a->head_run == "run7");
 }

@@ -1,0 +1,230 @@
+#include "daemon/head/attempt_tracker.h"
+
+#include <csignal>
+#include <cstring>
+#include <utility>
+
+#include "common/logging.h"
+#include "proto/job_spec.h"
+
+namespace traintl {
+namespace {
+
+std::string SignalName(int sig) {
+  const char* abbrev = ::sigabbrev_np(sig);
+  return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
+}
+
+std::string LastLine(const std::string& text) {
+  size_t end = text.find_last_not_of("\n ");
+  if (end == std::string::npos) return "";
+  size_t start = text.rfind('\n', end);
+  start = start == std::string::npos ? 0 : start + 1;
+  return text.substr(start, end + 1 - start);
+}
+
+cmd::AttemptOutcome Failed(std::string reason, std::optional<int> rank = std::nullopt) {
+  cmd::AttemptOutcome o;
+  o.state = kJobFailed;
+  o.failed_rank = rank;
+  o.reason = std::move(reason);
+  return o;
+}
+
+}  // namespace
+
+AttemptTracker::AttemptTracker(AttemptPlacement placement) : placement_(std::move(placement)) {}
+
+bool AttemptTracker::IsRemote(int rank) const {
+  return rank >= 0 && rank < world_size() &&
+         placement_.rank_nodes[static_cast<size_t>(rank)] != placement_.local_node;
+}
+
+int AttemptTracker::RemoteLive() const {
+  int n = 0;
+  for (int r = 0; r < world_size(); ++r) n += IsRemote(r) && !Exited(r) ? 1 : 0;
+  return n;
+}
+
+bool AttemptTracker::IsCleanExit(const WorkerExit& e) {
+  return e.exit_code && *e.exit_code == 0 && !(e.done_seen && !e.done_ok);
+}
+
+AttemptTracker::Commands AttemptTracker::BeginEnding() {
+  if (ending_) return {};
+  ending_ = true;
+  return {StopWorkers{}};
+}
+
+void AttemptTracker::FailWith(cmd::AttemptOutcome o) {
+  if (!failure_) failure_ = std::move(o);
+}
+
+AttemptTracker::Commands AttemptTracker::OnLaunched(bool head_ok) {
+  launched_ = true;
+  if (!stop_requested_ && head_ok) return {};
+  // Nothing was started: end at once.
+  end_proposed_ = true;
+  cmd::AttemptOutcome o;
+  o.state = stop_requested_ ? kJobStopped : kJobFailed;
+  o.reason = stop_requested_ ? "stopped by user" : "the head stepped down before the start";
+  return {End{o}};
+}
+
+AttemptTracker::Commands AttemptTracker::OnHello(int rank) {
+  Commands out{RecordWorkerEvent{rank, "started", ""}};
+  const bool completes =
+      hellos_.insert(rank).second && static_cast<int>(hellos_.size()) == world_size();
+  if (completes && !ending_) out.push_back(MarkRunning{});
+  return out;
+}
+
+AttemptTracker::Commands AttemptTracker::OnReport(int rank, int seq, const nlohmann::json& metrics,
+                                                  const std::string& checkpoint) {
+  std::string ckpt = checkpoint;
+  if (!ckpt.empty() &&
+      (ckpt.rfind(placement_.staging_prefix, 0) != 0 || ckpt.find("/..") != std::string::npos)) {
+    LOG_WARN << "job " << placement_.job_id << " rank " << rank << " reported a checkpoint outside "
+             << placement_.staging_prefix << "; ignored";
+    ckpt.clear();
+  }
+  auto& ranks = reports_[seq];
+  ranks[rank] = {metrics, ckpt};
+  if (static_cast<int>(ranks.size()) < world_size()) return {};
+  CommitReport c;
+  c.seq = seq;
+  c.metrics = ranks.count(0) ? ranks[0].first : nlohmann::json::object();
+  for (const auto& [r, rep] : ranks)
+    if (!rep.second.empty()) c.checkpoint_dirs[r] = rep.second;
+  reports_.erase(seq);
+  return {c};
+}
+
+AttemptTracker::Commands AttemptTracker::OnExit(const WorkerExit& e, const std::string& log_tail) {
+  exits_[e.rank] = e;
+  const std::string detail =
+      e.signal ? SignalName(*e.signal) : "exit code " + std::to_string(e.exit_code.value_or(-1));
+  Commands out{RecordWorkerEvent{e.rank, "exited", detail}};
+  if (IsCleanExit(e)) return out;
+  // A rank this head stopped while the attempt was ending is not a failure of its own.
+  const bool expected = ending_ && e.stopped_by_agent;
+  if (!expected) FailWith(DescribeExit(e, log_tail));
+  for (auto& c : BeginEnding()) out.push_back(std::move(c));
+  return out;
+}
+
+AttemptTracker::Commands AttemptTracker::OnNodeLost(const std::string& node) {
+  bool hit = false;
+  for (int r = 0; r < world_size(); ++r) {
+    if (placement_.rank_nodes[static_cast<size_t>(r)] != node || !IsRemote(r) || Exited(r))
+      continue;
+    hit = true;
+    WorkerExit e;
+    e.job_id = placement_.job_id;
+    e.attempt = placement_.attempt;
+    e.rank = r;
+    e.signal = SIGKILL;
+    exits_[r] = e;
+    if (!ending_) FailWith(Failed("rank " + std::to_string(r) + " lost with its node " + node, r));
+  }
+  return hit ? BeginEnding() : Commands{};
+}
+
+AttemptTracker::Commands AttemptTracker::OnNodeStartFailed(const std::string& node,
+                                                           const std::string& why) {
+  for (int r = 0; r < world_size(); ++r) {
+    if (placement_.rank_nodes[static_cast<size_t>(r)] != node || !IsRemote(r) || Exited(r))
+      continue;
+    WorkerExit e;
+    e.job_id = placement_.job_id;
+    e.attempt = placement_.attempt;
+    e.rank = r;
+    e.exit_code = 1;
+    exits_[r] = e;
+  }
+  FailWith(Failed(why));
+  return BeginEnding();
+}
+
+AttemptTracker::Commands AttemptTracker::OnStopRequested() {
+  if (stop_requested_) return {};
+  stop_requested_ = true;
+  // Before the start committed there is nothing to stop: OnLaunched ends it.
+  return launched_ ? BeginEnding() : Commands{};
+}
+
+AttemptTracker::Commands AttemptTracker::OnStepDown() {
+  ending_ = true;
+  return {StopWorkers{}};
+}
+
+AttemptTracker::Commands AttemptTracker::OnCheckpointFailed(int seq, const std::string& why) {
+  FailWith(Failed("checkpoint " + std::to_string(seq) + " could not be committed: " + why));
+  return BeginEnding();
+}
+
+AttemptTracker::Commands AttemptTracker::Settle(int local_live) {
+  if (!launched_ || end_proposed_) return {};
+  if (local_live + RemoteLive() > 0) return {};
+  cmd::AttemptOutcome o;
+  if (stop_requested_) {
+    o.state = kJobStopped;
+    o.reason = "stopped by user";
+  } else if (failure_) {
+    o = *failure_;
+  } else if (static_cast<int>(exits_.size()) == world_size()) {
+    o.state = kJobSucceeded;
+  } else {
+    return {};  // ranks that started elsewhere have not said how they ended yet
+  }
+  end_proposed_ = true;
+  return {End{o}};
+}
+
+cmd::AttemptOutcome DescribeExit(const WorkerExit& e, const std::string& log_tail) {
+  cmd::AttemptOutcome o = Failed("", e.rank);
+  o.exit_code = e.exit_code;
+  o.signal = e.signal;
+  o.log_tail = log_tail;
+  const std::string r = "rank " + std::to_string(e.rank);
+  if (e.signal) {
+    o.reason = r + " was killed by " + SignalName(*e.signal);
+  } else if (e.exit_code && *e.exit_code == 3) {
+    o.reason = r + " could not load the training library: " +
+               (e.done_error.empty() ? LastLine(log_tail) : e.done_error);
+    o.retryable = false;
+  } else if (!e.done_error.empty()) {
+    o.reason = r + " failed: " + e.done_error;
+  } else {
+    o.reason = r + " exited with code " + std::to_string(e.exit_code.value_or(-1));
+  }
+  if (!e.retryable) o.retryable = false;
+  return o;
+}
+
+RestartDelay NextRestartDelay(int quick, double ran_s, double backoff_s, double max_s) {
+  RestartDelay d;
+  // An attempt that ran at least the maximum backoff counts as progress: the sequence
+  // starts over.
+  d.quick_failures = ran_s < max_s ? quick + 1 : 1;
+  d.delay_s = RestartBackoffSeconds(backoff_s, max_s, d.quick_failures);
+  return d;
+}
+
+std::string LostAttemptReason(const AttemptRecord& a, const std::string& this_node,
+                              const std::string& this_run) {
+  const std::string n = "attempt " + std::to_string(a.attempt);
+  if (a.head_node.empty())  // started by a release that did not record its head
+    return n + " lost: its workers are gone (the head changed or its daemon restarted)";
+  if (a.head_node != this_node)
+    return n + " ended by a head failover: node " + a.head_node +
+           ", whose head started it, is no longer the head; node " + this_node +
+           " took over and stopped its workers";
+  if (a.head_run != this_run)
+    return n + " lost: its workers are gone (the daemon on node " + this_node + " restarted)";
+  return n +
+         " ended: this head lost its leadership while the attempt ran and stopped its "
+         "workers";
+}
+
+}  // namespace traintl

@@ -1,0 +1,144 @@
+// AttemptTracker: one attempt's lifecycle on the head, as a pure state machine.
+//
+// Events go in: the start committed, a rank said hello, reported or exited, a node was
+// lost or could not start its ranks, the user asked to stop, the head stepped down, a
+// checkpoint could not be committed. What the head must do comes out as commands: stop
+// the attempt's workers, record a worker event, mark the job RUNNING, commit report `seq`,
+// end the attempt with an outcome. No I/O, no clock, no Raft: JobManager carries the
+// commands out (and tells the tracker how many of its local workers still live, the one
+// fact only the agent knows), so every transition is unit-tested by calling it.
+//
+// The first failure wins: later exits (the other ranks being stopped) never replace the
+// reason. The attempt ends once every rank that was started is gone; a stop requested by
+// the user ends it STOPPED whatever the ranks did.
+//
+// Thread-safety: a value, used by one thread (the head's io_context).
+#pragma once
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "daemon/node/worker_pool.h"
+#include "daemon/state/records.h"
+#include "proto/raft_commands.h"
+
+namespace traintl {
+
+struct AttemptPlacement {
+  std::string job_id;
+  int attempt = 0;
+  std::vector<std::string> rank_nodes;  // node of each rank (world size = its size)
+  std::string local_node;               // the head's own node; other ranks are remote
+  // Where this attempt's ranks stage checkpoints ("<trial>/.staging/attempt_N/"): a
+  // reported checkpoint outside it is ignored, since its files are about to be moved.
+  std::string staging_prefix;
+};
+
+class AttemptTracker {
+ public:
+  // ---- commands ----
+  struct StopWorkers {};  // stop every rank of the attempt, local and remote
+  struct RecordWorkerEvent {
+    int rank = 0;
+    std::string event;  // "started" | "exited"
+    std::string detail;
+  };
+  struct MarkRunning {};  // every rank said hello
+  struct CommitReport {
+    int seq = 0;
+    nlohmann::json metrics;                      // rank 0's
+    std::map<int, std::string> checkpoint_dirs;  // rank -> staged dir; empty: metrics only
+  };
+  struct End {
+    cmd::AttemptOutcome outcome;
+  };
+  using Command = std::variant<StopWorkers, RecordWorkerEvent, MarkRunning, CommitReport, End>;
+  using Commands = std::vector<Command>;
+
+  explicit AttemptTracker(AttemptPlacement placement);
+
+  // ---- events ----
+  // start_attempt committed. `head_ok`: this node is still the head and not shutting
+  // down; otherwise the attempt ends at once without starting anything.
+  Commands OnLaunched(bool head_ok);
+  Commands OnHello(int rank);
+  // Rank `rank`'s report `seq`; once every rank reported `seq`, it is committed.
+  Commands OnReport(int rank, int seq, const nlohmann::json& metrics,
+                    const std::string& checkpoint);
+  // A worker exited. `log_tail`: the end of its log (read only for an unclean exit).
+  Commands OnExit(const WorkerExit& e, const std::string& log_tail);
+  // `node` stopped heartbeating: its ranks count as killed.
+  Commands OnNodeLost(const std::string& node);
+  // `node` could not start its ranks, or was not asked to (`why` says which). Its remote
+  // ranks count as exited; the head's own node's are counted by its agent (Settle), since
+  // a launch that failed half-way may have started some.
+  Commands OnNodeStartFailed(const std::string& node, const std::string& why);
+  Commands OnStopRequested();
+  // This node is no longer the head: stop everything (another head may start the job).
+  Commands OnStepDown();
+  // Report `seq`'s checkpoint could not be merged or made durable.
+  Commands OnCheckpointFailed(int seq, const std::string& why);
+  // Ends the attempt when no worker of it lives any more: `local_live` of this node's
+  // (only the agent knows which started) plus the remote ranks that have not exited.
+  Commands Settle(int local_live);
+
+  // ---- state, for the head's views ----
+  const AttemptPlacement& placement() const { return placement_; }
+  int world_size() const { return static_cast<int>(placement_.rank_nodes.size()); }
+  bool launched() const { return launched_; }
+  bool ending() const { return ending_; }
+  bool stop_requested() const { return stop_requested_; }
+  bool end_proposed() const { return end_proposed_; }
+  const std::optional<cmd::AttemptOutcome>& failure() const { return failure_; }
+  bool IsRemote(int rank) const;
+  bool Exited(int rank) const { return exits_.count(rank) > 0; }
+  // Remote ranks that have not exited.
+  int RemoteLive() const;
+
+  // A clean exit: code 0 without a failed "done". Anything else fails the attempt.
+  static bool IsCleanExit(const WorkerExit& e);
+
+ private:
+  Commands BeginEnding();
+  void FailWith(cmd::AttemptOutcome o);
+
+  // Constant after construction.
+  const AttemptPlacement placement_;
+
+  bool launched_ = false;  // start_attempt committed
+  bool ending_ = false;    // the workers are being stopped
+  bool stop_requested_ = false;
+  bool end_proposed_ = false;
+  std::optional<cmd::AttemptOutcome> failure_;  // the first failure seen
+  std::set<int> hellos_;
+  std::map<int, std::map<int, std::pair<nlohmann::json, std::string>>> reports_;  // seq -> rank
+  std::map<int, WorkerExit> exits_;
+};
+
+// How a worker's exit reads in `traintl status`: "rank 1 was killed by SIGKILL", "rank 0
+// could not load the training library: ..." (not retryable), "rank 2 failed: <its own
+// message>", "rank 3 exited with code 4"; `log_tail` travels with it.
+cmd::AttemptOutcome DescribeExit(const WorkerExit& e, const std::string& log_tail);
+
+// The restart budget's clock (failure_config's backoff): `quick` failures in a row of
+// attempts that each ran shorter than `max_s` came before this one, which ran `ran_s`.
+// Returns the new count and how long to hold the restart back (0: start it at once).
+struct RestartDelay {
+  int quick_failures = 0;
+  double delay_s = 0;
+};
+RestartDelay NextRestartDelay(int quick, double ran_s, double backoff_s, double max_s);
+
+// Why an attempt the store calls active has no live workers on a new head: `a` is its
+// record (who started it), `this_node`/`this_run` the head that asks. Names the cause: a
+// head failover, a restart of this daemon, or this head's own lost leadership.
+std::string LostAttemptReason(const AttemptRecord& a, const std::string& this_node,
+                              const std::string& this_run);
+
+}  // namespace traintl

@@ -1,0 +1,31 @@
+#include "daemon/head/node_client.h"
+
+#include <utility>
+
+#include "daemon/node/plan_json.h"
+
+namespace traintl {
+
+void LocalNodeClient::Launch(NodeAttemptPlan plan, std::function<void(Result<int>)> done) {
+  done(agent_->Launch(plan));
+}
+
+void LocalNodeClient::Stop(const std::string& job_id, int attempt) {
+  agent_->Stop(job_id, attempt);
+}
+
+void RemoteNodeClient::Launch(NodeAttemptPlan plan, std::function<void(Result<int>)> done) {
+  remote_->Launch(
+      api_address_, NodeAttemptPlanToJson(plan),
+      [node = node_id_, done = std::move(done)](Result<int> port) {
+        if (port.ok()) return done(port);
+        done(Status(port.status().code(),
+                    "node " + node + " could not start its ranks: " + port.status().message()));
+      });
+}
+
+void RemoteNodeClient::Stop(const std::string& job_id, int attempt) {
+  remote_->Stop(api_address_, job_id, attempt);
+}
+
+}  // namespace traintl

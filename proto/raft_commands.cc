@@ -1,0 +1,332 @@
+#include "proto/raft_commands.h"
+
+#include <chrono>
+#include <stdexcept>
+#include <unordered_map>
+#include <utility>
+
+#include "common/crypto.h"
+#include "common/json_depth.h"
+
+namespace traintl::cmd {
+namespace {
+
+using nlohmann::json;
+
+// A field that is missing or of the wrong type; Decode turns it into InvalidArgument.
+struct FieldError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Reads an object's fields, naming the field in every error.
+class Fields {
+ public:
+  Fields(const json& j, std::string prefix) : j_(j), prefix_(std::move(prefix)) {
+    if (!j_.is_object()) throw FieldError(Name("") + "must be an object");
+  }
+
+  template <typename T>
+  void Req(const char* key, T* out) const {
+    auto it = j_.find(key);
+    if (it == j_.end()) throw FieldError(Name(key) + "missing");
+    Get(key, *it, out);
+  }
+  // Absent or null: `out` keeps its default (a field a newer release added).
+  template <typename T>
+  void Opt(const char* key, T* out) const {
+    auto it = j_.find(key);
+    if (it != j_.end() && !it->is_null()) Get(key, *it, out);
+  }
+  template <typename T>
+  void Opt(const char* key, std::optional<T>* out) const {
+    auto it = j_.find(key);
+    if (it == j_.end() || it->is_null()) return;
+    T v{};
+    Get(key, *it, &v);
+    *out = v;
+  }
+  const json& At(const char* key) const {
+    auto it = j_.find(key);
+    if (it == j_.end()) throw FieldError(Name(key) + "missing");
+    return *it;
+  }
+  std::string Name(const char* key) const { return prefix_ + key + ": "; }
+
+ private:
+  template <typename T>
+  void Get(const char* key, const json& v, T* out) const {
+    try {
+      *out = v.get<T>();
+    } catch (const json::exception&) {
+      throw FieldError(Name(key) + "wrong type (" + v.type_name() + ")");
+    }
+  }
+
+  const json& j_;
+  const std::string prefix_;
+};
+
+json Opt(const std::optional<int>& v) { return v ? json(*v) : json(nullptr); }
+
+// ---- one codec per command: Put writes the body's fields, Take reads them ----
+
+void Put(const SubmitJob& c, json& j) {
+  j["job"] = {{"id", c.job_id},
+              {"name", c.name},
+              {"spec", c.spec},
+              {"policy",
+               {{"max_failures", c.policy.max_failures},
+                {"num_to_keep", c.policy.num_to_keep},
+                {"score_attribute", c.policy.score_attribute},
+                {"score_max", c.policy.score_max}}},
+              {"priority", c.priority},
+              {"library_sha256", c.library_sha256},
+              {"library_path", c.library_path},
+              {"trial_dir", c.trial_dir},
+              {"submitted_at", c.submitted_at}};
+  j["submission_id"] = c.submission_id;
+}
+void Take(const json& j, SubmitJob* c) {
+  Fields top(j, "");
+  top.Opt("submission_id", &c->submission_id);
+  Fields f(top.At("job"), "job.");
+  f.Req("id", &c->job_id);
+  f.Req("name", &c->name);
+  c->spec = f.At("spec");
+  f.Req("priority", &c->priority);
+  f.Req("library_sha256", &c->library_sha256);
+  f.Req("library_path", &c->library_path);
+  f.Req("trial_dir", &c->trial_dir);
+  f.Req("submitted_at", &c->submitted_at);
+  auto p = j.at("job").find("policy");
+  if (p == j.at("job").end() || p->is_null()) {
+    // Written before policies were stored typed: the spec says what they are.
+    c->policy = PolicyFromSpecJson(c->spec);
+    return;
+  }
+  Fields pf(*p, "job.policy.");
+  pf.Req("max_failures", &c->policy.max_failures);
+  pf.Req("num_to_keep", &c->policy.num_to_keep);
+  pf.Req("score_attribute", &c->policy.score_attribute);
+  pf.Req("score_max", &c->policy.score_max);
+}
+
+void Put(const SetPendingReason& c, json& j) {
+  j["job_id"] = c.job_id;
+  j["reason"] = c.reason;
+}
+void Take(const json& j, SetPendingReason* c) {
+  Fields f(j, "");
+  f.Req("job_id", &c->job_id);
+  f.Req("reason", &c->reason);
+}
+
+void Put(const SetPendingReasons& c, json& j) { j["reasons"] = c.reasons; }
+void Take(const json& j, SetPendingReasons* c) { Fields(j, "").Req("reasons", &c->reasons); }
+
+void Put(const StartAttempt& c, json& j) {
+  j["job_id"] = c.job_id;
+  j["attempt"] = c.attempt;
+  j["restored_from"] = c.restored_from;
+  j["head_node"] = c.head_node;
+  j["head_run"] = c.head_run;
+}
+void Take(const json& j, StartAttempt* c) {
+  Fields f(j, "");
+  f.Req("job_id", &c->job_id);
+  f.Req("attempt", &c->attempt);
+  f.Req("restored_from", &c->restored_from);
+  f.Opt("head_node", &c->head_node);
+  f.Opt("head_run", &c->head_run);
+}
+
+void Put(const JobRunning& c, json& j) {
+  j["job_id"] = c.job_id;
+  j["attempt"] = c.attempt;
+}
+void Take(const json& j, JobRunning* c) {
+  Fields f(j, "");
+  f.Req("job_id", &c->job_id);
+  f.Req("attempt", &c->attempt);
+}
+
+void Put(const WorkerEvent& c, json& j) {
+  j["job_id"] = c.job_id;
+  j["attempt"] = c.attempt;
+  j["rank"] = c.rank;
+  j["event"] = c.event;
+  j["detail"] = c.detail;
+}
+void Take(const json& j, WorkerEvent* c) {
+  Fields f(j, "");
+  f.Req("job_id", &c->job_id);
+  f.Req("attempt", &c->attempt);
+  f.Req("rank", &c->rank);
+  f.Req("event", &c->event);
+  f.Req("detail", &c->detail);
+}
+
+void Put(const Report& c, json& j) {
+  j["job_id"] = c.job_id;
+  j["attempt"] = c.attempt;
+  j["seq"] = c.seq;
+  j["metrics"] = c.metrics;
+}
+void Take(const json& j, Report* c) {
+  Fields f(j, "");
+  f.Req("job_id", &c->job_id);
+  f.Req("attempt", &c->attempt);
+  f.Req("seq", &c->seq);
+  c->metrics = f.At("metrics");
+}
+
+void Put(const CommitCheckpoint& c, json& j) {
+  j["job_id"] = c.job_id;
+  j["attempt"] = c.attempt;
+  j["seq"] = c.seq;
+  j["path"] = c.path;
+  j["metrics"] = c.metrics;
+}
+void Take(const json& j, CommitCheckpoint* c) {
+  Fields f(j, "");
+  f.Req("job_id", &c->job_id);
+  f.Req("attempt", &c->attempt);
+  f.Req("seq", &c->seq);
+  f.Req("path", &c->path);
+  c->metrics = f.At("metrics");
+}
+
+void Put(const EndAttempt& c, json& j) {
+  j["job_id"] = c.job_id;
+  j["attempt"] = c.attempt;
+  j["state"] = c.outcome.state;
+  j["failed_rank"] = Opt(c.outcome.failed_rank);
+  j["exit_code"] = Opt(c.outcome.exit_code);
+  j["signal"] = Opt(c.outcome.signal);
+  j["reason"] = c.outcome.reason;
+  j["log_tail"] = c.outcome.log_tail;
+  j["retryable"] = c.outcome.retryable;
+}
+void Take(const json& j, EndAttempt* c) {
+  Fields f(j, "");
+  f.Req("job_id", &c->job_id);
+  f.Req("attempt", &c->attempt);
+  f.Req("state", &c->outcome.state);
+  f.Opt("failed_rank", &c->outcome.failed_rank);
+  f.Opt("exit_code", &c->outcome.exit_code);
+  f.Opt("signal", &c->outcome.signal);
+  f.Req("reason", &c->outcome.reason);
+  f.Req("log_tail", &c->outcome.log_tail);
+  f.Opt("retryable", &c->outcome.retryable);
+}
+
+void Put(const StopJob& c, json& j) { j["job_id"] = c.job_id; }
+void Take(const json& j, StopJob* c) { Fields(j, "").Req("job_id", &c->job_id); }
+
+void Put(const FailPendingJob& c, json& j) {
+  j["job_id"] = c.job_id;
+  j["reason"] = c.reason;
+}
+void Take(const json& j, FailPendingJob* c) {
+  Fields f(j, "");
+  f.Req("job_id", &c->job_id);
+  f.Req("reason", &c->reason);
+}
+
+void Put(const SetVoterAddress& c, json& j) {
+  j["raft_id"] = c.raft_id;
+  j["api_address"] = c.api_address;
+}
+void Take(const json& j, SetVoterAddress* c) {
+  Fields f(j, "");
+  f.Req("raft_id", &c->raft_id);
+  f.Req("api_address", &c->api_address);
+}
+
+// op name -> decoder of that alternative, built from Command's alternatives so that a new
+// command cannot be left out of the table.
+using Decoder = Command (*)(const json&);
+
+template <typename T>
+Command DecodeAs(const json& j) {
+  T body;
+  Take(j, &body);
+  return body;
+}
+
+template <size_t... I>
+std::unordered_map<std::string_view, Decoder> MakeDecoders(std::index_sequence<I...>) {
+  return {{std::variant_alternative_t<I, Command>::kOp,
+           &DecodeAs<std::variant_alternative_t<I, Command>>}...};
+}
+
+const std::unordered_map<std::string_view, Decoder>& Decoders() {
+  static const auto* table = new std::unordered_map<std::string_view, Decoder>(
+      MakeDecoders(std::make_index_sequence<std::variant_size_v<Command>>()));
+  return *table;
+}
+
+}  // namespace
+
+JobPolicy PolicyFromSpecJson(const json& spec) {
+  JobPolicy p;
+  if (!spec.is_object()) return p;
+  auto rc = spec.find("run_config");
+  if (rc == spec.end() || !rc->is_object()) return p;
+  auto section = [&](const char* name) -> const json* {
+    auto s = rc->find(name);
+    return s != rc->end() && s->is_object() ? &*s : nullptr;
+  };
+  if (const json* fc = section("failure_config")) {
+    auto m = fc->find("max_failures");
+    if (m != fc->end() && m->is_number_integer()) p.max_failures = m->get<int>();
+  }
+  if (const json* cc = section("checkpoint_config")) {
+    auto n = cc->find("num_to_keep");
+    if (n != cc->end() && n->is_number_integer()) p.num_to_keep = n->get<int>();
+    auto a = cc->find("checkpoint_score_attribute");
+    if (a != cc->end() && a->is_string()) p.score_attribute = a->get<std::string>();
+    auto o = cc->find("checkpoint_score_order");
+    p.score_max = o != cc->end() && o->is_string() && o->get<std::string>() == "max";
+  }
+  return p;
+}
+
+std::string_view OpOf(const Command& c) {
+  return std::visit([](const auto& body) { return std::decay_t<decltype(body)>::kOp; }, c);
+}
+
+std::string Encode(Command c) { return Encode(Envelope{RandomHex(12), NowMs(), std::move(c)}); }
+
+std::string Encode(const Envelope& e) {
+  json j = {{"op", std::string(OpOf(e.body))}, {"rid", e.rid}, {"time", e.time}};
+  std::visit([&](const auto& body) { Put(body, j); }, e.body);
+  return j.dump();
+}
+
+Result<Envelope> Decode(std::string_view text) {
+  json j = ParseJsonBounded(text);
+  if (!j.is_object()) return Status::InvalidArgument("malformed command: not a JSON object");
+  auto op = j.find("op");
+  auto rid = j.find("rid");
+  if (op == j.end() || !op->is_string() || rid == j.end() || !rid->is_string())
+    return Status::InvalidArgument("malformed command: op and rid must be strings");
+  const std::string name = op->get<std::string>();
+  auto decoder = Decoders().find(name);
+  if (decoder == Decoders().end()) return Status::InvalidArgument("unknown op " + name);
+  try {
+    Envelope e{rid->get<std::string>(), 0, decoder->second(j)};
+    Fields(j, "").Req("time", &e.time);
+    return e;
+  } catch (const std::exception& ex) {
+    return Status::InvalidArgument("malformed " + name + " command: " + ex.what());
+  }
+}
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace traintl::cmd

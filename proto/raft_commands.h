@@ -1,0 +1,175 @@
+// The Raft commands: what the head proposes and the FSM (daemon/state/fsm.cc) applies, as
+// C++ structs with one JSON codec (proto/WIRE.md is the contract; field names there are
+// the names here).
+//
+// A command travels as an Envelope: the request id (the FSM's idempotency key), the
+// proposer's clock reading (the only time the FSM ever uses) and one of the typed bodies
+// of `Command`. Encode never fails; Decode refuses malformed text with InvalidArgument
+// naming the op and the field, and fills fields a newer release added with their
+// defaults (fields are only ever added; see WIRE.md "Versioning").
+//
+// Thread-safety: plain values and free functions.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include <nlohmann/json.hpp>
+
+#include "common/result.h"
+
+namespace traintl::cmd {
+
+// The spec's policies the FSM applies itself (restart vs FAILED, checkpoint retention),
+// validated at submit and stored typed with the job, so the FSM never reads the spec.
+struct JobPolicy {
+  int max_failures = 0;         // failure_config.max_failures: 0, N, or -1 (unlimited)
+  int num_to_keep = 0;          // checkpoint_config.num_to_keep; 0 = keep all
+  std::string score_attribute;  // checkpoint_config.checkpoint_score_attribute; "" = recency
+  bool score_max = false;       // checkpoint_config.checkpoint_score_order == "max"
+
+  bool operator==(const JobPolicy& o) const {
+    return max_failures == o.max_failures && num_to_keep == o.num_to_keep &&
+           score_attribute == o.score_attribute && score_max == o.score_max;
+  }
+};
+
+// Reads the policy from a canonical spec's JSON, leniently (absent or mistyped fields keep
+// their defaults). For commands and databases written before policies were stored typed.
+JobPolicy PolicyFromSpecJson(const nlohmann::json& spec);
+
+struct SubmitJob {
+  static constexpr std::string_view kOp = "submit_job";
+  std::string job_id;
+  std::string name;
+  nlohmann::json spec;  // the canonical spec (JobSpecToJson), kept for display
+  JobPolicy policy;
+  int priority = 0;
+  std::string library_sha256;
+  std::string library_path;
+  std::string trial_dir;
+  int64_t submitted_at = 0;
+  std::string submission_id;  // "" = none; a known one answers with the existing job
+};
+
+struct SetPendingReason {
+  static constexpr std::string_view kOp = "set_pending_reason";
+  std::string job_id;
+  std::string reason;
+};
+
+// Many reasons in one entry: one commit per scheduling pass, not one per waiting job.
+struct SetPendingReasons {
+  static constexpr std::string_view kOp = "set_pending_reasons";
+  std::map<std::string, std::string> reasons;  // job id -> reason
+};
+
+struct StartAttempt {
+  static constexpr std::string_view kOp = "start_attempt";
+  std::string job_id;
+  int attempt = 0;
+  std::string restored_from;  // "" = no checkpoint
+  // Who started it: the head's node id and its daemon run (a random id per process
+  // start), so that a later head can say why the attempt's workers are gone (head
+  // failover vs a daemon restart). "" in entries written before this field existed.
+  std::string head_node;
+  std::string head_run;
+};
+
+struct JobRunning {
+  static constexpr std::string_view kOp = "job_running";
+  std::string job_id;
+  int attempt = 0;
+};
+
+struct WorkerEvent {
+  static constexpr std::string_view kOp = "worker_event";
+  std::string job_id;
+  int attempt = 0;
+  int rank = 0;
+  std::string event;  // "started" | "exited"
+  std::string detail;
+};
+
+struct Report {
+  static constexpr std::string_view kOp = "report";
+  std::string job_id;
+  int attempt = 0;
+  int seq = 0;
+  nlohmann::json metrics = nlohmann::json::object();
+};
+
+struct CommitCheckpoint {
+  static constexpr std::string_view kOp = "commit_checkpoint";
+  std::string job_id;
+  int attempt = 0;
+  int seq = 0;
+  std::string path;
+  nlohmann::json metrics = nlohmann::json::object();
+};
+
+struct AttemptOutcome {
+  std::string state;  // SUCCEEDED | FAILED | STOPPED
+  std::optional<int> failed_rank;
+  std::optional<int> exit_code;
+  std::optional<int> signal;
+  std::string reason;
+  std::string log_tail;
+  bool retryable = true;  // false: retrying cannot help (e.g. the library cannot load)
+};
+
+struct EndAttempt {
+  static constexpr std::string_view kOp = "end_attempt";
+  std::string job_id;
+  int attempt = 0;
+  AttemptOutcome outcome;
+};
+
+struct StopJob {
+  static constexpr std::string_view kOp = "stop_job";
+  std::string job_id;
+};
+
+// Ends a PENDING job as FAILED without an attempt (a stored spec this release cannot run).
+struct FailPendingJob {
+  static constexpr std::string_view kOp = "fail_pending_job";
+  std::string job_id;
+  std::string reason;
+};
+
+// The API address of the voter with Raft id `raft_id`, so every voter finds the head's API.
+struct SetVoterAddress {
+  static constexpr std::string_view kOp = "set_voter_address";
+  uint64_t raft_id = 0;
+  std::string api_address;
+};
+
+using Command = std::variant<SubmitJob, SetPendingReason, SetPendingReasons, StartAttempt,
+                             JobRunning, WorkerEvent, Report, CommitCheckpoint, EndAttempt, StopJob,
+                             FailPendingJob, SetVoterAddress>;
+
+struct Envelope {
+  std::string rid;   // request id: 24 hex chars
+  int64_t time = 0;  // the proposer's clock, ms since the epoch
+  Command body;
+};
+
+// The op name of `c` (its type's kOp).
+std::string_view OpOf(const Command& c);
+
+// `c` with a fresh request id and this machine's clock, as the JSON text Raft carries.
+std::string Encode(Command c);
+std::string Encode(const Envelope& e);
+
+// InvalidArgument "malformed <op> command: <field>: ..." or "unknown op X" (a command of a
+// newer release: WIRE.md says such ops are introduced only after every voter knows them).
+Result<Envelope> Decode(std::string_view text);
+
+// Milliseconds since the epoch (system clock): the `time` Encode stamps.
+int64_t NowMs();
+
+}  // namespace traintl::cmd

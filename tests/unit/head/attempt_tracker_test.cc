@@ -1,0 +1,302 @@
+// AttemptTracker (daemon/head/attempt_tracker.h): every transition of an attempt's state
+// machine, driven by calling it; no sockets, no processes, no sleeps.
+#include "daemon/head/attempt_tracker.h"
+
+#include <catch2/catch.hpp>
+#include <csignal>
+
+using namespace traintl;
+using nlohmann::json;
+using T = AttemptTracker;
+
+namespace {
+
+// Ranks 0 and 1 on the head's node "h", ranks 2 and 3 on node "n2".
+AttemptTracker TwoNodes() {
+  AttemptPlacement p;
+  p.job_id = "j1";
+  p.attempt = 2;
+  p.rank_nodes = {"h", "h", "n2", "n2"};
+  p.local_node = "h";
+  p.staging_prefix = "/t/.staging/attempt_2/";
+  return AttemptTracker(p);
+}
+
+AttemptTracker OneNode(int ranks) {
+  AttemptPlacement p;
+  p.job_id = "j1";
+  p.attempt = 1;
+  p.rank_nodes.assign(static_cast<size_t>(ranks), "h");
+  p.local_node = "h";
+  p.staging_prefix = "/t/.staging/attempt_1/";
+  return AttemptTracker(p);
+}
+
+WorkerExit Exit(int rank, int code, bool stopped = false) {
+  WorkerExit e;
+  e.job_id = "j1";
+  e.rank = rank;
+  e.exit_code = code;
+  e.stopped_by_agent = stopped;
+  return e;
+}
+
+WorkerExit Killed(int rank, int sig, bool stopped = false) {
+  WorkerExit e;
+  e.job_id = "j1";
+  e.rank = rank;
+  e.signal = sig;
+  e.stopped_by_agent = stopped;
+  return e;
+}
+
+template <typename C>
+int Count(const T::Commands& cs) {
+  int n = 0;
+  for (const auto& c : cs) n += std::holds_alternative<C>(c) ? 1 : 0;
+  return n;
+}
+
+template <typename C>
+const C* First(const T::Commands& cs) {
+  for (const auto& c : cs)
+    if (auto* x = std::get_if<C>(&c)) return x;
+  return nullptr;
+}
+
+const cmd::AttemptOutcome& EndOf(const T::Commands& cs) {
+  const T::End* end = First<T::End>(cs);
+  REQUIRE(end != nullptr);
+  return end->outcome;
+}
+
+}  // namespace
+
+TEST_CASE("tracker: every rank exits 0 and the attempt succeeds once all are gone") {
+  T t = TwoNodes();
+  CHECK(t.OnLaunched(true).empty());
+  CHECK(t.RemoteLive() == 2);
+  CHECK(t.IsRemote(2));
+  CHECK(!t.IsRemote(1));
+  for (int r = 0; r < 4; ++r) {
+    auto cs = t.OnHello(r);
+    CHECK(Count<T::RecordWorkerEvent>(cs) == 1);
+    CHECK(Count<T::MarkRunning>(cs) == (r == 3 ? 1 : 0));
+  }
+  CHECK(Count<T::MarkRunning>(t.OnHello(3)) == 0);  // a repeated hello marks nothing
+  for (int r = 0; r < 3; ++r) {
+    auto cs = t.OnExit(Exit(r, 0), "");
+    REQUIRE(cs.size() == 1);
+    CHECK(std::get<T::RecordWorkerEvent>(cs[0]).detail == "exit code 0");
+  }
+  CHECK(t.Settle(0).empty());  // rank 3 (remote) has not said how it ended
+  t.OnExit(Exit(3, 0), "");
+  CHECK(t.Settle(1).empty());  // a local process still runs
+  auto cs = t.Settle(0);
+  CHECK(EndOf(cs).state == kJobSucceeded);
+  CHECK(t.end_proposed());
+  CHECK(t.Settle(0).empty());  // ended once
+}
+
+TEST_CASE("tracker: the first failure wins; ranks stopped afterwards are not failures") {
+  T t = OneNode(3);
+  t.OnLaunched(true);
+  auto cs = t.OnExit(Exit(1, 7), "line one\nboom\n");
+  CHECK(Count<T::StopWorkers>(cs) == 1);
+  CHECK(t.ending());
+  CHECK(t.failure()->reason == "rank 1 exited with code 7");
+  CHECK(t.failure()->failed_rank == 1);
+  CHECK(t.failure()->log_tail == "line one\nboom\n");
+  // The others die of the stop (SIGTERM, then maybe SIGKILL): no new reason, no new stop.
+  CHECK(Count<T::StopWorkers>(t.OnExit(Killed(0, SIGTERM, /*stopped=*/true), "")) == 0);
+  CHECK(t.Settle(1).empty());
+  t.OnExit(Killed(2, SIGKILL, /*stopped=*/true), "");
+  auto end = EndOf(t.Settle(0));
+  CHECK(end.state == kJobFailed);
+  CHECK(end.reason == "rank 1 exited with code 7");
+  CHECK(end.exit_code == 7);
+  CHECK(end.retryable);
+}
+
+TEST_CASE("tracker: a rank killed while the attempt ends, but not by us, is still recorded") {
+  T t = OneNode(2);
+  t.OnLaunched(true);
+  t.OnStepDown();                    // ending, for another reason
+  t.OnExit(Killed(0, SIGSEGV), "");  // not stopped_by_agent: a crash of its own
+  CHECK(t.failure()->reason == "rank 0 was killed by SIGSEGV");
+}
+
+TEST_CASE("tracker: how exits read") {
+  WorkerExit lib = Exit(0, 3);
+  auto o = DescribeExit(lib, "loading...\ncannot open libtrain.so: no such file\n");
+  CHECK(o.reason ==
+        "rank 0 could not load the training library: cannot open libtrain.so: no "
+        "such file");
+  CHECK(!o.retryable);
+  lib.done_error = "undefined symbol: train";
+  CHECK(DescribeExit(lib, "").reason ==
+        "rank 0 could not load the training library: undefined symbol: train");
+  WorkerExit failed = Exit(2, 1);
+  failed.done_seen = true;
+  failed.done_error = "ValueError: bad lr";
+  failed.retryable = false;
+  o = DescribeExit(failed, "");
+  CHECK(o.reason == "rank 2 failed: ValueError: bad lr");
+  CHECK(!o.retryable);
+  CHECK(DescribeExit(Killed(1, SIGKILL), "").reason == "rank 1 was killed by SIGKILL");
+  CHECK(DescribeExit(Killed(1, SIGKILL), "").signal == SIGKILL);
+  // Exit code 0 with a failed "done" is a failure, not a success.
+  WorkerExit lied = Exit(0, 0);
+  lied.done_seen = true;
+  CHECK(!T::IsCleanExit(lied));
+  CHECK(T::IsCleanExit(Exit(0, 0)));
+}
+
+TEST_CASE("tracker: reports commit once every rank reported, checkpoints only from staging") {
+  T t = OneNode(3);
+  t.OnLaunched(true);
+  CHECK(t.OnReport(1, 0, {{"loss", 1}}, "/t/.staging/attempt_1/seq_0/rank_1").empty());
+  CHECK(t.OnReport(2, 1, {{"loss", 9}}, "").empty());             // another seq, out of order
+  CHECK(t.OnReport(2, 0, {{"loss", 2}}, "/etc/passwd").empty());  // ignored path
+  auto cs = t.OnReport(0, 0, {{"loss", 0.5}}, "/t/.staging/attempt_1/seq_0/rank_0");
+  const T::CommitReport* c = First<T::CommitReport>(cs);
+  REQUIRE(c != nullptr);
+  CHECK(c->seq == 0);
+  CHECK(c->metrics == json{{"loss", 0.5}});  // rank 0's
+  CHECK(c->checkpoint_dirs ==
+        std::map<int, std::string>{{0, "/t/.staging/attempt_1/seq_0/rank_0"},
+                                   {1, "/t/.staging/attempt_1/seq_0/rank_1"}});
+  // A path escaping staging with ".." is ignored too.
+  t.OnReport(0, 1, json::object(), "/t/.staging/attempt_1/../../x");
+  auto c1 = First<T::CommitReport>(t.OnReport(1, 1, json::object(), ""));
+  REQUIRE(c1 != nullptr);
+  CHECK(c1->checkpoint_dirs.empty());
+}
+
+TEST_CASE("tracker: a checkpoint that cannot be committed fails the attempt") {
+  T t = OneNode(1);
+  t.OnLaunched(true);
+  auto cs = t.OnCheckpointFailed(4, "No space left on device");
+  CHECK(Count<T::StopWorkers>(cs) == 1);
+  t.OnExit(Killed(0, SIGTERM, true), "");
+  auto end = EndOf(t.Settle(0));
+  CHECK(end.state == kJobFailed);
+  CHECK(end.reason == "checkpoint 4 could not be committed: No space left on device");
+}
+
+TEST_CASE("tracker: a lost node kills its ranks; the attempt ends when the rest stopped") {
+  T t = TwoNodes();
+  t.OnLaunched(true);
+  auto cs = t.OnNodeLost("n2");
+  CHECK(Count<T::StopWorkers>(cs) == 1);
+  CHECK(t.RemoteLive() == 0);
+  CHECK(t.failure()->reason == "rank 2 lost with its node n2");
+  CHECK(t.failure()->failed_rank == 2);
+  CHECK(t.OnNodeLost("n2").empty());  // nothing more to lose
+  CHECK(t.OnNodeLost("elsewhere").empty());
+  CHECK(t.Settle(2).empty());
+  CHECK(EndOf(t.Settle(0)).reason == "rank 2 lost with its node n2");
+}
+
+TEST_CASE("tracker: a node that cannot start its ranks, or the head's own node") {
+  T t = TwoNodes();
+  t.OnLaunched(true);
+  auto cs = t.OnNodeStartFailed("n2", "node n2 could not start its ranks: disk full");
+  CHECK(Count<T::StopWorkers>(cs) == 1);
+  CHECK(t.Exited(2));
+  CHECK(t.Exited(3));
+  CHECK(EndOf(t.Settle(0)).reason == "node n2 could not start its ranks: disk full");
+
+  T local = TwoNodes();
+  local.OnLaunched(true);
+  CHECK(Count<T::StopWorkers>(local.OnNodeStartFailed("h", "no free port")) == 1);
+  CHECK(!local.Exited(0));         // the agent counts its own ranks
+  CHECK(local.Settle(0).empty());  // the remote ranks may still run
+  local.OnNodeStartFailed("n2", "not started: the node of rank 0 could not start");
+  CHECK(EndOf(local.Settle(0)).reason == "no free port");  // the first failure
+}
+
+TEST_CASE("tracker: a stop during the start ends the attempt STOPPED without starting it") {
+  T t = OneNode(2);
+  CHECK(t.OnStopRequested().empty());  // nothing runs yet
+  CHECK(t.Settle(0).empty());          // nor can it end before the start committed
+  auto cs = t.OnLaunched(true);
+  CHECK(EndOf(cs).state == kJobStopped);
+  CHECK(EndOf(cs).reason == "stopped by user");
+  CHECK(t.end_proposed());
+}
+
+TEST_CASE("tracker: a stop while running stops the workers and ends STOPPED") {
+  T t = OneNode(2);
+  t.OnLaunched(true);
+  t.OnHello(0);
+  CHECK(Count<T::StopWorkers>(t.OnStopRequested()) == 1);
+  CHECK(t.OnStopRequested().empty());               // asked twice, stopped once
+  CHECK(Count<T::MarkRunning>(t.OnHello(1)) == 0);  // not RUNNING once ending
+  t.OnExit(Killed(0, SIGTERM, true), "");
+  t.OnExit(Exit(1, 143, true), "");
+  auto end = EndOf(t.Settle(0));
+  CHECK(end.state == kJobStopped);
+  CHECK(end.reason == "stopped by user");
+}
+
+TEST_CASE("tracker: a stop during a checkpoint: the report still commits, the end is STOPPED") {
+  T t = OneNode(2);
+  t.OnLaunched(true);
+  t.OnReport(0, 3, {{"loss", 1}}, "/t/.staging/attempt_1/seq_3/rank_0");
+  t.OnStopRequested();
+  auto cs = t.OnReport(1, 3, {{"loss", 1}}, "/t/.staging/attempt_1/seq_3/rank_1");
+  CHECK(First<T::CommitReport>(cs) != nullptr);
+  // The merge fails (the workers were stopped mid-copy): the user's stop still names it.
+  t.OnCheckpointFailed(3, "missing rank_1");
+  t.OnExit(Killed(0, SIGTERM, true), "");
+  t.OnExit(Killed(1, SIGTERM, true), "");
+  CHECK(EndOf(t.Settle(0)).state == kJobStopped);
+}
+
+TEST_CASE("tracker: the head steps down before or after the start") {
+  T before = OneNode(1);
+  auto cs = before.OnLaunched(/*head_ok=*/false);
+  CHECK(EndOf(cs).state == kJobFailed);
+  CHECK(EndOf(cs).reason == "the head stepped down before the start");
+
+  T after = OneNode(1);
+  after.OnLaunched(true);
+  CHECK(Count<T::StopWorkers>(after.OnStepDown()) == 1);
+  CHECK(after.ending());
+}
+
+TEST_CASE("restart budget: quick failures in a row back off, progress starts over") {
+  // backoff 1 s, max 60 s: the first restart is immediate, then 1, 2, 4 ... 60.
+  RestartDelay d = NextRestartDelay(0, 0.5, 1, 60);
+  CHECK(d.quick_failures == 1);
+  CHECK(d.delay_s == 0);
+  d = NextRestartDelay(d.quick_failures, 0.5, 1, 60);
+  CHECK(d.delay_s == 1);
+  d = NextRestartDelay(d.quick_failures, 0.5, 1, 60);
+  CHECK(d.delay_s == 2);
+  for (int i = 0; i < 20; ++i) d = NextRestartDelay(d.quick_failures, 0.5, 1, 60);
+  CHECK(d.delay_s == 60);
+  // An attempt that ran at least the maximum was progress.
+  d = NextRestartDelay(d.quick_failures, 61, 1, 60);
+  CHECK(d.quick_failures == 1);
+  CHECK(d.delay_s == 0);
+  CHECK(NextRestartDelay(5, 0.1, 0, 60).delay_s == 0);  // backoff disabled
+}
+
+TEST_CASE("lost attempts name what happened") {
+  AttemptRecord a;
+  a.attempt = 3;
+  CHECK(LostAttemptReason(a, "n1", "r1") ==
+        "attempt 3 lost: its workers are gone (the head changed or its daemon restarted)");
+  a.head_node = "n1";
+  a.head_run = "r0";
+  CHECK(LostAttemptReason(a, "n2", "r9") ==
+        "attempt 3 ended by a head failover: node n1, whose head started it, is no longer the "
+        "head; node n2 took over and stopped its workers");
+  CHECK(LostAttemptReason(a, "n1", "r1") ==
+        "attempt 3 lost: its workers are gone (the daemon on node n1 restarted)");
+  CHECK(LostAttemptReason(a, "n1", "r0") ==
+        "attempt 3 ended: this head lost its leadership while the attempt ran and stopped its "
+        "workers");
+}
