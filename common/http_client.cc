@@ -1,0 +1,556 @@
+#include "common/http_client.h"
+
+#include <openssl/ssl.h>
+
+#include <algorithm>
+#include <exception>
+#include <limits>
+#include <utility>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/ssl/error.hpp>
+#include <boost/asio/ssl/host_name_verification.hpp>
+#include <boost/asio/ssl/stream.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/buffer_body.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/beast/http/write.hpp>
+
+namespace traintl::http {
+
+namespace asio = boost::asio;
+namespace bhttp = boost::beast::http;
+namespace ssl = asio::ssl;
+using boost::system::error_code;
+using Clock = std::chrono::steady_clock;
+using tcp = asio::ip::tcp;
+
+namespace {
+
+// How often a wait checks ClientOptions::cancel.
+constexpr auto kPollInterval = std::chrono::milliseconds(50);
+// Largest response head accepted (Beast's default, 8 KiB, is tight for proxies).
+constexpr uint32_t kHeaderLimit = 64 * 1024;
+
+bool HasControlChars(const std::string& s) {
+  return std::any_of(s.begin(), s.end(),
+                     [](char c) { return c == '\r' || c == '\n' || c == '\0'; });
+}
+
+bool HasSpaceOrControl(const std::string& s) {
+  return std::any_of(s.begin(), s.end(),
+                     [](char c) { return static_cast<unsigned char>(c) <= 32 || c == 127; });
+}
+
+std::string Lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+bool IsIpAddress(const std::string& name) {
+  error_code not_ip;
+  asio::ip::make_address(name, not_ip);
+  return !not_ip;
+}
+
+// "host:port", with an IPv6 literal in brackets.
+std::string Authority(const std::string& host, uint16_t port) {
+  const bool v6 = host.find(':') != std::string::npos;
+  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
+// The Host field: the port only when it is not the scheme's default.
+std::string HostField(const ClientRequest& r) {
+  const std::string authority = Authority(r.host, r.port);
+  return r.port == (r.tls ? 443 : 80) ? authority.substr(0, authority.rfind(':')) : authority;
+}
+
+std::string UrlOf(const ClientRequest& r) {
+  return (r.tls ? "https://" : "http://") + Authority(r.host, r.port) + r.target;
+}
+
+// Parses "bytes a-b/total" or "bytes */total"; the total, when given.
+std::optional<uint64_t> ContentRangeTotal(const std::string& value) {
+  const auto slash = value.rfind('/');
+  if (slash == std::string::npos || slash + 1 >= value.size()) return std::nullopt;
+  const std::string total = value.substr(slash + 1);
+  if (total.find_first_not_of("0123456789") != std::string::npos || total.size() > 19) {
+    return std::nullopt;
+  }
+  return static_cast<uint64_t>(std::stoull(total));
+}
+
+std::string ConnectErrorText(const error_code& ec) {
+  if (ec == asio::error::connection_refused) return "connection refused";
+  if (ec == asio::error::host_unreachable) return "host unreachable";
+  if (ec == asio::error::network_unreachable) return "network unreachable";
+  return ec.message();
+}
+
+bool IsRedirect(int status) {
+  return status == 301 || status == 302 || status == 303 || status == 307 || status == 308;
+}
+
+// Where a redirect's Location leads, from the request that got it.
+Status FollowLocation(const std::string& location, ClientRequest* r) {
+  const std::string lower = Lower(location.substr(0, 8));
+  Url next;
+  if (lower.rfind("http://", 0) == 0 || lower.rfind("https://", 0) == 0) {
+    TRAINTL_ASSIGN_OR_RETURN(next, ParseUrl(location));
+  } else if (location.rfind("//", 0) == 0) {
+    TRAINTL_ASSIGN_OR_RETURN(next, ParseUrl((r->tls ? "https:" : "http:") + location));
+  } else {
+    next.tls = r->tls.has_value();
+    next.host = r->host;
+    next.port = r->port;
+    if (location[0] == '/') {
+      next.target = location;
+    } else {  // relative to the directory of the current path
+      const std::string path = r->target.substr(0, r->target.find('?'));
+      next.target = path.substr(0, path.rfind('/') + 1) + location;
+    }
+  }
+  if (HasSpaceOrControl(next.target)) {
+    return Status::InvalidArgument("redirected to an invalid location");
+  }
+  if (next.host != r->host || next.port != r->port) {
+    r->headers.erase("Authorization");  // a credential for one server only
+    if (r->tls) r->tls->server_name.clear();
+  }
+  if (next.tls && !r->tls) r->tls.emplace();
+  if (!next.tls) r->tls.reset();
+  r->host = next.host;
+  r->port = next.port;
+  r->target = next.target;
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string ClientResponse::header(const std::string& name) const {
+  auto it = headers.find(Lower(name));
+  return it == headers.end() ? std::string() : it->second;
+}
+
+Result<Url> ParseUrl(const std::string& url) {
+  Url out;
+  std::string rest;
+  const std::string scheme = Lower(url.substr(0, 8));
+  if (scheme.rfind("http://", 0) == 0) {
+    rest = url.substr(7);
+  } else if (scheme == "https://") {
+    out.tls = true;
+    rest = url.substr(8);
+  } else {
+    return Status::InvalidArgument(url + ": not an http:// or https:// URL");
+  }
+  const size_t slash = rest.find_first_of("/?#");
+  const std::string authority = rest.substr(0, slash);
+  out.target = slash == std::string::npos ? "/" : rest.substr(slash);
+  if (auto hash = out.target.find('#'); hash != std::string::npos) out.target.resize(hash);
+  if (out.target.empty() || out.target[0] != '/') out.target = "/" + out.target;
+  if (authority.find('@') != std::string::npos) {
+    return Status::InvalidArgument(url + ": credentials in URLs are not supported");
+  }
+  std::string port;
+  if (!authority.empty() && authority[0] == '[') {  // [v6addr]:port
+    const auto close = authority.find(']');
+    if (close == std::string::npos) return Status::InvalidArgument(url + ": bad IPv6 host");
+    out.host = authority.substr(1, close - 1);
+    if (close + 1 < authority.size() && authority[close + 1] == ':') {
+      port = authority.substr(close + 2);
+    }
+  } else if (auto colon = authority.rfind(':'); colon != std::string::npos) {
+    out.host = authority.substr(0, colon);
+    port = authority.substr(colon + 1);
+  } else {
+    out.host = authority;
+  }
+  if (out.host.empty()) return Status::InvalidArgument(url + ": no host");
+  if (HasSpaceOrControl(out.host) || HasSpaceOrControl(out.target)) {
+    return Status::InvalidArgument(url + ": spaces or control characters");
+  }
+  if (port.empty()) {
+    out.port = out.tls ? 443 : 80;
+  } else if (port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||
+             std::stoi(port) == 0 || std::stoi(port) > 65535) {
+    return Status::InvalidArgument(url + ": bad port '" + port + "'");
+  } else {
+    out.port = static_cast<uint16_t>(std::stoi(port));
+  }
+  return out;
+}
+
+struct ClientStream::Impl {
+  // When a wait must end, and the bound that set it (for the message).
+  struct Deadline {
+    Clock::time_point at = Clock::time_point::max();
+    std::chrono::milliseconds bound{0};
+  };
+  enum class Outcome { kDone, kTimedOut, kCancelled };
+
+  explicit Impl(const ClientOptions& o) : options(o) {}
+
+  ClientOptions options;
+  asio::io_context ioc;
+  tcp::resolver resolver{ioc};
+  tcp::socket socket{ioc};
+  std::optional<ssl::context> ssl_ctx;
+  std::optional<ssl::stream<tcp::socket&>> tls;
+  boost::beast::flat_buffer buffer;
+  std::optional<bhttp::response_parser<bhttp::buffer_body>> parser;
+  Clock::time_point started;      // Open was called
+  Clock::time_point hop_started;  // the current connection was begun
+  bool sent = false;              // the request is (being) written: errors are Internal now
+  bool eof_body = false;          // a TLS body that ended without close_notify
+  uint64_t skip = 0;              // body bytes to drop: the server ignored the Range
+
+  // Runs `op(stream)` on the TLS stream when there is one, else on the socket.
+  template <class Op>
+  void WithStream(Op&& op) {
+    if (tls) {
+      op(*tls);
+    } else {
+      op(socket);
+    }
+  }
+
+  Deadline NextDeadline(bool connecting) const {
+    Deadline d;
+    auto consider = [&d](Clock::time_point from, std::chrono::milliseconds bound) {
+      if (bound.count() > 0 && from + bound < d.at) {
+        d.at = from + bound;
+        d.bound = bound;
+      }
+    };
+    consider(started, options.timeout);
+    if (connecting) consider(hop_started, options.connect_timeout);
+    consider(Clock::now(), options.idle_timeout);
+    return d;
+  }
+
+  // Runs the io_context until the operation just started has called back (`done`). Past
+  // `deadline`, or once the cancel flag is set, closing the socket makes it call back.
+  Outcome Run(const bool& done, const Deadline& deadline) {
+    Outcome outcome = Outcome::kDone;
+    ioc.restart();
+    while (!done) {
+      const auto now = Clock::now();
+      if (outcome == Outcome::kDone) {
+        if (options.cancel != nullptr && options.cancel->load()) {
+          outcome = Outcome::kCancelled;
+        } else if (now >= deadline.at) {
+          outcome = Outcome::kTimedOut;
+        }
+        if (outcome != Outcome::kDone) {
+          error_code ignored;
+          resolver.cancel();
+          socket.close(ignored);
+        }
+      }
+      auto until = outcome == Outcome::kDone ? deadline.at : Clock::time_point::max();
+      if (outcome == Outcome::kDone && options.cancel != nullptr) {
+        until = std::min(until, now + kPollInterval);
+      }
+      ioc.run_one_until(until);
+      if (ioc.stopped()) ioc.restart();
+    }
+    return outcome;
+  }
+
+  // The Status for an operation that ended with `outcome` and `ec` during `stage`.
+  Status Failure(Outcome outcome, const Deadline& deadline, const error_code& ec,
+                 const std::string& stage) const {
+    const Status::Code code = sent ? Status::Code::kInternal : Status::Code::kUnavailable;
+    if (outcome == Outcome::kCancelled) return Status::Unavailable("cancelled");
+    if (outcome == Outcome::kTimedOut) {
+      return Status(code,
+                    stage + " timed out after " + std::to_string(deadline.bound.count()) + " ms");
+    }
+    return Status(code, stage + " failed: " + ec.message());
+  }
+
+  // Connects, sends `r` and reads the response head.
+  Status Start(const ClientRequest& r);
+  Result<size_t> ReadSome(char* buf, size_t len);
+};
+
+Status ClientStream::Impl::Start(const ClientRequest& r) {
+  error_code ignored;
+  socket.close(ignored);
+  tls.reset();
+  buffer.clear();
+  parser.emplace();
+  parser->header_limit(kHeaderLimit);
+  // Not boost::none: Boost 1.74's parser compares sizes against the empty optional and
+  // then rejects every body with "body limit exceeded".
+  parser->body_limit(std::numeric_limits<std::uint64_t>::max());
+  // A HEAD answer carries the Content-Length of a body that never comes.
+  if (r.method == "HEAD") parser->skip(true);
+  hop_started = Clock::now();
+  sent = false;
+  eof_body = false;
+
+  bool done = false;
+  error_code ec;
+  tcp::resolver::results_type endpoints;
+  Deadline deadline = NextDeadline(true);
+  resolver.async_resolve(r.host, std::to_string(r.port),
+                         [&](const error_code& e, tcp::resolver::results_type results) {
+                           ec = e;
+                           endpoints = std::move(results);
+                           done = true;
+                         });
+  Outcome outcome = Run(done, deadline);
+  if (outcome != Outcome::kDone) return Failure(outcome, deadline, ec, "resolving " + r.host);
+  if (ec) return Status::Unavailable("cannot resolve '" + r.host + "': " + ec.message());
+
+  done = false;
+  deadline = NextDeadline(true);
+  asio::async_connect(socket, endpoints, [&](const error_code& e, const tcp::endpoint&) {
+    ec = e;
+    done = true;
+  });
+  outcome = Run(done, deadline);
+  if (outcome != Outcome::kDone) return Failure(outcome, deadline, ec, "connecting");
+  if (ec) return Status::Unavailable(ConnectErrorText(ec));
+
+  if (r.tls) {
+    ssl_ctx.emplace(ssl::context::tls_client);
+    ssl_ctx->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
+                             ssl::context::no_sslv3 | ssl::context::no_tlsv1 |
+                             ssl::context::no_tlsv1_1,
+                         ec);
+    if (r.tls->ca_file.empty()) {
+      ssl_ctx->set_default_verify_paths(ec);
+    } else {
+      ssl_ctx->load_verify_file(r.tls->ca_file, ec);
+    }
+    if (ec) {
+      return Status::InvalidArgument("cannot use CA file '" + r.tls->ca_file +
+                                     "': " + ec.message());
+    }
+    ssl_ctx->set_verify_mode(ssl::verify_peer);
+    const std::string name = r.tls->server_name.empty() ? r.host : r.tls->server_name;
+    tls.emplace(socket, *ssl_ctx);
+    tls->set_verify_callback(ssl::host_name_verification(name));
+    // SNI carries host names only (RFC 6066).
+    if (!IsIpAddress(name)) SSL_set_tlsext_host_name(tls->native_handle(), name.c_str());
+    done = false;
+    deadline = NextDeadline(true);
+    tls->async_handshake(ssl::stream_base::client, [&](const error_code& e) {
+      ec = e;
+      done = true;
+    });
+    // Verification failures read "certificate verify failed"; a plain-HTTP server makes the
+    // handshake fail with "wrong version number".
+    const std::string stage = "TLS handshake with " + Authority(r.host, r.port);
+    outcome = Run(done, deadline);
+    if (outcome != Outcome::kDone || ec) return Failure(outcome, deadline, ec, stage);
+  }
+
+  bhttp::request<bhttp::string_body> req;
+  req.method_string(r.method);
+  req.target(r.target);
+  req.version(11);
+  req.set(bhttp::field::host, HostField(r));
+  req.set(bhttp::field::user_agent, options.user_agent);
+  req.set(bhttp::field::connection, "close");
+  if (r.range_from > 0) {
+    req.set(bhttp::field::range, "bytes=" + std::to_string(r.range_from) + "-");
+  }
+  for (const auto& [name, value] : r.headers) req.set(name, value);
+  req.body() = r.body;
+  req.prepare_payload();
+
+  sent = true;
+  done = false;
+  deadline = NextDeadline(false);
+  error_code write_error;
+  WithStream([&](auto& stream) {
+    bhttp::async_write(stream, req, [&](const error_code& e, size_t) {
+      write_error = e;
+      done = true;
+    });
+  });
+  outcome = Run(done, deadline);
+  if (outcome != Outcome::kDone) return Failure(outcome, deadline, ec, "sending the request");
+
+  // Read even after a failed write: a server may answer (413, 401) and stop reading before
+  // the body is all sent, and its answer is worth more than the write error.
+  done = false;
+  deadline = NextDeadline(false);
+  WithStream([&](auto& stream) {
+    bhttp::async_read_header(stream, buffer, *parser, [&](const error_code& e, size_t) {
+      ec = e;
+      done = true;
+    });
+  });
+  outcome = Run(done, deadline);
+  if (outcome == Outcome::kDone && ec && write_error) {
+    return Failure(outcome, deadline, write_error, "sending the request");
+  }
+  if (outcome != Outcome::kDone || ec) {
+    return Failure(outcome, deadline, ec, "reading the response head");
+  }
+  return Status::Ok();
+}
+
+Result<size_t> ClientStream::Impl::ReadSome(char* buf, size_t len) {
+  // A read may consume only chunk framing; go on until body bytes or the end.
+  while (!eof_body && !parser->is_done()) {
+    auto& body = parser->get().body();
+    body.data = buf;
+    body.size = len;
+    body.more = true;
+    bool done = false;
+    error_code ec;
+    const Deadline deadline = NextDeadline(false);
+    WithStream([&](auto& stream) {
+      bhttp::async_read_some(stream, buffer, *parser, [&](const error_code& e, size_t) {
+        ec = e;
+        done = true;
+      });
+    });
+    const Outcome outcome = Run(done, deadline);
+    const size_t n = len - body.size;
+    if (outcome != Outcome::kDone) return Failure(outcome, deadline, ec, "reading the body");
+    // need_buffer only says that `buf` is full.
+    if (ec == bhttp::error::need_buffer) ec = {};
+    // A TLS peer that closes without close_notify ends a body delimited by the close.
+    if (ec == ssl::error::stream_truncated && !parser->content_length() && !parser->chunked()) {
+      eof_body = true;
+      ec = {};
+    }
+    if (ec) return Failure(outcome, deadline, ec, "reading the body");
+    if (n > 0) return n;
+  }
+  return size_t{0};
+}
+
+ClientStream::ClientStream(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+ClientStream::~ClientStream() {
+  // No TLS close_notify exchange: the answer has been read (or is abandoned), and waiting
+  // for the server's close_notify could only add latency.
+  error_code ignored;
+  if (impl_) impl_->socket.close(ignored);
+}
+
+std::string ClientStream::header(const std::string& name) const {
+  auto it = headers_.find(Lower(name));
+  return it == headers_.end() ? std::string() : it->second;
+}
+
+Result<std::unique_ptr<ClientStream>> ClientStream::Open(const ClientRequest& request,
+                                                         const ClientOptions& options) {
+  if (request.method.empty() || HasSpaceOrControl(request.method)) {
+    return Status::InvalidArgument("invalid HTTP method '" + request.method + "'");
+  }
+  if (request.target.empty() || HasSpaceOrControl(request.target)) {
+    return Status::InvalidArgument("invalid request target");
+  }
+  for (const auto& [name, value] : request.headers) {
+    if (name.empty() || HasSpaceOrControl(name) || HasControlChars(value)) {
+      return Status::InvalidArgument("invalid header '" + name + "'");
+    }
+  }
+  try {
+    auto impl = std::make_unique<Impl>(options);
+    impl->started = Clock::now();
+    ClientRequest current = request;
+    std::unique_ptr<ClientStream> stream(new ClientStream(std::move(impl)));
+    Impl& im = *stream->impl_;
+    for (int redirects = 0;; ++redirects) {
+      TRAINTL_RETURN_IF_ERROR(im.Start(current));
+      const auto& head = im.parser->get();
+      const int status = static_cast<int>(head.result_int());
+      const auto location = head.find(bhttp::field::location);
+      const bool follow = options.max_redirects > 0 && IsRedirect(status) &&
+                          location != head.end() && !location->value().empty() &&
+                          (current.method == "GET" || current.method == "HEAD");
+      if (!follow) break;
+      if (redirects >= options.max_redirects) {
+        return Status::InvalidArgument("more than " + std::to_string(options.max_redirects) +
+                                       " redirects");
+      }
+      TRAINTL_RETURN_IF_ERROR(FollowLocation(std::string(location->value()), &current));
+    }
+
+    const auto& head = im.parser->get();
+    stream->status_ = static_cast<int>(head.result_int());
+    stream->reason_ = std::string(head.reason());
+    stream->url_ = UrlOf(current);
+    for (const auto& field : head) {
+      std::string name = Lower(std::string(field.name_string()));
+      std::string value(field.value());
+      auto it = stream->headers_.find(name);
+      if (it == stream->headers_.end()) {
+        stream->headers_.emplace(std::move(name), std::move(value));
+      } else {
+        it->second += ", " + value;
+      }
+    }
+    const std::string content_range = stream->header("content-range");
+    if (stream->status_ == 206 || stream->status_ == 416) {
+      stream->total_size_ = ContentRangeTotal(content_range);
+    } else if (stream->status_ == 200 && im.parser->content_length()) {
+      stream->total_size_ = *im.parser->content_length();
+    }
+    if (current.range_from > 0 && stream->status_ == 200) {
+      stream->range_honoured_ = false;
+      im.skip = current.range_from;
+    }
+    return stream;
+  } catch (const std::exception& e) {  // Asio and Beast throw on resource exhaustion
+    return Status::Unavailable(std::string("HTTP client: ") + e.what());
+  }
+}
+
+Result<size_t> ClientStream::Read(char* buf, size_t len) {
+  try {
+    while (impl_->skip > 0) {
+      char scratch[16384];
+      TRAINTL_ASSIGN_OR_RETURN(
+          size_t n, impl_->ReadSome(scratch, std::min<uint64_t>(impl_->skip, sizeof scratch)));
+      if (n == 0) {
+        impl_->skip = 0;
+        return size_t{0};
+      }
+      impl_->skip -= n;
+    }
+    if (len == 0) return size_t{0};
+    return impl_->ReadSome(buf, len);
+  } catch (const std::exception& e) {
+    return Status::Internal(std::string("HTTP client: ") + e.what());
+  }
+}
+
+Status ClientStream::ReadAll(std::string* out) {
+  constexpr size_t kStep = 64 * 1024;
+  while (true) {
+    const size_t old = out->size();
+    out->resize(old + kStep);
+    auto n = Read(out->data() + old, kStep);
+    out->resize(old + (n.ok() ? *n : 0));
+    if (!n.ok()) return n.status();
+    if (*n == 0) return Status::Ok();
+  }
+}
+
+Result<ClientResponse> Exchange(const ClientRequest& request, const ClientOptions& options) {
+  TRAINTL_ASSIGN_OR_RETURN(auto stream, ClientStream::Open(request, options));
+  ClientResponse out;
+  TRAINTL_RETURN_IF_ERROR(stream->ReadAll(&out.body));
+  out.status = stream->status();
+  out.headers = stream->headers();
+  return out;
+}
+
+}  // namespace traintl::http
