@@ -53,12 +53,6 @@ std::string Lower(std::string s) {
   return s;
 }
 
-bool IsIpAddress(const std::string& name) {
-  error_code not_ip;
-  asio::ip::make_address(name, not_ip);
-  return !not_ip;
-}
-
 // "host:port", with an IPv6 literal in brackets.
 std::string Authority(const std::string& host, uint16_t port) {
   const bool v6 = host.find(':') != std::string::npos;
@@ -188,13 +182,6 @@ Result<Url> ParseUrl(const std::string& url) {
 }
 
 struct ClientStream::Impl {
-  // When a wait must end, and the bound that set it (for the message).
-  struct Deadline {
-    Clock::time_point at = Clock::time_point::max();
-    std::chrono::milliseconds bound{0};
-  };
-  enum class Outcome { kDone, kTimedOut, kCancelled };
-
   explicit Impl(const ClientOptions& o) : options(o) {}
 
   ClientOptions options;
@@ -221,59 +208,54 @@ struct ClientStream::Impl {
     }
   }
 
-  Deadline NextDeadline(bool connecting) const {
-    Deadline d;
-    auto consider = [&d](Clock::time_point from, std::chrono::milliseconds bound) {
-      if (bound.count() > 0 && from + bound < d.at) {
-        d.at = from + bound;
-        d.bound = bound;
+  Status Failed(const std::string& stage, const error_code& ec) const {
+    return Status(sent ? Status::Code::kInternal : Status::Code::kUnavailable,
+                  stage + " failed: " + ec.message());
+  }
+
+  // Starts an operation with `start(handler)` and runs the io_context until it has called
+  // back, leaving its error in `ec`. Past the nearest bound of ClientOptions, or once the
+  // cancel flag is set, closing the socket makes it call back; that is the Status.
+  template <class Start>
+  Status Await(bool connecting, const std::string& stage, error_code& ec, Start&& start) {
+    auto deadline = Clock::time_point::max();
+    std::chrono::milliseconds bound{0};
+    auto consider = [&](Clock::time_point from, std::chrono::milliseconds limit) {
+      if (limit.count() > 0 && from + limit < deadline) {
+        deadline = from + limit;
+        bound = limit;
       }
     };
     consider(started, options.timeout);
     if (connecting) consider(hop_started, options.connect_timeout);
     consider(Clock::now(), options.idle_timeout);
-    return d;
-  }
 
-  // Runs the io_context until the operation just started has called back (`done`). Past
-  // `deadline`, or once the cancel flag is set, closing the socket makes it call back.
-  Outcome Run(const bool& done, const Deadline& deadline) {
-    Outcome outcome = Outcome::kDone;
+    bool done = false;
+    const char* aborted = nullptr;
+    ec = {};
+    start([&](const error_code& e, auto&&...) {
+      ec = e;
+      done = true;
+    });
     ioc.restart();
     while (!done) {
       const auto now = Clock::now();
-      if (outcome == Outcome::kDone) {
-        if (options.cancel != nullptr && options.cancel->load()) {
-          outcome = Outcome::kCancelled;
-        } else if (now >= deadline.at) {
-          outcome = Outcome::kTimedOut;
-        }
-        if (outcome != Outcome::kDone) {
-          error_code ignored;
-          resolver.cancel();
-          socket.close(ignored);
-        }
+      if (!aborted && options.cancel != nullptr && options.cancel->load()) aborted = "cancelled";
+      if (!aborted && now >= deadline) aborted = "timed out";
+      if (aborted) {
+        error_code ignored;
+        resolver.cancel();
+        socket.close(ignored);
       }
-      auto until = outcome == Outcome::kDone ? deadline.at : Clock::time_point::max();
-      if (outcome == Outcome::kDone && options.cancel != nullptr) {
-        until = std::min(until, now + kPollInterval);
-      }
+      auto until = aborted ? Clock::time_point::max() : deadline;
+      if (!aborted && options.cancel != nullptr) until = std::min(until, now + kPollInterval);
       ioc.run_one_until(until);
       if (ioc.stopped()) ioc.restart();
     }
-    return outcome;
-  }
-
-  // The Status for an operation that ended with `outcome` and `ec` during `stage`.
-  Status Failure(Outcome outcome, const Deadline& deadline, const error_code& ec,
-                 const std::string& stage) const {
-    const Status::Code code = sent ? Status::Code::kInternal : Status::Code::kUnavailable;
-    if (outcome == Outcome::kCancelled) return Status::Unavailable("cancelled");
-    if (outcome == Outcome::kTimedOut) {
-      return Status(code,
-                    stage + " timed out after " + std::to_string(deadline.bound.count()) + " ms");
-    }
-    return Status(code, stage + " failed: " + ec.message());
+    if (!aborted) return Status::Ok();
+    if (aborted[0] == 'c') return Status::Unavailable("cancelled");
+    return Status(sent ? Status::Code::kInternal : Status::Code::kUnavailable,
+                  stage + " timed out after " + std::to_string(bound.count()) + " ms");
   }
 
   // Connects, sends `r` and reads the response head.
@@ -282,8 +264,8 @@ struct ClientStream::Impl {
 };
 
 Status ClientStream::Impl::Start(const ClientRequest& r) {
-  error_code ignored;
-  socket.close(ignored);
+  error_code ec;
+  socket.close(ec);
   tls.reset();
   buffer.clear();
   parser.emplace();
@@ -297,28 +279,17 @@ Status ClientStream::Impl::Start(const ClientRequest& r) {
   sent = false;
   eof_body = false;
 
-  bool done = false;
-  error_code ec;
   tcp::resolver::results_type endpoints;
-  Deadline deadline = NextDeadline(true);
-  resolver.async_resolve(r.host, std::to_string(r.port),
-                         [&](const error_code& e, tcp::resolver::results_type results) {
-                           ec = e;
-                           endpoints = std::move(results);
-                           done = true;
-                         });
-  Outcome outcome = Run(done, deadline);
-  if (outcome != Outcome::kDone) return Failure(outcome, deadline, ec, "resolving " + r.host);
+  TRAINTL_RETURN_IF_ERROR(Await(true, "resolving " + r.host, ec, [&](auto done) {
+    resolver.async_resolve(r.host, std::to_string(r.port),
+                           [&, done](const error_code& e, tcp::resolver::results_type found) {
+                             endpoints = std::move(found);
+                             done(e);
+                           });
+  }));
   if (ec) return Status::Unavailable("cannot resolve '" + r.host + "': " + ec.message());
-
-  done = false;
-  deadline = NextDeadline(true);
-  asio::async_connect(socket, endpoints, [&](const error_code& e, const tcp::endpoint&) {
-    ec = e;
-    done = true;
-  });
-  outcome = Run(done, deadline);
-  if (outcome != Outcome::kDone) return Failure(outcome, deadline, ec, "connecting");
+  TRAINTL_RETURN_IF_ERROR(Await(true, "connecting", ec,
+                                [&](auto done) { asio::async_connect(socket, endpoints, done); }));
   if (ec) return Status::Unavailable(ConnectErrorText(ec));
 
   if (r.tls) {
@@ -340,19 +311,15 @@ Status ClientStream::Impl::Start(const ClientRequest& r) {
     const std::string name = r.tls->server_name.empty() ? r.host : r.tls->server_name;
     tls.emplace(socket, *ssl_ctx);
     tls->set_verify_callback(ssl::host_name_verification(name));
+    asio::ip::make_address(name, ec);
     // SNI carries host names only (RFC 6066).
-    if (!IsIpAddress(name)) SSL_set_tlsext_host_name(tls->native_handle(), name.c_str());
-    done = false;
-    deadline = NextDeadline(true);
-    tls->async_handshake(ssl::stream_base::client, [&](const error_code& e) {
-      ec = e;
-      done = true;
-    });
+    if (ec) SSL_set_tlsext_host_name(tls->native_handle(), name.c_str());
     // Verification failures read "certificate verify failed"; a plain-HTTP server makes the
     // handshake fail with "wrong version number".
     const std::string stage = "TLS handshake with " + Authority(r.host, r.port);
-    outcome = Run(done, deadline);
-    if (outcome != Outcome::kDone || ec) return Failure(outcome, deadline, ec, stage);
+    TRAINTL_RETURN_IF_ERROR(Await(
+        true, stage, ec, [&](auto done) { tls->async_handshake(ssl::stream_base::client, done); }));
+    if (ec) return Failed(stage, ec);
   }
 
   bhttp::request<bhttp::string_body> req;
@@ -368,37 +335,18 @@ Status ClientStream::Impl::Start(const ClientRequest& r) {
   for (const auto& [name, value] : r.headers) req.set(name, value);
   req.body() = r.body;
   req.prepare_payload();
-
   sent = true;
-  done = false;
-  deadline = NextDeadline(false);
   error_code write_error;
-  WithStream([&](auto& stream) {
-    bhttp::async_write(stream, req, [&](const error_code& e, size_t) {
-      write_error = e;
-      done = true;
-    });
-  });
-  outcome = Run(done, deadline);
-  if (outcome != Outcome::kDone) return Failure(outcome, deadline, ec, "sending the request");
-
+  TRAINTL_RETURN_IF_ERROR(Await(false, "sending the request", write_error, [&](auto done) {
+    WithStream([&](auto& stream) { bhttp::async_write(stream, req, done); });
+  }));
   // Read even after a failed write: a server may answer (413, 401) and stop reading before
   // the body is all sent, and its answer is worth more than the write error.
-  done = false;
-  deadline = NextDeadline(false);
-  WithStream([&](auto& stream) {
-    bhttp::async_read_header(stream, buffer, *parser, [&](const error_code& e, size_t) {
-      ec = e;
-      done = true;
-    });
-  });
-  outcome = Run(done, deadline);
-  if (outcome == Outcome::kDone && ec && write_error) {
-    return Failure(outcome, deadline, write_error, "sending the request");
-  }
-  if (outcome != Outcome::kDone || ec) {
-    return Failure(outcome, deadline, ec, "reading the response head");
-  }
+  TRAINTL_RETURN_IF_ERROR(Await(false, "reading the response head", ec, [&](auto done) {
+    WithStream([&](auto& stream) { bhttp::async_read_header(stream, buffer, *parser, done); });
+  }));
+  if (ec && write_error) return Failed("sending the request", write_error);
+  if (ec) return Failed("reading the response head", ec);
   return Status::Ok();
 }
 
@@ -409,18 +357,10 @@ Result<size_t> ClientStream::Impl::ReadSome(char* buf, size_t len) {
     body.data = buf;
     body.size = len;
     body.more = true;
-    bool done = false;
     error_code ec;
-    const Deadline deadline = NextDeadline(false);
-    WithStream([&](auto& stream) {
-      bhttp::async_read_some(stream, buffer, *parser, [&](const error_code& e, size_t) {
-        ec = e;
-        done = true;
-      });
-    });
-    const Outcome outcome = Run(done, deadline);
-    const size_t n = len - body.size;
-    if (outcome != Outcome::kDone) return Failure(outcome, deadline, ec, "reading the body");
+    TRAINTL_RETURN_IF_ERROR(Await(false, "reading the body", ec, [&](auto done) {
+      WithStream([&](auto& stream) { bhttp::async_read_some(stream, buffer, *parser, done); });
+    }));
     // need_buffer only says that `buf` is full.
     if (ec == bhttp::error::need_buffer) ec = {};
     // A TLS peer that closes without close_notify ends a body delimited by the close.
@@ -428,8 +368,8 @@ Result<size_t> ClientStream::Impl::ReadSome(char* buf, size_t len) {
       eof_body = true;
       ec = {};
     }
-    if (ec) return Failure(outcome, deadline, ec, "reading the body");
-    if (n > 0) return n;
+    if (ec) return Failed("reading the body", ec);
+    if (len > body.size) return len - body.size;
   }
   return size_t{0};
 }
@@ -441,11 +381,6 @@ ClientStream::~ClientStream() {
   // for the server's close_notify could only add latency.
   error_code ignored;
   if (impl_) impl_->socket.close(ignored);
-}
-
-std::string ClientStream::header(const std::string& name) const {
-  auto it = headers_.find(Lower(name));
-  return it == headers_.end() ? std::string() : it->second;
 }
 
 Result<std::unique_ptr<ClientStream>> ClientStream::Open(const ClientRequest& request,
@@ -484,26 +419,20 @@ Result<std::unique_ptr<ClientStream>> ClientStream::Open(const ClientRequest& re
     }
 
     const auto& head = im.parser->get();
-    stream->status_ = static_cast<int>(head.result_int());
+    const int status = static_cast<int>(head.result_int());
+    stream->head_.status = status;
     stream->reason_ = std::string(head.reason());
     stream->url_ = UrlOf(current);
     for (const auto& field : head) {
-      std::string name = Lower(std::string(field.name_string()));
-      std::string value(field.value());
-      auto it = stream->headers_.find(name);
-      if (it == stream->headers_.end()) {
-        stream->headers_.emplace(std::move(name), std::move(value));
-      } else {
-        it->second += ", " + value;
-      }
+      std::string& value = stream->head_.headers[Lower(std::string(field.name_string()))];
+      value += (value.empty() ? "" : ", ") + std::string(field.value());
     }
-    const std::string content_range = stream->header("content-range");
-    if (stream->status_ == 206 || stream->status_ == 416) {
-      stream->total_size_ = ContentRangeTotal(content_range);
-    } else if (stream->status_ == 200 && im.parser->content_length()) {
+    if (status == 206 || status == 416) {
+      stream->total_size_ = ContentRangeTotal(stream->header("content-range"));
+    } else if (status == 200 && im.parser->content_length()) {
       stream->total_size_ = *im.parser->content_length();
     }
-    if (current.range_from > 0 && stream->status_ == 200) {
+    if (current.range_from > 0 && status == 200) {
       stream->range_honoured_ = false;
       im.skip = current.range_from;
     }
@@ -546,10 +475,8 @@ Status ClientStream::ReadAll(std::string* out) {
 
 Result<ClientResponse> Exchange(const ClientRequest& request, const ClientOptions& options) {
   TRAINTL_ASSIGN_OR_RETURN(auto stream, ClientStream::Open(request, options));
-  ClientResponse out;
+  ClientResponse out = stream->head();
   TRAINTL_RETURN_IF_ERROR(stream->ReadAll(&out.body));
-  out.status = stream->status();
-  out.headers = stream->headers();
   return out;
 }
 

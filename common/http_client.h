@@ -122,11 +122,11 @@ class ClientStream {
   // Reads the rest of the body into `out` (appended).
   Status ReadAll(std::string* out);
 
-  int status() const { return status_; }
+  // The status and fields (no body).
+  const ClientResponse& head() const { return head_; }
+  int status() const { return head_.status; }
+  std::string header(const std::string& name) const { return head_.header(name); }
   const std::string& reason() const { return reason_; }
-  // Lower-cased field names; repeated fields are joined with ", ".
-  const std::map<std::string, std::string>& headers() const { return headers_; }
-  std::string header(const std::string& name) const;
   // "http(s)://host:port/target" of the request answered (after redirects).
   const std::string& url() const { return url_; }
   // Whether the body starts at range_from: true unless a server ignored the Range.
@@ -140,9 +140,8 @@ class ClientStream {
   explicit ClientStream(std::unique_ptr<Impl> impl);
 
   std::unique_ptr<Impl> impl_;
-  int status_ = 0;
+  ClientResponse head_;
   std::string reason_;
-  std::map<std::string, std::string> headers_;
   std::string url_;
   bool range_honoured_ = true;
   std::optional<uint64_t> total_size_;
