@@ -66,7 +66,7 @@ std::string HostField(const ClientRequest& r) {
 }
 
 std::string UrlOf(const ClientRequest& r) {
-  return (r.tls ? "https://" : "http://") + Authority(r.host, r.port) + r.target;
+  return (r.tls ? "https://" : "http://") + HostField(r) + r.target;
 }
 
 // Parses "bytes a-b/total" or "bytes */total"; the total, when given.

@@ -127,7 +127,7 @@ class ClientStream {
   int status() const { return head_.status; }
   std::string header(const std::string& name) const { return head_.header(name); }
   const std::string& reason() const { return reason_; }
-  // "http(s)://host:port/target" of the request answered (after redirects).
+  // "http(s)://host[:port]/target" of the request answered (after redirects).
   const std::string& url() const { return url_; }
   // Whether the body starts at range_from: true unless a server ignored the Range.
   bool range_honoured() const { return range_honoured_; }

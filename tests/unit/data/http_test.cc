@@ -283,12 +283,12 @@ TEST_CASE("http: URL parsing") {
   REQUIRE(u.ok());
   CHECK(u->tls);
   CHECK(u->host == "example.com");
-  CHECK(u->port == "443");
+  CHECK(u->port == 443);
   CHECK(u->target == "/a/b.csv?x=1");
   auto v6 = ParseHttpUrl("http://[::1]:8080");
   REQUIRE(v6.ok());
   CHECK(v6->host == "::1");
-  CHECK(v6->port == "8080");
+  CHECK(v6->port == 8080);
   CHECK(v6->target == "/");
   CHECK_FALSE(ParseHttpUrl("http://:80/x").ok());
   CHECK_FALSE(ParseHttpUrl("http://user:pw@host/x").ok());
