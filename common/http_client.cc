@@ -8,19 +8,10 @@
 #include <utility>
 
 #include <boost/asio/connect.hpp>
-#include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/ssl/context.hpp>
-#include <boost/asio/ssl/error.hpp>
-#include <boost/asio/ssl/host_name_verification.hpp>
-#include <boost/asio/ssl/stream.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/http/buffer_body.hpp>
-#include <boost/beast/http/error.hpp>
-#include <boost/beast/http/parser.hpp>
-#include <boost/beast/http/read.hpp>
-#include <boost/beast/http/string_body.hpp>
-#include <boost/beast/http/write.hpp>
+#include <boost/beast/http.hpp>
 
 namespace traintl::http {
 
@@ -93,28 +84,23 @@ bool IsRedirect(int status) {
 
 // Where a redirect's Location leads, from the request that got it.
 Status FollowLocation(const std::string& location, ClientRequest* r) {
-  const std::string lower = Lower(location.substr(0, 8));
-  Url next;
-  if (lower.rfind("http://", 0) == 0 || lower.rfind("https://", 0) == 0) {
-    TRAINTL_ASSIGN_OR_RETURN(next, ParseUrl(location));
-  } else if (location.rfind("//", 0) == 0) {
-    TRAINTL_ASSIGN_OR_RETURN(next, ParseUrl((r->tls ? "https:" : "http:") + location));
-  } else {
-    next.tls = r->tls.has_value();
-    next.host = r->host;
-    next.port = r->port;
-    if (location[0] == '/') {
-      next.target = location;
-    } else {  // relative to the directory of the current path
-      const std::string path = r->target.substr(0, r->target.find('?'));
-      next.target = path.substr(0, path.rfind('/') + 1) + location;
-    }
+  const std::string scheme = r->tls ? "https:" : "http:";
+  std::string url = location;
+  if (location.rfind("//", 0) == 0) {
+    url = scheme + location;
+  } else if (location[0] == '/') {
+    url = scheme + "//" + Authority(r->host, r->port) + location;
+  } else if (Lower(location).rfind("http://", 0) != 0 &&
+             Lower(location).rfind("https://", 0) != 0) {
+    const std::string path = r->target.substr(0, r->target.find('?'));  // relative to its folder
+    url = scheme + "//" + Authority(r->host, r->port) + path.substr(0, path.rfind('/') + 1) +
+          location;
   }
-  if (HasSpaceOrControl(next.target)) {
-    return Status::InvalidArgument("redirected to an invalid location");
-  }
+  TRAINTL_ASSIGN_OR_RETURN(Url next, ParseUrl(url));
   if (next.host != r->host || next.port != r->port) {
-    r->headers.erase("Authorization");  // a credential for one server only
+    for (auto it = r->headers.begin(); it != r->headers.end();) {  // a credential for one server
+      it = Lower(it->first) == "authorization" ? r->headers.erase(it) : std::next(it);
+    }
     if (r->tls) r->tls->server_name.clear();
   }
   if (next.tls && !r->tls) r->tls.emplace();
@@ -294,10 +280,7 @@ Status ClientStream::Impl::Start(const ClientRequest& r) {
 
   if (r.tls) {
     ssl_ctx.emplace(ssl::context::tls_client);
-    ssl_ctx->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
-                             ssl::context::no_sslv3 | ssl::context::no_tlsv1 |
-                             ssl::context::no_tlsv1_1,
-                         ec);
+    SSL_CTX_set_min_proto_version(ssl_ctx->native_handle(), TLS1_2_VERSION);
     if (r.tls->ca_file.empty()) {
       ssl_ctx->set_default_verify_paths(ec);
     } else {
@@ -443,18 +426,14 @@ Result<std::unique_ptr<ClientStream>> ClientStream::Open(const ClientRequest& re
 }
 
 Result<size_t> ClientStream::Read(char* buf, size_t len) {
+  if (len == 0) return size_t{0};
   try {
-    while (impl_->skip > 0) {
-      char scratch[16384];
-      TRAINTL_ASSIGN_OR_RETURN(
-          size_t n, impl_->ReadSome(scratch, std::min<uint64_t>(impl_->skip, sizeof scratch)));
-      if (n == 0) {
-        impl_->skip = 0;
-        return size_t{0};
-      }
+    while (impl_->skip > 0) {  // bytes before range_from, into `buf` and dropped
+      TRAINTL_ASSIGN_OR_RETURN(size_t n,
+                               impl_->ReadSome(buf, std::min<uint64_t>(impl_->skip, len)));
+      if (n == 0) return n;
       impl_->skip -= n;
     }
-    if (len == 0) return size_t{0};
     return impl_->ReadSome(buf, len);
   } catch (const std::exception& e) {
     return Status::Internal(std::string("HTTP client: ") + e.what());

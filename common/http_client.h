@@ -117,7 +117,7 @@ class ClientStream {
   static Result<std::unique_ptr<ClientStream>> Open(const ClientRequest& request,
                                                     const ClientOptions& options = {});
 
-  // Reads up to `len` (> 0) bytes of the body as soon as some have arrived; 0 at its end.
+  // Reads up to `len` bytes of the body as soon as some have arrived; 0 at its end.
   Result<size_t> Read(char* buf, size_t len);
   // Reads the rest of the body into `out` (appended).
   Status ReadAll(std::string* out);

@@ -16,7 +16,7 @@ Result<std::unique_ptr<HttpBodyReader>> HttpBodyReader::Open(const std::string& 
                                                              uint64_t offset,
                                                              const HttpOptions& options,
                                                              const std::atomic<bool>* cancel) {
-  TRAINTL_ASSIGN_OR_RETURN(HttpUrl u, ParseHttpUrl(url));
+  TRAINTL_ASSIGN_OR_RETURN(http::Url u, http::ParseUrl(url));
   http::ClientRequest request;
   request.host = u.host;
   request.port = u.port;

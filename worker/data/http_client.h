@@ -35,10 +35,6 @@ struct HttpOptions {
   int max_redirects = 5;
 };
 
-// scheme://host[:port]/target, split. Only http and https.
-using HttpUrl = http::Url;
-inline Result<HttpUrl> ParseHttpUrl(const std::string& url) { return http::ParseUrl(url); }
-
 class HttpBodyReader {
  public:
   ~HttpBodyReader();
