@@ -1,7 +1,7 @@
 // HttpClient: the CLI's view of the daemon's HTTP API (docs/API.md), as an interface so that
-// verbs can be tested without a network. BeastHttpClient is the real implementation: one
-// HTTP/1.1 (or HTTPS, with the server's certificate verified) connection per request,
-// with timeouts.
+// verbs can be tested without a network. BeastHttpClient is the real implementation, over
+// the shared client of common/http_client.h: one HTTP/1.1 (or HTTPS, with the server's
+// certificate verified) connection per request, with timeouts.
 //
 // Thread-safety: an HttpClient is used from one thread at a time.
 #pragma once
@@ -13,10 +13,6 @@
 #include <string_view>
 
 #include "common/result.h"
-
-namespace boost::asio {
-class io_context;
-}
 
 namespace traintl {
 namespace cli {
@@ -60,7 +56,7 @@ struct BeastHttpClientOptions {
   uint16_t port = 7450;
   // Sent as "Authorization: Bearer <token>"; no header when empty.
   std::string token;
-  // Time allowed to resolve the host and establish the TCP connection.
+  // Time allowed to resolve the host, connect and (HTTPS) complete the TLS handshake.
   int64_t connect_timeout_ms = 10000;
   // Default total time of a request (HttpRequest::timeout_ms == 0).
   int64_t request_timeout_ms = 120000;
@@ -83,10 +79,6 @@ class BeastHttpClient : public HttpClient {
  private:
   Result<HttpResponse> Exchange(const HttpRequest& request,
                                 const std::function<void(std::string_view)>* on_data);
-  template <class AsyncStream>
-  Result<HttpResponse> ExchangeOn(boost::asio::io_context& ioc, AsyncStream& stream,
-                                  const HttpRequest& request,
-                                  const std::function<void(std::string_view)>* on_data);
 
   BeastHttpClientOptions options_;
 };

@@ -1,5 +1,6 @@
-// Fetch: a small synchronous HTTP/1.1 (optionally HTTPS) client, one request per
-// connection, for tests and daemon-to-daemon calls (the CLI has its own).
+// Fetch: one synchronous HTTP/1.1 (optionally HTTPS) request for tests and daemon-to-daemon
+// calls, over the shared client of common/http_client.h (ClientTls and ClientResponse come
+// from there).
 //
 // Thread-safety: Fetch runs its own private io_context and may be called from any thread
 // concurrently - but never from the thread running the io_context of a Server it calls,
@@ -11,29 +12,10 @@
 #include <map>
 #include <string>
 
+#include "common/http_client.h"
 #include "common/result.h"
 
 namespace traintl::http {
-
-// HTTPS for Fetch: the server's certificate must chain to a CA in `ca_file` and name the
-// host (DNS name or IP address).
-struct ClientTls {
-  // PEM file of trusted CA certificates; "" uses the system's default store. Default "".
-  std::string ca_file;
-  // Name checked against the certificate (and sent as SNI when not an IP address);
-  // "" means the `host` passed to Fetch. Default "".
-  std::string server_name;
-};
-
-struct ClientResponse {
-  int status = 0;
-  std::string body;
-  // Lower-cased field names; repeated fields are joined with ", ".
-  std::map<std::string, std::string> headers;
-
-  // The value of header `name` (case-insensitive), or "" when absent.
-  std::string header(const std::string& name) const;
-};
 
 // Marks the answer a Server gives to a connection it refuses before reading any of its
 // request (every connection busy, see ServerOptions::max_connections): 503 with this
@@ -50,7 +32,8 @@ bool RefusedUnread(const ClientResponse& r);
 // exchange is HTTPS (TLS 1.2+, certificate verified). Any HTTP status is a successful
 // Result; errors: InvalidArgument (a header, method or target with CR/LF/spaces; an
 // unreadable CA file), Unavailable (resolve/connect/IO failure, timeout, malformed
-// response, a failed TLS handshake or certificate verification).
+// response, a failed TLS handshake or certificate verification). Messages start with
+// "METHOD http(s)://host:port/target: ".
 Result<ClientResponse> Fetch(const std::string& host, uint16_t port, const std::string& method,
                              const std::string& target, const std::string& body = "",
                              const std::map<std::string, std::string>& headers = {},

@@ -1,17 +1,18 @@
 #include "daemon/http/connection.h"
 
 #include <algorithm>
-#include <array>
-#include <cstdio>
 #include <ctime>
 #include <limits>
 
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/string.hpp>
+#include <boost/beast/http/chunk_encode.hpp>
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/read.hpp>
+#include <boost/beast/http/serializer.hpp>
 #include <boost/beast/http/status.hpp>
+#include <boost/beast/http/write.hpp>
 
 #include "common/crypto.h"
 #include "common/logging.h"
@@ -376,7 +377,8 @@ void Connection::OnHeader(error_code ec) {
   auto expect = msg.find(bhttp::field::expect);
   if (http11_ && expect != msg.end() && beast::iequals(expect->value(), "100-continue")) {
     WriteItem item;
-    item.head = "HTTP/1.1 100 Continue\r\n\r\n";
+    item.message = std::make_unique<Message>(bhttp::status::continue_, 11);
+    item.head_only = true;
     Enqueue(std::move(item));
   }
   state_ = State::kReadingBody;
@@ -472,40 +474,40 @@ void Connection::RespondEarly(int status, const std::string& message, const Head
   LOG_DEBUG << "http: " << remote_ << " " << log_line_ << " -> " << status << " (" << message
             << ")";
   std::string body = JsonError(message);
-  std::string head = BuildHead(status, headers, "application/json",
-                               "Content-Length: " + std::to_string(body.size()));
   WriteItem item;
-  item.head = std::move(head);
-  if (!head_request_) item.body = std::move(body);
+  item.message = BuildHead(status, headers, "application/json");
+  item.message->content_length(body.size());
+  if (!head_request_) item.message->body() = std::move(body);
   item.final = true;
   Enqueue(std::move(item));
   if (!closed() && !raw_read_pending_) RawRead();
 }
 
-std::string Connection::BuildHead(int status, const HeaderList& headers,
-                                  const std::string& content_type, const std::string& framing) {
-  auto code = bhttp::int_to_status(static_cast<unsigned>(status));
-  std::string reason =
-      code == bhttp::status::unknown ? "Unknown" : std::string(ToStd(bhttp::obsolete_reason(code)));
-  std::string h = "HTTP/1.1 " + std::to_string(status) + " " + reason + "\r\n";
-  h += "Date: " + HttpDate() + "\r\n";
-  if (!content_type.empty() && !HasControlChars(content_type))
-    h += "Content-Type: " + content_type + "\r\n";
+std::unique_ptr<Connection::Message> Connection::BuildHead(int status, const HeaderList& headers,
+                                                           const std::string& content_type) {
+  auto head = std::make_unique<Message>();
+  head->version(11);
+  head->result(static_cast<unsigned>(status));
+  if (bhttp::int_to_status(static_cast<unsigned>(status)) == bhttp::status::unknown) {
+    head->reason("Unknown");
+  }
+  head->set(bhttp::field::date, HttpDate());
+  if (!content_type.empty() && !HasControlChars(content_type)) {
+    head->set(bhttp::field::content_type, content_type);
+  }
   for (const auto& [name, value] : headers) {
     if (!IsToken(name) || HasControlChars(value) || IsFramingHeader(name)) {
       LOG_WARN << "http: dropping invalid or reserved response header '" << name << "'";
       continue;
     }
-    h += name + ": " + value + "\r\n";
+    head->insert(name, value);
   }
-  if (!framing.empty()) h += framing + "\r\n";
   if (!keep_alive_) {
-    h += "Connection: close\r\n";
+    head->set(bhttp::field::connection, "close");
   } else if (!http11_) {
-    h += "Connection: keep-alive\r\n";
+    head->set(bhttp::field::connection, "keep-alive");
   }
-  h += "\r\n";
-  return h;
+  return head;
 }
 
 bool Connection::AcceptsAnswer(uint64_t seq, const char* what) const {
@@ -532,9 +534,9 @@ void Connection::Respond(uint64_t seq, int status, const HeaderList& headers,
   status = CheckedStatus(status);
   const bool no_body = status == 204 || status == 304;
   WriteItem item;
-  item.head = BuildHead(status, headers, no_body ? std::string() : content_type,
-                        no_body ? std::string() : "Content-Length: " + std::to_string(body.size()));
-  if (!no_body && !head_request_) item.body = std::move(body);
+  item.message = BuildHead(status, headers, no_body ? std::string() : content_type);
+  if (!no_body) item.message->content_length(body.size());
+  if (!no_body && !head_request_) item.message->body() = std::move(body);
   item.final = true;
   LOG_DEBUG << "http: " << remote_ << " " << log_line_ << " -> " << status;
   Enqueue(std::move(item));
@@ -549,7 +551,9 @@ void Connection::BeginStream(uint64_t seq, int status, const HeaderList& headers
   // HTTP/1.0 has no chunked encoding: the body ends when the connection does.
   if (!http11_) keep_alive_ = false;
   WriteItem item;
-  item.head = BuildHead(status, headers, content_type, http11_ ? "Transfer-Encoding: chunked" : "");
+  item.message = BuildHead(status, headers, content_type);
+  if (http11_) item.message->chunked(true);
+  item.head_only = true;
   LOG_DEBUG << "http: " << remote_ << " " << log_line_ << " -> " << status << " (stream)";
   Enqueue(std::move(item));
 }
@@ -564,13 +568,8 @@ void Connection::StreamChunk(uint64_t seq, std::string data, std::function<void(
     return;
   }
   WriteItem item;
-  if (http11_) {
-    char size[32];
-    std::snprintf(size, sizeof(size), "%zx\r\n", data.size());
-    item.head = size;
-    item.tail = "\r\n";
-  }
-  item.body = std::move(data);
+  item.chunk = http11_;
+  item.data = std::move(data);
   item.on_written = std::move(on_written);
   Enqueue(std::move(item));
 }
@@ -580,7 +579,7 @@ void Connection::EndStream(uint64_t seq, bool complete) {
   stream_ended_ = true;
   WriteItem item;
   if (complete) {
-    if (http11_ && !head_request_) item.head = "0\r\n\r\n";
+    item.last_chunk = http11_ && !head_request_;
   } else {
     keep_alive_ = false;  // the client must see the body end early, not a complete one
   }
@@ -619,8 +618,6 @@ void Connection::DoWrite() {
   if (writing_ || writes_.empty() || closed()) return;
   writing_ = true;
   const WriteItem& w = writes_.front();
-  std::array<asio::const_buffer, 3> buffers = {asio::buffer(w.head), asio::buffer(w.body),
-                                               asio::buffer(w.tail)};
   uint64_t gen = ++write_timer_gen_;
   write_timer_.expires_after(server_->options.write_timeout);
   write_timer_.async_wait([self = shared_from_this(), gen](error_code ec) {
@@ -629,8 +626,24 @@ void Connection::DoWrite() {
     self->CloseNow();
   });
   WithStream([&](auto& stream) {
-    asio::async_write(stream, buffers,
-                      [self = shared_from_this()](error_code ec, size_t) { self->OnWrite(ec); });
+    auto done = [self = shared_from_this()](error_code ec, size_t) { self->OnWrite(ec); };
+    if (w.message) {
+      // The serializer lives until the write completes; the message stays in writes_.
+      auto serializer =
+          std::make_shared<bhttp::response_serializer<bhttp::string_body>>(*w.message);
+      auto done_with = [serializer, done](error_code ec, size_t n) { done(ec, n); };
+      if (w.head_only) {
+        bhttp::async_write_header(stream, *serializer, std::move(done_with));
+      } else {
+        bhttp::async_write(stream, *serializer, std::move(done_with));
+      }
+    } else if (w.last_chunk) {
+      asio::async_write(stream, bhttp::make_chunk_last(), std::move(done));
+    } else if (w.chunk) {
+      asio::async_write(stream, bhttp::make_chunk(asio::buffer(w.data)), std::move(done));
+    } else {
+      asio::async_write(stream, asio::buffer(w.data), std::move(done));
+    }
   });
 }
 

@@ -105,10 +105,17 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
  private:
   enum class State { kIdle, kReadingHeader, kReadingBody, kResponding, kLingering, kClosed };
+  using Message = boost::beast::http::response<boost::beast::http::string_body>;
+  // One write: a message (a response, or a stream's head) or a piece of a streamed body.
   struct WriteItem {
-    std::string head;
-    std::string body;
-    std::string tail;
+    // Written by Beast's serializer; the head only when `head_only` (a stream's body follows
+    // as other items).
+    std::unique_ptr<Message> message;
+    bool head_only = false;
+    // A streamed body piece: one chunk when `chunk`, else raw bytes (HTTP/1.0).
+    std::string data;
+    bool chunk = false;
+    bool last_chunk = false;  // the final, empty chunk
     std::function<void(bool)> on_written;
     bool final = false;  // the last write of the response
   };
@@ -153,8 +160,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Limits of an anonymous connection (both capped by header_timeout).
   std::chrono::milliseconds AnonymousHeaderTimeout() const;
   std::chrono::milliseconds TlsHandshakeTimeout() const;
-  std::string BuildHead(int status, const HeaderList& headers, const std::string& content_type,
-                        const std::string& framing);
+  // A response head with Date, Content-Type (unless empty), the valid `headers` and
+  // Connection; the caller adds the framing.
+  std::unique_ptr<Message> BuildHead(int status, const HeaderList& headers,
+                                     const std::string& content_type);
   static void InvokeCallback(const std::function<void(bool)>& cb, bool ok);
 
   boost::asio::ip::tcp::socket socket_;

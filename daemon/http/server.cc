@@ -5,10 +5,13 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <sstream>
 #include <vector>
 
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/write.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/beast/http/write.hpp>
 
 #include "common/logging.h"
 #include "common/result.h"
@@ -18,6 +21,7 @@
 namespace traintl::http {
 
 namespace asio = boost::asio;
+namespace bhttp = boost::beast::http;
 using boost::system::error_code;
 using tcp = asio::ip::tcp;
 
@@ -53,11 +57,18 @@ Result<std::shared_ptr<asio::ssl::context>> MakeTlsContext(const ServerOptions& 
 // Best effort: the socket is fresh, so a small non-blocking write normally fits its buffer.
 // A TLS client could not read a plain answer, so it is just closed.
 void RejectBusy(tcp::socket& socket, bool tls) {
-  static const std::string kBody = R"({"error":"too many connections"})";
-  static const std::string kResponse =
-      "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: " +
-      std::to_string(kBody.size()) + "\r\n" + kRefusedUnreadHeader +
-      ": 1\r\nRetry-After: 1\r\nConnection: close\r\n\r\n" + kBody;
+  static const std::string kResponse = [] {
+    bhttp::response<bhttp::string_body> busy(bhttp::status::service_unavailable, 11);
+    busy.set(bhttp::field::content_type, "application/json");
+    busy.set(kRefusedUnreadHeader, "1");
+    busy.set(bhttp::field::retry_after, "1");
+    busy.set(bhttp::field::connection, "close");
+    busy.body() = R"({"error":"too many connections"})";
+    busy.prepare_payload();
+    std::ostringstream text;
+    text << busy;
+    return text.str();
+  }();
   error_code ignored;
   socket.non_blocking(true, ignored);
   if (!tls) socket.write_some(asio::buffer(kResponse), ignored);

@@ -1,6 +1,6 @@
 // HttpBodyReader: streams the body of one HTTP(S) GET, optionally from a byte offset
-// (a Range request). A small synchronous-looking client over Boost.Beast, for the dataset
-// reader: no connection reuse, redirects followed, TLS verified against the system's CA
+// (a Range request), for the dataset reader: the shared client of common/http_client.h
+// with no connection reuse, redirects followed, TLS verified against the system's CA
 // store (OpenSSL's default paths; SSL_CERT_FILE / SSL_CERT_DIR override them).
 //
 // Range: when `offset` > 0 the request carries "Range: bytes=<offset>-". A server that
@@ -21,6 +21,7 @@
 #include <optional>
 #include <string>
 
+#include "common/http_client.h"
 #include "common/result.h"
 
 namespace traintl {
@@ -33,15 +34,6 @@ struct HttpOptions {
   // Redirects (301, 302, 303, 307, 308) followed before giving up. Default: 5.
   int max_redirects = 5;
 };
-
-// scheme://host[:port]/target, split. Only http and https.
-struct HttpUrl {
-  bool tls = false;
-  std::string host;
-  std::string port;    // "80"/"443" when not given
-  std::string target;  // path and query, at least "/"
-};
-Result<HttpUrl> ParseHttpUrl(const std::string& url);
 
 class HttpBodyReader {
  public:
@@ -64,10 +56,11 @@ class HttpBodyReader {
   std::optional<uint64_t> total_size() const { return total_size_; }
 
  private:
-  struct Impl;
-  explicit HttpBodyReader(std::unique_ptr<Impl> impl);
+  HttpBodyReader(std::string url, std::unique_ptr<http::ClientStream> stream, bool at_end);
 
-  std::unique_ptr<Impl> impl_;
+  std::string url_;
+  std::unique_ptr<http::ClientStream> stream_;
+  bool at_end_;  // 416: the offset is at or past the end
   bool range_honoured_ = true;
   std::optional<uint64_t> total_size_;
 };

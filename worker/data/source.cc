@@ -131,7 +131,7 @@ class HttpSource : public ByteSource {
 
 Result<std::vector<DataFile>> ResolveDataFiles(const std::string& uri) {
   if (uri.rfind("http://", 0) == 0 || uri.rfind("https://", 0) == 0) {
-    TRAINTL_RETURN_IF_ERROR(ParseHttpUrl(uri).status());
+    TRAINTL_RETURN_IF_ERROR(http::ParseUrl(uri).status());
     return std::vector<DataFile>{{uri, "", true}};
   }
   if (uri.rfind("file://", 0) != 0) {

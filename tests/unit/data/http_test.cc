@@ -278,23 +278,6 @@ TEST_CASE("http: a missing file is bad data; a refused connection is not") {
   CHECK_THAT(refused.status().message(), Catch::Contains(url));
 }
 
-TEST_CASE("http: URL parsing") {
-  auto u = ParseHttpUrl("https://example.com/a/b.csv?x=1#frag");
-  REQUIRE(u.ok());
-  CHECK(u->tls);
-  CHECK(u->host == "example.com");
-  CHECK(u->port == "443");
-  CHECK(u->target == "/a/b.csv?x=1");
-  auto v6 = ParseHttpUrl("http://[::1]:8080");
-  REQUIRE(v6.ok());
-  CHECK(v6->host == "::1");
-  CHECK(v6->port == "8080");
-  CHECK(v6->target == "/");
-  CHECK_FALSE(ParseHttpUrl("http://:80/x").ok());
-  CHECK_FALSE(ParseHttpUrl("http://user:pw@host/x").ok());
-  CHECK_FALSE(ParseHttpUrl("ftp://host/x").ok());
-}
-
 TEST_CASE("https: verified against the CA store, refused when not trusted") {
   TempDir dir;
   WriteIdCsv(dir / "train.csv", 0, 2000);
