@@ -1,5 +1,5 @@
-// What the job spec's parser (job_spec.cc, job_spec_sections.cc) shares: collection caps,
-// error-message helpers (JSON paths, value descriptions, did-you-mean hints), the Checker
+// What the parts of the job spec's parser (proto/job_spec*.cc, strict_json.cc) share: collection
+// caps, error-message helpers (JSON paths, value descriptions, did-you-mean hints), the Checker
 // that records the first error, the validation primitives, and the section parsers.
 // Internal to proto/; the public interface is job_spec.h.
 //

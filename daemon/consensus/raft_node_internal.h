@@ -18,6 +18,7 @@ extern "C" {
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <deque>
 #include <exception>
 #include <functional>
