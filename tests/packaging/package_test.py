@@ -75,6 +75,8 @@ REQUIRED_FILES = [
     "./usr/bin/traintl-worker",
     "./usr/include/traintl/abi.h",
     "./usr/include/traintl/train.h",
+    "./usr/include/traintl/dataset.h",
+    "./usr/include/traintl/host.h",
     "./usr/include/traintl/torch.h",
     "./usr/lib/cmake/traintl/traintlConfig.cmake",
     "./usr/lib/cmake/traintl/traintlConfigVersion.cmake",

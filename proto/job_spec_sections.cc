@@ -1,0 +1,369 @@
+// The job spec's section parsers: entrypoint, scaling_config (workers, resources,
+// placement), run_config (storage, checkpoint retention, failure handling), datasets and
+// env (job_spec_internal.h).
+#include "proto/job_spec_internal.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <exception>
+#include <limits>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace traintl {
+namespace spec_internal {
+namespace {
+
+// "parquet" stays a known name so that asking for it gets the reason it is refused (below)
+// rather than a "did you mean" hint.
+const std::vector<std::string> kFormats = {"csv", "jsonl", "npy", "parquet"};
+
+// Refused at submit rather than when every rank opens the dataset: the job could never
+// run, and the worker's own check (worker/data/dataset.cc) would only fail it after it
+// was scheduled.
+constexpr char kParquetRefused[] =
+    "parquet is not supported by this build (no Arrow/Parquet in Debian 12); use csv, jsonl "
+    "or npy";
+
+}  // namespace
+
+bool ParseEntrypoint(Checker& c, const json& doc, JobSpec* spec) {
+  const json* ep = Find(doc, "entrypoint");
+  if (ep == nullptr) {
+    return c.Fail("entrypoint",
+                  "is required: {\"library\": \"path/to/libtrain.so\", \"function\": \"...\"}");
+  }
+  if (!c.Object("entrypoint", *ep, "an object {\"library\": ..., \"function\": ...}")) {
+    return false;
+  }
+  if (!c.Keys("entrypoint", *ep, {"library", "function"})) return false;
+  const json* lib = Find(*ep, "library");
+  if (lib == nullptr) {
+    return c.Fail("entrypoint.library", "is required (the path of the training library)");
+  }
+  const char* lib_expect = "must be a non-empty path of a shared library";
+  if (!c.String("entrypoint.library", *lib, &spec->library, lib_expect)) return false;
+  if (spec->library.empty()) {
+    return c.Fail("entrypoint.library", std::string(lib_expect) + ", got \"\"");
+  }
+  if (spec->library.size() > kMaxPathLen) {
+    return c.Fail("entrypoint.library", "must be at most 4096 characters");
+  }
+  spec->function.clear();
+  if (const json* fn = Find(*ep, "function"); fn != nullptr && !fn->is_null()) {
+    const char* fn_expect =
+        "must be the name given to TRAINTL_ENTRYPOINT (a C identifier), or null for the "
+        "library's only entry point";
+    if (!c.String("entrypoint.function", *fn, &spec->function, fn_expect)) return false;
+    if (!IsCIdentifier(spec->function)) {
+      return c.Fail("entrypoint.function", std::string(fn_expect) + ", got " + Describe(*fn));
+    }
+  }
+  return true;
+}
+
+bool ParseResource(Checker& c, const std::string& path, const std::string& name, const json& v,
+                   double* out) {
+  if (name == "memory") {
+    auto r = ParseMemoryAmount(v);
+    if (!r.ok()) return c.Fail(path, r.status().message());
+    *out = *r;
+    return true;
+  }
+  if (name != "CPU" && name != "GPU") {
+    std::string lower = Lower(name);
+    if (lower == "cpu" || lower == "gpu" || lower == "memory") {
+      std::string want = lower == "memory" ? "memory" : Lower(name) == "cpu" ? "CPU" : "GPU";
+      return c.Fail(path, "resource names are case-sensitive (did you mean " + want + "?)");
+    }
+    if (name.empty() || name.size() > kMaxNameLen ||
+        !std::all_of(name.begin(), name.end(),
+                     [](char ch) { return IsResourceNameChar(static_cast<unsigned char>(ch)); })) {
+      return c.Fail(path, "resource names must be 1..128 characters of [A-Za-z0-9_.-]");
+    }
+  }
+  std::string expect = name == "GPU" ? "must be a number of GPUs (0, a fraction in (0, 1] or "
+                                       "a whole number)"
+                                     : "must be a non-negative number";
+  if (!c.Number(path, v, out, expect)) return false;
+  if (*out < 0) return c.Fail(path, "must not be negative, got " + Describe(v));
+  if (name == "GPU") {
+    std::string problem = GpuAmountProblem(*out);
+    if (!problem.empty()) return c.Fail(path, problem + ", got " + Describe(v));
+  }
+  return true;
+}
+
+bool ParseScaling(Checker& c, const json& doc, JobSpec* spec) {
+  spec->num_workers = 1;
+  spec->use_gpu = false;
+  spec->resources_per_worker.clear();
+  spec->placement_strategy = PlacementStrategy::kPack;
+  const json* sc = Find(doc, "scaling_config");
+  // Where CPU / GPU were given, for conflict and consistency messages.
+  std::string cpu_path, gpu_path;
+  if (sc != nullptr) {
+    if (!c.Object("scaling_config", *sc, "an object")) return false;
+    if (!c.Keys("scaling_config", *sc,
+                {"num_workers", "use_gpu", "resources_per_worker", "num_cpus_per_worker",
+                 "num_gpus_per_worker", "placement_strategy"})) {
+      return false;
+    }
+    if (const json* v = Find(*sc, "num_workers")) {
+      std::int64_t n = 0;
+      if (!c.Int("scaling_config.num_workers", *v, 1, std::numeric_limits<int>::max(), &n,
+                 "must be an integer >= 1")) {
+        return false;
+      }
+      if (n > kMaxWorkers) {
+        return c.Fail("scaling_config.num_workers",
+                      "must be at most " + std::to_string(kMaxWorkers) + ", got " + Describe(*v));
+      }
+      spec->num_workers = static_cast<int>(n);
+    }
+    if (const json* v = Find(*sc, "use_gpu")) {
+      if (!c.Bool("scaling_config.use_gpu", *v, &spec->use_gpu)) return false;
+    }
+    if (const json* rpw = Find(*sc, "resources_per_worker")) {
+      const std::string base = "scaling_config.resources_per_worker";
+      if (!c.Object(base, *rpw, "an object of resource name -> amount")) return false;
+      if (rpw->size() > kMaxResources) {
+        return c.Fail(base, "must name at most " + std::to_string(kMaxResources) + " resources");
+      }
+      for (const auto& item : rpw->items()) {
+        std::string path = Child(base, item.key());
+        double amount = 0;
+        if (!ParseResource(c, path, item.key(), item.value(), &amount)) return false;
+        spec->resources_per_worker[item.key()] = amount;
+        if (item.key() == "CPU") cpu_path = path;
+        if (item.key() == "GPU") gpu_path = path;
+      }
+    }
+    struct Shorthand {
+      const char* field;
+      const char* resource;
+      std::string* given_path;
+    };
+    for (const Shorthand& sh : {Shorthand{"num_cpus_per_worker", "CPU", &cpu_path},
+                                Shorthand{"num_gpus_per_worker", "GPU", &gpu_path}}) {
+      const json* v = Find(*sc, sh.field);
+      if (v == nullptr) continue;
+      std::string path = Child("scaling_config", sh.field);
+      double amount = 0;
+      if (!ParseResource(c, path, sh.resource, *v, &amount)) return false;
+      auto it = spec->resources_per_worker.find(sh.resource);
+      if (it != spec->resources_per_worker.end() && it->second != amount) {
+        return c.Fail(path, "conflicts with " + *sh.given_path + " (" + FormatNumber(amount) +
+                                " vs " + FormatNumber(it->second) + "); give only one");
+      }
+      spec->resources_per_worker[sh.resource] = amount;
+      if (sh.given_path->empty()) *sh.given_path = path;
+    }
+    if (const json* v = Find(*sc, "placement_strategy")) {
+      const std::string path = "scaling_config.placement_strategy";
+      const std::string expect = "must be one of PACK, SPREAD, STRICT_PACK, STRICT_SPREAD";
+      std::string name;
+      if (!c.String(path, *v, &name, expect.c_str())) return false;
+      auto ps = PlacementStrategyFromName(name);
+      if (!ps) {
+        std::string hint;
+        std::string upper = name;
+        for (char& ch : upper) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+        if (PlacementStrategyFromName(upper)) {
+          hint = " (did you mean " + upper + "?)";
+        } else {
+          std::string near = Closest(name, {"PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"});
+          if (!near.empty()) hint = " (did you mean " + near + "?)";
+        }
+        return c.Fail(path, expect + ", got " + Describe(*v) + hint);
+      }
+      spec->placement_strategy = *ps;
+    }
+  }
+  auto& res = spec->resources_per_worker;
+  if (!res.count("CPU")) res["CPU"] = 1;
+  if (!res.count("GPU")) {
+    res["GPU"] = spec->use_gpu ? 1 : 0;
+  } else if (!spec->use_gpu && res["GPU"] > 0) {
+    // DESIGN §3's own example asks for GPUs without use_gpu: asking for a GPU means using it.
+    spec->use_gpu = true;
+  } else if (spec->use_gpu && res["GPU"] == 0) {
+    return c.Fail(gpu_path,
+                  "is 0 but scaling_config.use_gpu is true; request a positive number of GPUs "
+                  "or set use_gpu to false");
+  }
+  return true;
+}
+
+bool ParseRunConfig(Checker& c, const json& doc, JobSpec* spec) {
+  spec->storage_path.clear();
+  spec->num_to_keep = 0;
+  spec->checkpoint_score_attribute.clear();
+  spec->checkpoint_score_max = false;
+  spec->max_failures = 0;
+  const json* rc = Find(doc, "run_config");
+  if (rc == nullptr) return true;
+  if (!c.Object("run_config", *rc, "an object")) return false;
+  if (!c.Keys("run_config", *rc, {"storage_path", "checkpoint_config", "failure_config"})) {
+    return false;
+  }
+  if (const json* v = Find(*rc, "storage_path"); v != nullptr && !v->is_null()) {
+    const char* expect = "must be an absolute directory path (or null for the default)";
+    if (!c.String("run_config.storage_path", *v, &spec->storage_path, expect)) return false;
+    if (!IsAbsolutePath(spec->storage_path)) {
+      return c.Fail("run_config.storage_path", std::string(expect) + ", got " + Describe(*v));
+    }
+  }
+  if (const json* cc = Find(*rc, "checkpoint_config")) {
+    const std::string base = "run_config.checkpoint_config";
+    if (!c.Object(base, *cc, "an object")) return false;
+    if (!c.Keys(base, *cc,
+                {"num_to_keep", "checkpoint_score_attribute", "checkpoint_score_order"})) {
+      return false;
+    }
+    if (const json* v = Find(*cc, "num_to_keep"); v != nullptr && !v->is_null()) {
+      if (!c.Int32(base + ".num_to_keep", *v, 1, std::numeric_limits<int>::max(),
+                   &spec->num_to_keep,
+                   "must be an integer >= 1 (or null to keep every checkpoint)")) {
+        return false;
+      }
+    }
+    if (const json* v = Find(*cc, "checkpoint_score_attribute"); v != nullptr && !v->is_null()) {
+      const std::string path = base + ".checkpoint_score_attribute";
+      const char* expect = "must be the name of a reported metric (or null for recency)";
+      if (!c.String(path, *v, &spec->checkpoint_score_attribute, expect)) return false;
+      if (spec->checkpoint_score_attribute.empty() ||
+          spec->checkpoint_score_attribute.size() > kMaxShortStringLen) {
+        return c.Fail(path, std::string(expect) + ", got " + Describe(*v));
+      }
+    }
+    if (const json* v = Find(*cc, "checkpoint_score_order")) {
+      const std::string path = base + ".checkpoint_score_order";
+      const char* expect = "must be \"min\" or \"max\"";
+      std::string order;
+      if (!c.String(path, *v, &order, expect)) return false;
+      if (order != "min" && order != "max") {
+        return c.Fail(path, std::string(expect) + ", got " + Describe(*v));
+      }
+      spec->checkpoint_score_max = order == "max";
+    }
+  }
+  if (const json* fc = Find(*rc, "failure_config")) {
+    const std::string base = "run_config.failure_config";
+    if (!c.Object(base, *fc, "an object")) return false;
+    if (!c.Keys(base, *fc, {"max_failures", "restart_backoff_s", "max_restart_backoff_s"})) {
+      return false;
+    }
+    const char* seconds = "must be a number of seconds in [0, 86400]";
+    for (auto [key, out] : {std::pair{"restart_backoff_s", &spec->restart_backoff_s},
+                            std::pair{"max_restart_backoff_s", &spec->max_restart_backoff_s}}) {
+      const json* v = Find(*fc, key);
+      if (v == nullptr || v->is_null()) continue;
+      const std::string path = base + "." + key;
+      if (!c.Number(path, *v, out, seconds)) return false;
+      if (!(*out >= 0 && *out <= 86400))
+        return c.Fail(path, std::string(seconds) + ", got " + Describe(*v));
+    }
+    if (const json* v = Find(*fc, "max_failures")) {
+      if (!c.Int32(base + ".max_failures", *v, -1, std::numeric_limits<int>::max(),
+                   &spec->max_failures,
+                   "must be -1 (unlimited restarts), 0 (no restarts) or a positive number of "
+                   "restarts")) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+bool ParseDatasets(Checker& c, const json& doc, JobSpec* spec) {
+  spec->datasets.clear();
+  const json* ds = Find(doc, "datasets");
+  if (ds == nullptr) return true;
+  if (!c.Object("datasets", *ds, "an object of dataset name -> {\"uri\": ...}")) return false;
+  if (ds->size() > kMaxDatasets) {
+    return c.Fail("datasets", "must name at most " + std::to_string(kMaxDatasets) + " datasets");
+  }
+  for (const auto& item : ds->items()) {
+    const std::string& name = item.key();
+    const std::string path = Child("datasets", name);
+    if (!IsValidName(name, kMaxNameLen)) {
+      return c.Fail(path, "dataset names must be 1..128 characters of [A-Za-z0-9._-]");
+    }
+    const json& d = item.value();
+    if (!c.Object(path, d, "an object {\"uri\": ..., \"format\": ..., \"split\": ...}")) {
+      return false;
+    }
+    if (!c.Keys(path, d, {"uri", "format", "split"}, /*structural=*/false)) return false;
+    DatasetSpec out;
+    const json* uri = Find(d, "uri");
+    if (uri == nullptr) {
+      return c.Fail(Child(path, "uri"), "is required (file://, http:// or https:// URI)");
+    }
+    const char* uri_expect = "must be a file://, http:// or https:// URI";
+    if (!c.String(Child(path, "uri"), *uri, &out.uri, uri_expect)) return false;
+    std::string problem = CheckUri(out.uri);
+    if (!problem.empty()) {
+      return c.Fail(Child(path, "uri"), problem + ", got " + Describe(*uri));
+    }
+    if (const json* f = Find(d, "format"); f != nullptr && !f->is_null()) {
+      const char* expect = "must be one of csv, jsonl, npy (or null to infer it)";
+      if (!c.String(Child(path, "format"), *f, &out.format, expect)) return false;
+      if (std::find(kFormats.begin(), kFormats.end(), out.format) == kFormats.end()) {
+        std::string near = Closest(out.format, kFormats);
+        return c.Fail(Child(path, "format"),
+                      std::string(expect) + ", got " + Describe(*f) +
+                          (near.empty() ? "" : " (did you mean " + near + "?)"));
+      }
+      if (out.format == "parquet") return c.Fail(Child(path, "format"), kParquetRefused);
+    } else if (InferDatasetFormat(out) == "parquet") {
+      return c.Fail(Child(path, "uri"),
+                    "names Parquet files (the format is inferred from the extension): " +
+                        std::string(kParquetRefused));
+    }
+    out.split = name == "train";
+    if (const json* s = Find(d, "split")) {
+      if (!c.Bool(Child(path, "split"), *s, &out.split)) return false;
+    }
+    spec->datasets.emplace(name, std::move(out));
+  }
+  return true;
+}
+
+bool ParseEnv(Checker& c, const json& doc, JobSpec* spec) {
+  spec->env.clear();
+  const json* env = Find(doc, "env");
+  if (env == nullptr) return true;
+  if (!c.Object("env", *env, "an object of variable name -> string value")) return false;
+  if (env->size() > kMaxEnv) {
+    return c.Fail("env", "must set at most " + std::to_string(kMaxEnv) + " variables");
+  }
+  for (const auto& item : env->items()) {
+    const std::string& key = item.key();
+    const std::string path = Child("env", key);
+    if (!IsEnvName(key)) {
+      return c.Fail(path, "environment variable names must match [A-Za-z_][A-Za-z0-9_]*");
+    }
+    if (key.rfind("TRAINTL_", 0) == 0) {
+      return c.Fail(path, "names starting with TRAINTL_ are reserved (the runtime sets them)");
+    }
+    std::string value;
+    if (!c.String(path, item.value(), &value, "must be a string (quote numbers: \"1\")")) {
+      return false;
+    }
+    if (value.size() > kMaxEnvValueLen) {
+      return c.Fail(path, "must be shorter than 128 KiB");
+    }
+    spec->env.emplace(key, std::move(value));
+  }
+  return true;
+}
+
+}  // namespace spec_internal
+}  // namespace traintl

@@ -1,0 +1,56 @@
+// JobSpecToJson (job_spec.h): the canonical JSON of a validated spec.
+#include "proto/job_spec.h"
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+namespace traintl {
+
+using json = nlohmann::json;
+
+nlohmann::json JobSpecToJson(const JobSpec& spec) {
+  // The backoff keys only when set: a spec stored by this version stays readable by one
+  // that does not know them.
+  json failure_config = {{"max_failures", spec.max_failures}};
+  if (spec.restart_backoff_s != kDefaultRestartBackoffS)
+    failure_config["restart_backoff_s"] = spec.restart_backoff_s;
+  if (spec.max_restart_backoff_s != kDefaultMaxRestartBackoffS)
+    failure_config["max_restart_backoff_s"] = spec.max_restart_backoff_s;
+  auto or_null = [](const std::string& s) { return s.empty() ? json(nullptr) : json(s); };
+  auto amount = [](double x) {
+    if (x == std::floor(x) && x >= 0 && x < 9.0e18) return json(static_cast<std::uint64_t>(x));
+    return json(x);
+  };
+  json resources = json::object();
+  for (const auto& [name, value] : spec.resources_per_worker) resources[name] = amount(value);
+  json datasets = json::object();
+  for (const auto& [name, d] : spec.datasets) {
+    datasets[name] = {{"uri", d.uri}, {"format", or_null(d.format)}, {"split", d.split}};
+  }
+  json env = json::object();
+  for (const auto& [k, v] : spec.env) env[k] = v;
+  return json{
+      {"name", spec.name},
+      {"entrypoint", {{"library", spec.library}, {"function", or_null(spec.function)}}},
+      {"train_loop_config", spec.train_loop_config},
+      {"scaling_config",
+       {{"num_workers", spec.num_workers},
+        {"use_gpu", spec.use_gpu},
+        {"resources_per_worker", resources},
+        {"placement_strategy", PlacementStrategyName(spec.placement_strategy)}}},
+      {"run_config",
+       {{"storage_path", or_null(spec.storage_path)},
+        {"checkpoint_config",
+         {{"num_to_keep", spec.num_to_keep > 0 ? json(spec.num_to_keep) : json(nullptr)},
+          {"checkpoint_score_attribute", or_null(spec.checkpoint_score_attribute)},
+          {"checkpoint_score_order", spec.checkpoint_score_max ? "max" : "min"}}},
+        {"failure_config", failure_config}}},
+      {"datasets", datasets},
+      {"env", env},
+      {"priority", spec.priority},
+      {"resume_from_checkpoint", or_null(spec.resume_from_checkpoint)},
+  };
+}
+
+}  // namespace traintl

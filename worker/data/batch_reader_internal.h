@@ -1,0 +1,54 @@
+// What BatchReader's stages pass between them: the reader's blocks (Unit) and the
+// parsers' results (Parsed). Internal to batch_reader*.cc.
+//
+// Thread-safety: a Unit or Parsed is owned by one stage at a time; they are handed over
+// under BatchReader::mu_.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "common/status.h"
+#include "worker/data/batch_reader.h"
+#include "worker/data/columns.h"
+
+namespace traintl {
+namespace data {
+
+// Longest record (or carried start of one) a text block may hold.
+inline constexpr size_t kMaxRecordBytes = 64u << 20;
+
+// Unit::line of a block whose first line the reader did not count: the line after the
+// previous block's records (the batcher, which sees the blocks in order, knows it).
+inline constexpr int64_t kLineAfterPrevious = -1;
+
+// A block of whole records (or whole .npy rows) of one file, or the end of the epoch or
+// an error, in epoch order (seq).
+struct BatchReader::Unit {
+  int64_t seq = 0;
+  int file = 0;
+  Buffer bytes;
+  size_t begin = 0, end = 0;  // the records within `bytes`
+  int64_t rows = 0;           // -1: not counted (a CSV block cut at its last newline, unscanned)
+  int64_t line = 1;           // of bytes[begin]; kLineAfterPrevious: where the block before ended
+  uint64_t offset = 0;        // of bytes[begin] in the file
+  Status status;
+  bool end_marker = false;
+  int64_t accounted = 0;
+};
+
+struct BatchReader::Parsed {
+  RowBlock block;
+  Status status;
+  bool end_marker = false;
+  int64_t accounted = 0;
+  int64_t line = 1;   // the unit's
+  int64_t lines = 0;  // newlines in the unit's records (CSV)
+  // A unit that failed without knowing its first line, kept so that the batcher can
+  // parse it again with the line and so name the right one in the error.
+  std::unique_ptr<Unit> failed;
+};
+
+}  // namespace data
+}  // namespace traintl

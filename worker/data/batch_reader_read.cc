@@ -1,0 +1,266 @@
+// BatchReader's reader stage: cuts the epoch's segments into blocks of whole records.
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "worker/data/batch_reader.h"
+#include "worker/data/batch_reader_internal.h"
+#include "worker/data/text_formats.h"
+
+namespace traintl {
+namespace data {
+
+void BatchReader::ReaderMain() {
+  Status st = ReadSegments();
+  if (stop_) return;
+  auto last = std::make_unique<Unit>();
+  last->end_marker = st.ok();
+  last->status = std::move(st);
+  Emit(std::move(last));
+}
+
+bool BatchReader::Emit(std::unique_ptr<Unit> unit) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return stop_ || in_flight_ < max_in_flight_; });
+  if (stop_) {
+    lock.unlock();
+    Account(-unit->accounted);
+    return false;
+  }
+  ++in_flight_;
+  unit->seq = next_seq_++;
+  if (unit->end_marker || !unit->status.ok()) {
+    auto p = std::make_unique<Parsed>();
+    p->end_marker = unit->end_marker;
+    p->status = unit->status;
+    parsed_[unit->seq] = std::move(p);
+  } else {
+    work_.push_back(std::move(unit));
+  }
+  cv_.notify_all();
+  return true;
+}
+
+Status BatchReader::ReadSegments() {
+  std::vector<Segment> plan;
+  const DatasetConfig& cfg = dataset_->config();
+  if (dataset_->NeedsIndex(options_.shuffle)) {
+    TRAINTL_ASSIGN_OR_RETURN(auto index, dataset_->Index(&stop_));
+    plan = PlanEpoch(*index, cfg.rank, cfg.world_size, cfg.split, options_.shuffle, options_.seed,
+                     options_.epoch);
+  } else {
+    for (size_t i = 0; i < dataset_->files().size(); ++i) {
+      const FileInfo& fi = dataset_->files()[i];
+      plan.push_back({static_cast<int>(i), fi.data_offset, fi.data_line, 0, -1});
+    }
+  }
+  for (const Segment& seg : plan) {
+    if (stop_) return Status::Ok();
+    if (dataset_->format() == Format::kNpy) {
+      TRAINTL_RETURN_IF_ERROR(ReadNpySegment(seg));
+    } else {
+      TRAINTL_RETURN_IF_ERROR(ReadTextSegment(seg));
+    }
+  }
+  return Status::Ok();
+}
+
+Status BatchReader::ReadTextSegment(const Segment& seg) {
+  const FileInfo& fi = dataset_->files()[static_cast<size_t>(seg.file)];
+  const bool csv = dataset_->format() == Format::kCsv;
+  TRAINTL_ASSIGN_OR_RETURN(auto src,
+                           OpenSource(fi.file, seg.offset, {dataset_->options().http, &stop_}));
+  int64_t skip = seg.skip_rows;
+  int64_t left = seg.rows < 0 ? INT64_MAX : seg.rows;
+  uint64_t offset = seg.offset;
+  int64_t line = seg.line;
+  Buffer carry;  // the start of a record that the last block cut
+  bool eof = false;
+  // A CSV segment read to the end of its file needs no row count up front: its blocks
+  // without a quote (so without a quoted newline) are cut at their last newline and the
+  // parsers count their rows, which saves the reader a pass over the bytes. The lines are
+  // then counted by the parsers too, so blocks after the first have kLineAfterPrevious.
+  const bool uncounted = csv && seg.rows < 0 && seg.skip_rows == 0;
+  bool line_known = true;
+  while (left > 0 && !stop_ && !(eof && carry.size() == 0)) {
+    auto unit = std::make_unique<Unit>();
+    const size_t want = eof ? 0 : options_.block_bytes;
+    unit->bytes.Resize(carry.size() + want);
+    if (carry.size() > 0) std::memcpy(unit->bytes.data(), carry.data(), carry.size());
+    size_t len = carry.size();
+    unit->accounted = static_cast<int64_t>(unit->bytes.capacity());
+    Account(unit->accounted);
+    if (!eof) {
+      auto n = ReadFully(src.get(), unit->bytes.data() + len, want);
+      if (!n.ok()) {
+        Account(-unit->accounted);
+        return n.status();
+      }
+      bytes_read_ += static_cast<int64_t>(*n);
+      len += *n;
+      eof = *n < want;
+    }
+    const char* data = unit->bytes.data();
+    size_t used = 0;
+    if (uncounted && std::memchr(data, '"', len) == nullptr) {
+      size_t cut = len;
+      if (!eof) {
+        const void* nl = memrchr(data, '\n', len);
+        cut = nl == nullptr ? 0 : static_cast<size_t>(static_cast<const char*>(nl) - data) + 1;
+      }
+      carry.Clear();
+      carry.Append(data + cut, len - cut);
+      if (cut == 0) {
+        Account(-unit->accounted);
+        if (!eof && carry.size() > kMaxRecordBytes) {
+          return Status::InvalidArgument(fi.file.name +
+                                         ": a record longer than 64 MiB (byte offset " +
+                                         std::to_string(offset) + ")");
+        }
+        continue;
+      }
+      unit->file = seg.file;
+      unit->begin = 0;
+      unit->end = cut;
+      unit->rows = -1;
+      unit->line = line_known ? line : kLineAfterPrevious;
+      unit->offset = offset;
+      line_known = false;
+      offset += cut;
+      if (!Emit(std::move(unit))) return Status::Ok();
+      continue;
+    }
+    if (skip > 0) {
+      auto r = ScanRecords(data, len, skip, eof, csv, {&fi.file.name, line, offset});
+      if (!r.ok()) {
+        Account(-unit->accounted);
+        return r.status();
+      }
+      skip -= r->rows;
+      used = r->consumed;
+      line += r->lines;
+      offset += r->consumed;
+    }
+    ScanResult r;
+    if (skip == 0) {
+      auto scanned =
+          ScanRecords(data + used, len - used, left, eof, csv, {&fi.file.name, line, offset});
+      if (!scanned.ok() && csv) {
+        // A quote left open at the end of the file. The parser, given the rest of the file
+        // as one uncounted block, fails the same way after delivering the rows before it,
+        // and names the right line also when this reader does not know it.
+        unit->file = seg.file;
+        unit->begin = used;
+        unit->end = len;
+        unit->rows = -1;
+        unit->line = line_known ? line : kLineAfterPrevious;
+        unit->offset = offset;
+        Emit(std::move(unit));
+        return scanned.status();  // delivered only if that block parses after all
+      }
+      if (!scanned.ok()) {
+        Account(-unit->accounted);
+        return scanned.status();
+      }
+      r = *scanned;
+    }
+    const size_t begin = used;
+    used += r.consumed;
+    carry.Clear();
+    carry.Append(data + used, len - used);
+    if (!eof && used == 0 && carry.size() > kMaxRecordBytes) {
+      Account(-unit->accounted);
+      if (!line_known) {
+        return Status::InvalidArgument(fi.file.name +
+                                       ": a record longer than 64 MiB (byte offset " +
+                                       std::to_string(offset) + ")");
+      }
+      return Status::InvalidArgument(
+          Located({&fi.file.name, line, offset}, line, offset, "a record longer than 64 MiB"));
+    }
+    if (r.rows > 0) {
+      unit->file = seg.file;
+      unit->begin = begin;
+      unit->end = used;
+      unit->rows = r.rows;
+      unit->line = line_known ? line : kLineAfterPrevious;
+      unit->offset = offset;
+      left -= r.rows;
+      line += r.lines;
+      offset += r.consumed;
+      if (!Emit(std::move(unit))) return Status::Ok();
+    } else {
+      // Blank lines only: a block after an uncounted one must still pass them on, since
+      // the line of the next block is counted from the blocks before it.
+      if (!line_known && r.lines > 0) {
+        unit->file = seg.file;
+        unit->begin = begin;
+        unit->end = used;
+        unit->rows = 0;
+        unit->line = kLineAfterPrevious;
+        unit->offset = offset;
+        offset += r.consumed;
+        if (!Emit(std::move(unit))) return Status::Ok();
+        continue;
+      }
+      line += r.lines;
+      offset += r.consumed;
+      Account(-unit->accounted);
+    }
+  }
+  if (stop_) return Status::Ok();
+  if (seg.rows >= 0 && (left > 0 || skip > 0)) {
+    return Status::InvalidArgument(fi.file.name + ": the file ended " +
+                                   std::to_string(left + skip) +
+                                   " rows earlier than when it was indexed (was it changed "
+                                   "while the job ran?)");
+  }
+  return Status::Ok();
+}
+
+Status BatchReader::ReadNpySegment(const Segment& seg) {
+  const FileInfo& fi = dataset_->files()[static_cast<size_t>(seg.file)];
+  const uint64_t row_bytes = fi.npy.row_bytes();
+  const int64_t first_row =
+      row_bytes == 0 ? 0 : static_cast<int64_t>((seg.offset - fi.data_offset) / row_bytes);
+  int64_t row = first_row + seg.skip_rows;
+  int64_t left = seg.rows < 0 ? fi.npy.rows() - row : seg.rows;
+  uint64_t offset = fi.data_offset + static_cast<uint64_t>(row) * row_bytes;
+  TRAINTL_ASSIGN_OR_RETURN(auto src,
+                           OpenSource(fi.file, offset, {dataset_->options().http, &stop_}));
+  const int64_t per_unit = std::max<int64_t>(
+      1, static_cast<int64_t>(options_.block_bytes / std::max<uint64_t>(row_bytes, 1)));
+  while (left > 0 && !stop_) {
+    const int64_t rows = std::min(per_unit, left);
+    const size_t bytes = static_cast<size_t>(rows) * row_bytes;
+    auto unit = std::make_unique<Unit>();
+    unit->bytes.Resize(bytes);
+    unit->accounted = static_cast<int64_t>(unit->bytes.capacity());
+    Account(unit->accounted);
+    auto n = ReadFully(src.get(), unit->bytes.data(), bytes);
+    if (!n.ok() || *n < bytes) {
+      Account(-unit->accounted);
+      if (!n.ok()) return n.status();
+      return Status::InvalidArgument(
+          fi.file.name + ": byte offset " + std::to_string(offset + *n) +
+          ": the file ends inside row " +
+          std::to_string(row + static_cast<int64_t>(*n / std::max<uint64_t>(row_bytes, 1))) +
+          " (truncated?)");
+    }
+    bytes_read_ += static_cast<int64_t>(bytes);
+    unit->file = seg.file;
+    unit->begin = 0;
+    unit->end = bytes;
+    unit->rows = rows;
+    unit->line = row;  // .npy: the row number, for messages
+    unit->offset = offset;
+    if (!Emit(std::move(unit))) return Status::Ok();
+    left -= rows;
+    row += rows;
+    offset += bytes;
+  }
+  return Status::Ok();
+}
+
+}  // namespace data
+}  // namespace traintl
