@@ -67,8 +67,8 @@ class RaftNode::Impl {
   DiskGuard& disk_guard() { return disk_guard_; }
   Impl(RaftOptions options, StateMachine* state_machine)
       : options_(std::move(options)),
-        sm_(state_machine),
-        disk_guard_(options_.data_dir, options_.min_free_bytes) {
+        disk_guard_(options_.data_dir, options_.min_free_bytes),
+        sm_(state_machine) {
     std::random_device rd;
     next_tag_ = (static_cast<uint64_t>(rd()) << 32) ^ rd();
   }

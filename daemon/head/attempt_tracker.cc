@@ -97,6 +97,7 @@ AttemptTracker::Commands AttemptTracker::OnReport(int rank, int seq, const nlohm
   for (const auto& [r, rep] : ranks)
     if (!rep.second.empty()) c.checkpoint_dirs[r] = rep.second;
   reports_.erase(seq);
+  if (!c.checkpoint_dirs.empty()) ++commits_in_flight_;
   return {c};
 }
 
@@ -158,14 +159,20 @@ AttemptTracker::Commands AttemptTracker::OnStepDown() {
   return {StopWorkers{}};
 }
 
+AttemptTracker::Commands AttemptTracker::OnCheckpointCommitted(int seq) {
+  if (commits_in_flight_ > 0) --commits_in_flight_;
+  return {};
+}
+
 AttemptTracker::Commands AttemptTracker::OnCheckpointFailed(int seq, const std::string& why) {
+  if (commits_in_flight_ > 0) --commits_in_flight_;
   FailWith(Failed("checkpoint " + std::to_string(seq) + " could not be committed: " + why));
   return BeginEnding();
 }
 
 AttemptTracker::Commands AttemptTracker::Settle(int local_live) {
   if (!launched_ || end_proposed_) return {};
-  if (local_live + RemoteLive() > 0) return {};
+  if (local_live + RemoteLive() > 0 || commits_in_flight_ > 0) return {};
   cmd::AttemptOutcome o;
   if (stop_requested_) {
     o.state = kJobStopped;

@@ -82,10 +82,13 @@ class AttemptTracker {
   Commands OnStopRequested();
   // This node is no longer the head: stop everything (another head may start the job).
   Commands OnStepDown();
+  // Report `seq`'s checkpoint was merged (its commit is proposed): the attempt may end.
+  Commands OnCheckpointCommitted(int seq);
   // Report `seq`'s checkpoint could not be merged or made durable.
   Commands OnCheckpointFailed(int seq, const std::string& why);
-  // Ends the attempt when no worker of it lives any more: `local_live` of this node's
-  // (only the agent knows which started) plus the remote ranks that have not exited.
+  // Ends the attempt when no worker of it lives any more - `local_live` of this node's
+  // (only the agent knows which started) plus the remote ranks that have not exited - and
+  // no checkpoint of it is being merged (its files must not be cleaned up under it).
   Commands Settle(int local_live);
 
   // ---- state, for the head's views ----
@@ -95,6 +98,7 @@ class AttemptTracker {
   bool ending() const { return ending_; }
   bool stop_requested() const { return stop_requested_; }
   bool end_proposed() const { return end_proposed_; }
+  int commits_in_flight() const { return commits_in_flight_; }
   const std::optional<cmd::AttemptOutcome>& failure() const { return failure_; }
   bool IsRemote(int rank) const;
   bool Exited(int rank) const { return exits_.count(rank) > 0; }
@@ -115,6 +119,7 @@ class AttemptTracker {
   bool ending_ = false;    // the workers are being stopped
   bool stop_requested_ = false;
   bool end_proposed_ = false;
+  int commits_in_flight_ = 0;  // CommitReports with checkpoints not yet merged or failed
   std::optional<cmd::AttemptOutcome> failure_;  // the first failure seen
   std::set<int> hellos_;
   std::map<int, std::map<int, std::pair<nlohmann::json, std::string>>> reports_;  // seq -> rank

@@ -39,6 +39,7 @@ JobManager::JobManager(asio::io_context& io, JobManagerOptions options, StateSto
       log_(log),
       agent_(agent),
       run_id_(options_.run_id.empty() ? RandomHex(8) : options_.run_id),
+      committer_(std::make_unique<CheckpointCommitter>(io, options_.worker_fs_identity)),
       timer_(io),
       kick_timer_(io),
       restart_timer_(io),
@@ -725,29 +726,34 @@ void JobManager::CommitReport(ActiveAttempt& a, const AttemptTracker::CommitRepo
   const json& metrics = report.metrics;
   log_->Propose(commands::Report(a.job_id(), a.attempt(), seq, metrics), [](Result<json>) {});
   if (report.checkpoint_dirs.empty()) return;
-  auto merged = [&] {
-    ScopedFsIdentity as_worker(WorkerFs());
-    return MergeCheckpoint(a.trial_dir, a.attempt(), seq, report.checkpoint_dirs, metrics);
-  }();
-  if (!merged.ok()) {
-    LOG_ERROR << "job " << a.job_id() << ": checkpoint " << seq
-              << " could not be committed: " << merged.status().message();
-    Run(a, a.tracker.OnCheckpointFailed(seq, merged.status().message()));
-    return;
-  }
-  const std::string trial_prefix = a.trial_dir + "/checkpoint_";
-  log_->Propose(commands::CommitCheckpoint(a.job_id(), a.attempt(), seq, *merged, metrics),
-                [fs = options_.worker_fs_identity, trial_prefix](Result<json> r) {
-                  if (!r.ok()) return;
-                  ScopedFsIdentity as_worker(fs ? &*fs : nullptr);
-                  // Records go first, files after: a crash in between leaves only garbage.
-                  for (const auto& p : r->value("deleted", json::array())) {
-                    if (!p.is_string()) continue;
-                    const std::string path = p.get<std::string>();
-                    if (path.rfind(trial_prefix, 0) == 0 && path.find("/..") == std::string::npos)
-                      RemoveAll(path);
-                  }
-                });
+  // Merged off this thread (directory fsyncs); the tracker holds the attempt's end back
+  // until the merge is done.
+  const std::string job_id = a.job_id();
+  const int attempt = a.attempt();
+  const std::string trial_dir = a.trial_dir;
+  committer_->Merge(trial_dir, attempt, seq, report.checkpoint_dirs, metrics,
+                    [this, job_id, attempt, seq, metrics, trial_dir](Result<std::string> merged) {
+                      if (!merged.ok()) {
+                        LOG_ERROR << "job " << job_id << ": checkpoint " << seq
+                                  << " could not be committed: " << merged.status().message();
+                        if (ActiveAttempt* at = Find(job_id, attempt))
+                          Run(*at, at->tracker.OnCheckpointFailed(seq, merged.status().message()));
+                        return;
+                      }
+                      log_->Propose(
+                          commands::CommitCheckpoint(job_id, attempt, seq, *merged, metrics),
+                          [this, trial_dir](Result<json> r) {
+                            if (!r.ok()) return;
+                            // Records go first, files after: a crash in between leaves only
+                            // garbage.
+                            std::vector<std::string> dropped;
+                            for (const auto& p : r->value("deleted", json::array()))
+                              if (p.is_string()) dropped.push_back(p.get<std::string>());
+                            if (!dropped.empty()) committer_->Remove(trial_dir, std::move(dropped));
+                          });
+                      if (ActiveAttempt* at = Find(job_id, attempt))
+                        Run(*at, at->tracker.OnCheckpointCommitted(seq));
+                    });
 }
 
 void JobManager::OnWorkerExit(const WorkerExit& e) {
@@ -786,9 +792,7 @@ void JobManager::EndAttemptNow(ActiveAttempt& a, commands::AttemptOutcome outcom
         LOG_WARN << why;
       }
     } else {
-      ScopedFsIdentity as_worker(WorkerFs());
-      RemoveAll(Agent::StagingDir(trial_dir, attempt));
-      CleanupUncommitted(trial_dir);
+      committer_->CleanUpAttempt(Agent::StagingDir(trial_dir, attempt), trial_dir);
     }
     if (it != active_.end() && it->second.attempt() == attempt) {
       const AttemptTracker& t = it->second.tracker;

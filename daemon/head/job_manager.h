@@ -27,6 +27,7 @@
 
 #include "common/fs_identity.h"
 #include "daemon/head/attempt_tracker.h"
+#include "daemon/head/checkpoint_committer.h"
 #include "daemon/head/command_log.h"
 #include "daemon/head/node_client.h"
 #include "daemon/head/node_registry.h"
@@ -120,9 +121,6 @@ class JobManager : public WorkerPoolListener {
   void OnWorkerExit(const WorkerExit& exit) override;
 
  private:
-  const FsIdentity* WorkerFs() const {
-    return options_.worker_fs_identity ? &*options_.worker_fs_identity : nullptr;
-  }
   // An attempt this head started and follows: its state machine plus what the head
   // needs besides (resources for the scheduler's snapshots, restart backoff).
   struct ActiveAttempt {
@@ -206,6 +204,7 @@ class JobManager : public WorkerPoolListener {
   RemoteNodes* remote_ = nullptr;
   BlobStore* blobs_ = nullptr;
   const std::string run_id_;
+  const std::unique_ptr<CheckpointCommitter> committer_;
 
   static constexpr std::chrono::milliseconds kMinTickGap{20};
   // A start refused because the disk is full is tried again after this long.

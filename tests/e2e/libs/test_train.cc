@@ -8,6 +8,8 @@
 //   bad_checkpoint (false): report a checkpoint directory that does not exist
 //   echo_env ([]): names of environment variables to copy into the metrics ("env")
 //   tmp_dir ($TMPDIR or /tmp): where checkpoints are written before report()
+//   ckpt_mb (0), ckpt_files (1): each checkpoint also holds ckpt_mb MiB per rank of
+//   incompressible bytes in ckpt_files files (bench/checkpoint: large checkpoints)
 //   spawn_child ("" = none): "group" forks a child that sleeps forever in the worker's
 //   process group, "setsid" one in a session of its own; its pid goes to
 //   <tmp_dir>/child_a<attempt>_r<rank>.pid (tests of processes that escape)
@@ -22,12 +24,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <vector>
 #include <string>
 #include <thread>
 
@@ -82,6 +86,8 @@ void train_loop(const nlohmann::json& config) {
   const int fail_only_attempt = config.value("fail_only_attempt", 1);
   const std::string fail_mode = config.value("fail_mode", "throw");
   const bool bad_checkpoint = config.value("bad_checkpoint", false);
+  const int ckpt_mb = config.value("ckpt_mb", 0);
+  const int ckpt_files = std::max(1, config.value("ckpt_files", 1));
   const char* tmpdir_env = std::getenv("TMPDIR");
   const std::string tmp_dir =
       config.value("tmp_dir", tmpdir_env != nullptr && *tmpdir_env ? tmpdir_env : "/tmp");
@@ -162,7 +168,23 @@ void train_loop(const nlohmann::json& config) {
       const std::string dir = tmpl;
       WriteFile(dir + "/state.json", nlohmann::json{{"epoch", epoch}, {"rank", rank}}.dump());
       WriteFile(dir + "/rank_" + std::to_string(rank) + ".json", metrics.dump());
+      std::vector<std::string> blobs;
+      if (ckpt_mb > 0) {
+        std::string chunk(static_cast<size_t>(ckpt_mb) * (1 << 20) / ckpt_files, '\0');
+        uint64_t x = 0x9e3779b97f4a7c15ull ^ static_cast<uint64_t>(rank * 131 + epoch);
+        for (char& c : chunk) {  // xorshift: nothing a file system could compress away
+          x ^= x << 13;
+          x ^= x >> 7;
+          x ^= x << 17;
+          c = static_cast<char>(x);
+        }
+        for (int i = 0; i < ckpt_files; ++i) {
+          blobs.push_back(dir + "/blob_r" + std::to_string(rank) + "_" + std::to_string(i));
+          WriteFile(blobs.back(), chunk);
+        }
+      }
       traintl::report(metrics, traintl::Checkpoint::from_directory(dir));
+      for (const auto& b : blobs) std::remove(b.c_str());
       // Accepted: the worker has its own durable copy now.
       std::remove((dir + "/state.json").c_str());
       std::remove((dir + "/rank_" + std::to_string(rank) + ".json").c_str());

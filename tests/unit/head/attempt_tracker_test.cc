@@ -173,6 +173,23 @@ TEST_CASE("tracker: reports commit once every rank reported, checkpoints only fr
   CHECK(c1->checkpoint_dirs.empty());
 }
 
+TEST_CASE("tracker: the attempt ends only once its checkpoints are merged") {
+  T t = OneNode(1);
+  t.OnLaunched(true);
+  auto cs = t.OnReport(0, 5, json::object(), "/t/.staging/attempt_1/seq_5/rank_0");
+  REQUIRE(First<T::CommitReport>(cs) != nullptr);
+  CHECK(t.commits_in_flight() == 1);
+  t.OnExit(Exit(0, 0), "");
+  CHECK(t.Settle(0).empty());  // the merge still moves the staged files
+  t.OnCheckpointCommitted(5);
+  CHECK(EndOf(t.Settle(0)).state == kJobSucceeded);
+  // A report without checkpoint files has nothing to wait for.
+  T m = OneNode(1);
+  m.OnLaunched(true);
+  m.OnReport(0, 0, json::object(), "");
+  CHECK(m.commits_in_flight() == 0);
+}
+
 TEST_CASE("tracker: a checkpoint that cannot be committed fails the attempt") {
   T t = OneNode(1);
   t.OnLaunched(true);

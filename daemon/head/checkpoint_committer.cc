@@ -1,0 +1,87 @@
+#include "daemon/head/checkpoint_committer.h"
+
+#include <boost/asio/post.hpp>
+#include <utility>
+
+#include "common/file_util.h"
+#include "common/logging.h"
+#include "daemon/head/checkpoint_merge.h"
+
+namespace traintl {
+
+CheckpointCommitter::CheckpointCommitter(boost::asio::io_context& io, std::optional<FsIdentity> fs)
+    : io_(io), fs_(std::move(fs)), thread_([this] { Main(); }) {}
+
+CheckpointCommitter::~CheckpointCommitter() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    stopping_ = true;
+    jobs_.clear();
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+size_t CheckpointCommitter::pending() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return jobs_.size() + running_;
+}
+
+void CheckpointCommitter::Post(std::function<void()> job) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (stopping_) return;
+    jobs_.push_back(std::move(job));
+  }
+  cv_.notify_one();
+}
+
+void CheckpointCommitter::Main() {
+  std::unique_lock<std::mutex> l(mu_);
+  for (;;) {
+    cv_.wait(l, [this] { return stopping_ || !jobs_.empty(); });
+    if (stopping_) return;
+    std::function<void()> job = std::move(jobs_.front());
+    jobs_.pop_front();
+    ++running_;
+    l.unlock();
+    {
+      // Per thread (setfsuid): the io thread keeps the daemon's own file access.
+      ScopedFsIdentity as_worker(fs_ ? &*fs_ : nullptr);
+      job();
+    }
+    l.lock();
+    --running_;
+  }
+}
+
+void CheckpointCommitter::Merge(std::string trial_dir, int attempt, int seq,
+                                std::map<int, std::string> rank_dirs, nlohmann::json metrics,
+                                std::function<void(Result<std::string>)> done) {
+  Post([this, trial_dir = std::move(trial_dir), attempt, seq, rank_dirs = std::move(rank_dirs),
+        metrics = std::move(metrics), done = std::move(done)]() mutable {
+    Result<std::string> merged = MergeCheckpoint(trial_dir, attempt, seq, rank_dirs, metrics);
+    boost::asio::post(io_, [done = std::move(done), merged = std::move(merged)]() mutable {
+      done(std::move(merged));
+    });
+  });
+}
+
+void CheckpointCommitter::Remove(std::string trial_dir, std::vector<std::string> dirs) {
+  Post([trial_dir = std::move(trial_dir), dirs = std::move(dirs)] {
+    for (const auto& dir : dirs) {
+      // Records go first, files after: a crash in between leaves only garbage.
+      if (Status st = RemoveCheckpoint(trial_dir, dir); !st.ok())
+        LOG_WARN << "cannot delete checkpoint " << dir << ": " << st.message();
+    }
+  });
+}
+
+void CheckpointCommitter::CleanUpAttempt(std::string staging_dir, std::string trial_dir) {
+  Post([staging_dir = std::move(staging_dir), trial_dir = std::move(trial_dir)] {
+    RemoveAll(staging_dir);
+    CleanupUncommitted(trial_dir);
+  });
+}
+
+}  // namespace traintl

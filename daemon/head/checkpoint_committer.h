@@ -1,0 +1,71 @@
+// CheckpointCommitter: the head's file work on checkpoints (merging a report's staged
+// directories, deleting what retention dropped, cleaning up after an attempt) on a thread
+// of its own, so that the io_context thread - HTTP, heartbeats, Raft callbacks - never
+// waits on a directory fsync or a large delete.
+//
+// Jobs run one at a time in submission order: a merge submitted before an attempt's
+// cleanup finishes before that cleanup starts. Each runs with the worker file identity
+// (common/fs_identity.h) when one is set. A merge's result is posted back to the
+// io_context.
+//
+// Thread-safety: Merge, Remove and CleanUpAttempt may be called from any thread; the
+// destructor drains nothing: it finishes the running job and drops the rest (their files
+// stay where a later cleanup finds them: uncommitted merges are ".tmp" directories).
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/fs_identity.h"
+#include "common/result.h"
+
+namespace traintl {
+
+class CheckpointCommitter {
+ public:
+  // `fs`: the worker file identity, or nullopt for the daemon's own.
+  CheckpointCommitter(boost::asio::io_context& io, std::optional<FsIdentity> fs);
+  ~CheckpointCommitter();
+  CheckpointCommitter(const CheckpointCommitter&) = delete;
+  CheckpointCommitter& operator=(const CheckpointCommitter&) = delete;
+
+  // MergeCheckpoint (checkpoint_merge.h) on the committer thread; `done` runs on the
+  // io_context with the final directory or the error.
+  void Merge(std::string trial_dir, int attempt, int seq, std::map<int, std::string> rank_dirs,
+             nlohmann::json metrics, std::function<void(Result<std::string>)> done);
+  // Deletes checkpoint directories retention dropped (already unrecorded): only paths
+  // below <trial_dir>/checkpoint_ are touched.
+  void Remove(std::string trial_dir, std::vector<std::string> checkpoint_dirs);
+  // After an attempt ended: its staging area and uncommitted ".tmp" merges go.
+  void CleanUpAttempt(std::string staging_dir, std::string trial_dir);
+
+  // Jobs queued or running (for tests and views).
+  size_t pending() const;
+
+ private:
+  void Post(std::function<void()> job);
+  void Main();
+
+  // Constant after construction.
+  boost::asio::io_context& io_;
+  const std::optional<FsIdentity> fs_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> jobs_;  // guarded by mu_
+  size_t running_ = 0;                      // guarded by mu_
+  bool stopping_ = false;                   // guarded by mu_
+  std::thread thread_;                      // started last
+};
+
+}  // namespace traintl
