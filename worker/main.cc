@@ -19,10 +19,10 @@
 #include "common/file_util.h"
 #include "common/lease_clock.h"
 #include "common/logging.h"
+#include "proto/rank_context.h"
 #include "traintl/abi.h"
 #include "worker/agent_channel.h"
 #include "worker/library_loader.h"
-#include "worker/worker_context.h"
 #include "worker/worker_host.h"
 
 namespace traintl {
@@ -74,19 +74,8 @@ void PrintReason(const std::string& reason) {
 
 // Exposes the rank to the library and anything it starts; only TRAINTL_* names, so that
 // nothing the user set (or a launcher convention such as RANK) is overridden.
-void SetEnvironment(const WorkerContext& c) {
-  auto set = [](const char* name, const std::string& value) { ::setenv(name, value.c_str(), 1); };
-  set("TRAINTL_JOB_ID", c.job_id);
-  set("TRAINTL_JOB_NAME", c.job_name);
-  set("TRAINTL_ATTEMPT", std::to_string(c.attempt));
-  set("TRAINTL_WORLD_RANK", std::to_string(c.world_rank));
-  set("TRAINTL_WORLD_SIZE", std::to_string(c.world_size));
-  set("TRAINTL_LOCAL_RANK", std::to_string(c.local_rank));
-  set("TRAINTL_LOCAL_WORLD_SIZE", std::to_string(c.local_world_size));
-  set("TRAINTL_NODE_RANK", std::to_string(c.node_rank));
-  set("TRAINTL_TRIAL_DIR", c.trial_dir);
-  set("TRAINTL_MASTER_ADDR", c.master_addr);
-  set("TRAINTL_MASTER_PORT", std::to_string(c.master_port));
+void SetEnvironment(const RankContext& c) {
+  for (const auto& [name, value] : RankEnvironment(c)) ::setenv(name.c_str(), value.c_str(), 1);
 }
 
 int Run(int argc, char** argv) {
@@ -127,11 +116,11 @@ int Run(int argc, char** argv) {
   if (!text.ok()) {
     Fail(channel, kExitUsage, "cannot read the context file: " + text.status().message(), false);
   }
-  auto parsed = ParseWorkerContext(*text);
+  auto parsed = ParseRankContext(*text);
   if (!parsed.ok()) {
     Fail(channel, kExitUsage, context_path + ": " + parsed.status().message(), false);
   }
-  WorkerContext context = std::move(parsed).value();
+  RankContext context = std::move(parsed).value();
 
   // Before any thread exists: setenv is not thread-safe.
   SetEnvironment(context);

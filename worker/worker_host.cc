@@ -42,7 +42,7 @@ Status FsyncTreeDirs(const std::string& root) {
 
 }  // namespace
 
-WorkerHost::WorkerHost(WorkerContext context, AgentChannel* channel)
+WorkerHost::WorkerHost(RankContext context, AgentChannel* channel)
     : context_(std::move(context)),
       context_json_(context_.json.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)),
       channel_(channel),

@@ -11,10 +11,10 @@
 #include <string>
 
 #include "common/result.h"
+#include "proto/rank_context.h"
 #include "traintl/abi.h"
 #include "worker/agent_channel.h"
 #include "worker/data/dataset_service.h"
-#include "worker/worker_context.h"
 
 namespace traintl {
 namespace worker {
@@ -22,7 +22,7 @@ namespace worker {
 class WorkerHost {
  public:
   // `channel` must outlive this object.
-  WorkerHost(WorkerContext context, AgentChannel* channel);
+  WorkerHost(RankContext context, AgentChannel* channel);
   WorkerHost(const WorkerHost&) = delete;
   WorkerHost& operator=(const WorkerHost&) = delete;
 
@@ -48,7 +48,7 @@ class WorkerHost {
   static int ShouldStop(void* host);
   static void Log(void* host, int level, const char* msg);
 
-  const WorkerContext context_;
+  const RankContext context_;
   const std::string context_json_;
   AgentChannel* const channel_;
   data::DatasetService datasets_;

@@ -12,6 +12,7 @@
 #include "common/file_util.h"
 #include "common/logging.h"
 #include "common/safe_fs.h"
+#include "proto/rank_context.h"
 
 namespace traintl {
 
@@ -115,32 +116,36 @@ Result<int> Agent::Launch(const NodeAttemptPlan& planned) {
   const int local_world = static_cast<int>(plan.world_ranks.size());
   for (int local = 0; local < local_world; ++local) {
     const int rank = plan.world_ranks[local];
-    nlohmann::json ctx = {
-        {"job_id", plan.job_id},
-        {"job_name", plan.job_name},
-        {"attempt", plan.attempt},
-        {"world_rank", rank},
-        {"world_size", plan.world_size},
-        {"local_rank", local},
-        {"local_world_size", local_world},
-        {"node_rank", plan.node_rank},
-        {"library", plan.library_path},
-        {"function", plan.function},
-        {"config", plan.config},
-        {"checkpoint_dir", plan.checkpoint_dir.empty() ? nlohmann::json(nullptr)
-                                                       : nlohmann::json(plan.checkpoint_dir)},
-        {"trial_dir", plan.trial_dir},
-        {"staging_dir", staging},
-        {"master_addr", plan.master_addr},
-        {"master_port", plan.master_port},
-        {"collective_timeout_s", plan.collective_timeout_s},
-        {"use_gpu", plan.use_gpu},
-        {"datasets", plan.datasets},
-        {"lease", pool_->LeaseContext(plan.job_id, plan.attempt, rank)},
-    };
+    RankContext ctx;
+    ctx.job_id = plan.job_id;
+    ctx.job_name = plan.job_name;
+    ctx.attempt = plan.attempt;
+    ctx.world_rank = rank;
+    ctx.world_size = plan.world_size;
+    ctx.local_rank = local;
+    ctx.local_world_size = local_world;
+    ctx.node_rank = plan.node_rank;
+    ctx.library = plan.library_path;
+    ctx.function = plan.function;
+    ctx.config = plan.config;
+    if (!plan.checkpoint_dir.empty()) ctx.checkpoint_dir = plan.checkpoint_dir;
+    ctx.trial_dir = plan.trial_dir;
+    ctx.staging_dir = staging;
+    ctx.master_addr = plan.master_addr;
+    ctx.master_port = plan.master_port;
+    ctx.collective_timeout_s = plan.collective_timeout_s;
+    ctx.use_gpu = plan.use_gpu;
+    ctx.datasets = plan.datasets;
+    const nlohmann::json lease = pool_->LeaseContext(plan.job_id, plan.attempt, rank);
+    if (lease.is_object()) {
+      ctx.lease_fd = lease.value("fd", -1);
+      ctx.lease_ms = lease.value("ms", 0);
+      if (lease.contains("cgroup_kill") && lease["cgroup_kill"].is_string())
+        ctx.cgroup_kill = lease["cgroup_kill"].get<std::string>();
+    }
     const std::string ctx_name = "rank_" + std::to_string(rank) + ".context.json";
     const std::string ctx_path = AttemptDir(plan.job_id, plan.attempt) + "/" + ctx_name;
-    TRAINTL_RETURN_IF_ERROR(WriteFileAtomicAt(dir, ctx_name, ctx.dump(2), 0600));
+    TRAINTL_RETURN_IF_ERROR(WriteFileAtomicAt(dir, ctx_name, RankContextToJson(ctx).dump(2), 0600));
 
     WorkerLaunch l;
     l.job_id = plan.job_id;
@@ -162,11 +167,7 @@ Result<int> Agent::Launch(const NodeAttemptPlan& planned) {
     l.env["OMP_NUM_THREADS"] =
         std::to_string(std::max(1, static_cast<int>(std::floor(plan.cpus_per_worker))));
     for (const auto& [k, v] : plan.user_env) l.env[k] = v;
-    l.env["TRAINTL_JOB_ID"] = plan.job_id;
-    l.env["TRAINTL_ATTEMPT"] = std::to_string(plan.attempt);
-    l.env["TRAINTL_WORLD_RANK"] = std::to_string(rank);
-    l.env["TRAINTL_WORLD_SIZE"] = std::to_string(plan.world_size);
-    l.env["TRAINTL_LOCAL_RANK"] = std::to_string(local);
+    for (auto& [k, v] : RankEnvironment(ctx)) l.env[k] = std::move(v);
     // Each worker sees only its devices (cuda:0 is then its first one).
     std::string devices;
     if (plan.use_gpu && local < static_cast<int>(plan.rank_gpus.size())) {

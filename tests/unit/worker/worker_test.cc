@@ -22,8 +22,8 @@
 
 #include "common/file_util.h"
 #include "common/lease_clock.h"
+#include "proto/rank_context.h"
 #include "worker/library_loader.h"
-#include "worker/worker_context.h"
 #include "worker/worker_host.h"
 
 using nlohmann::json;
@@ -430,9 +430,9 @@ TEST_CASE("a lease in the context must name an fd and a positive time") {
   Fixture f;
   json ctx = f.Context(TEST_TRAIN_LIB, "");
   ctx["lease"] = {{"fd", 4}, {"ms", 0}};
-  CHECK_FALSE(worker::ParseWorkerContext(ctx.dump()).ok());
+  CHECK_FALSE(ParseRankContext(ctx.dump()).ok());
   ctx["lease"] = {{"fd", 4}, {"ms", 2000}, {"cgroup_kill", "/sys/fs/cgroup/x/cgroup.kill"}};
-  auto parsed = worker::ParseWorkerContext(ctx.dump());
+  auto parsed = ParseRankContext(ctx.dump());
   REQUIRE(parsed.ok());
   CHECK(parsed->lease_fd == 4);
   CHECK(parsed->lease_ms == 2000);
@@ -599,13 +599,13 @@ TEST_CASE("ListExportedFunctions reads the dynamic symbol table") {
   CHECK_FALSE(worker::ListExportedFunctions("/nonexistent.so", "traintl_entry_").ok());
 }
 
-TEST_CASE("ParseWorkerContext checks the fields") {
+TEST_CASE("ParseRankContext checks the fields") {
   json base = {{"world_rank", 0},
                {"world_size", 1},
                {"library", "/x.so"},
                {"staging_dir", "/s"},
                {"checkpoint_dir", nullptr}};
-  auto ok = worker::ParseWorkerContext(base.dump());
+  auto ok = ParseRankContext(base.dump());
   REQUIRE(ok.ok());
   CHECK(ok->attempt == 1);
   CHECK_FALSE(ok->checkpoint_dir.has_value());
@@ -613,16 +613,15 @@ TEST_CASE("ParseWorkerContext checks the fields") {
 
   json bad = base;
   bad["world_rank"] = 1;
-  CHECK(worker::ParseWorkerContext(bad.dump()).status().message().find("world_rank 1") !=
-        std::string::npos);
+  CHECK(ParseRankContext(bad.dump()).status().message().find("world_rank 1") != std::string::npos);
   bad = base;
   bad["use_gpu"] = "yes";
-  CHECK_FALSE(worker::ParseWorkerContext(bad.dump()).ok());
+  CHECK_FALSE(ParseRankContext(bad.dump()).ok());
   bad = base;
   bad["config"] = json::array();
-  CHECK_FALSE(worker::ParseWorkerContext(bad.dump()).ok());
-  CHECK_FALSE(worker::ParseWorkerContext("{not json").ok());
-  CHECK_FALSE(worker::ParseWorkerContext("[]").ok());
+  CHECK_FALSE(ParseRankContext(bad.dump()).ok());
+  CHECK_FALSE(ParseRankContext("{not json").ok());
+  CHECK_FALSE(ParseRankContext("[]").ok());
 }
 
 TEST_CASE("StageCheckpoint copies a nested tree into seq_K/rank_R") {

@@ -1,9 +1,12 @@
-// WorkerContext: the per-rank context file the agent writes for traintl-worker
-// (docs/WORKER_PROTOCOL.md, "Context file"), parsed and checked.
+// RankContext: everything one rank is told about itself - the per-rank context file the
+// agent writes and traintl-worker reads (docs/WORKER_PROTOCOL.md, "Context file"), and the
+// TRAINTL_* environment derived from it. One struct and one codec for both sides, so the
+// agent and the worker cannot disagree on a field or a variable.
 //
-// Thread-safety: a value type; no internal synchronization.
+// Thread-safety: a value type and free functions.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 
@@ -12,9 +15,8 @@
 #include "common/result.h"
 
 namespace traintl {
-namespace worker {
 
-struct WorkerContext {
+struct RankContext {
   std::string job_id;
   std::string job_name;
   int attempt = 1;
@@ -45,13 +47,25 @@ struct WorkerContext {
   int lease_fd = -1;
   int lease_ms = 0;
   std::string cgroup_kill;
-  // The whole object, as get_context_json() hands it to the library.
+  // The entry point's train_loop_config and the job's datasets ({name: {uri, format,
+  // split}}), as the library reads them.
+  nlohmann::json config = nlohmann::json::object();
+  nlohmann::json datasets = nlohmann::json::object();
+  // The whole object as parsed, as get_context_json() hands it to the library (fields a
+  // newer agent added included).
   nlohmann::json json;
 };
 
+// The context file's JSON object (what the agent writes).
+nlohmann::json RankContextToJson(const RankContext& c);
+
 // Parses and validates the context file's text. Missing optional fields take the defaults
 // above; "library", "world_rank", "world_size" and "staging_dir" are required.
-Result<WorkerContext> ParseWorkerContext(const std::string& text);
+Result<RankContext> ParseRankContext(const std::string& text);
 
-}  // namespace worker
+// The TRAINTL_* variables a rank runs with (TRAINTL_JOB_ID, TRAINTL_WORLD_RANK,
+// TRAINTL_WORLD_SIZE, ...): the agent puts them into the worker's environment, and the
+// worker sets them again in case it was started otherwise.
+std::map<std::string, std::string> RankEnvironment(const RankContext& c);
+
 }  // namespace traintl

@@ -1,11 +1,10 @@
-#include "worker/worker_context.h"
+#include "proto/rank_context.h"
 
 #include "common/json_depth.h"
 
 #include <utility>
 
 namespace traintl {
-namespace worker {
 namespace {
 
 using nlohmann::json;
@@ -41,12 +40,12 @@ Status GetInt(const json& j, const char* key, bool required, int min_value, int*
 
 }  // namespace
 
-Result<WorkerContext> ParseWorkerContext(const std::string& text) {
+Result<RankContext> ParseRankContext(const std::string& text) {
   json j = ParseJsonBounded(text);
   if (j.is_discarded()) return Status::InvalidArgument("context: not valid JSON");
   if (!j.is_object()) return Status::InvalidArgument("context: not a JSON object");
 
-  WorkerContext c;
+  RankContext c;
   TRAINTL_RETURN_IF_ERROR(GetString(j, "job_id", false, &c.job_id));
   TRAINTL_RETURN_IF_ERROR(GetString(j, "job_name", false, &c.job_name));
   TRAINTL_RETURN_IF_ERROR(GetInt(j, "attempt", false, 1, &c.attempt));
@@ -94,9 +93,58 @@ Result<WorkerContext> ParseWorkerContext(const std::string& text) {
   if (config != j.end() && !config->is_null() && !config->is_object()) {
     return Status::InvalidArgument("context: \"config\" must be an object");
   }
+  if (config != j.end() && config->is_object()) c.config = *config;
+  auto datasets = j.find("datasets");
+  if (datasets != j.end() && !datasets->is_null() && !datasets->is_object()) {
+    return Status::InvalidArgument("context: \"datasets\" must be an object");
+  }
+  if (datasets != j.end() && datasets->is_object()) c.datasets = *datasets;
   c.json = std::move(j);
   return c;
 }
 
-}  // namespace worker
+nlohmann::json RankContextToJson(const RankContext& c) {
+  json lease = nullptr;
+  if (c.lease_fd >= 0 && c.lease_ms > 0) {
+    lease = {{"fd", c.lease_fd},
+             {"ms", c.lease_ms},
+             {"cgroup_kill", c.cgroup_kill.empty() ? json(nullptr) : json(c.cgroup_kill)}};
+  }
+  return {{"job_id", c.job_id},
+          {"job_name", c.job_name},
+          {"attempt", c.attempt},
+          {"world_rank", c.world_rank},
+          {"world_size", c.world_size},
+          {"local_rank", c.local_rank},
+          {"local_world_size", c.local_world_size},
+          {"node_rank", c.node_rank},
+          {"library", c.library},
+          {"function", c.function},
+          {"config", c.config},
+          {"checkpoint_dir", c.checkpoint_dir ? json(*c.checkpoint_dir) : json(nullptr)},
+          {"trial_dir", c.trial_dir},
+          {"staging_dir", c.staging_dir},
+          {"master_addr", c.master_addr},
+          {"master_port", c.master_port},
+          {"collective_timeout_s", c.collective_timeout_s},
+          {"library_load_timeout_s", c.library_load_timeout_s},
+          {"use_gpu", c.use_gpu},
+          {"datasets", c.datasets},
+          {"lease", lease}};
+}
+
+std::map<std::string, std::string> RankEnvironment(const RankContext& c) {
+  return {{"TRAINTL_JOB_ID", c.job_id},
+          {"TRAINTL_JOB_NAME", c.job_name},
+          {"TRAINTL_ATTEMPT", std::to_string(c.attempt)},
+          {"TRAINTL_WORLD_RANK", std::to_string(c.world_rank)},
+          {"TRAINTL_WORLD_SIZE", std::to_string(c.world_size)},
+          {"TRAINTL_LOCAL_RANK", std::to_string(c.local_rank)},
+          {"TRAINTL_LOCAL_WORLD_SIZE", std::to_string(c.local_world_size)},
+          {"TRAINTL_NODE_RANK", std::to_string(c.node_rank)},
+          {"TRAINTL_TRIAL_DIR", c.trial_dir},
+          {"TRAINTL_MASTER_ADDR", c.master_addr},
+          {"TRAINTL_MASTER_PORT", std::to_string(c.master_port)}};
+}
+
 }  // namespace traintl
