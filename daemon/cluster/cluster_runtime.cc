@@ -20,7 +20,7 @@ namespace traintl {
 namespace asio = boost::asio;
 using nlohmann::json;
 using ResponderPtr = std::shared_ptr<http::Responder>;
-using Clock = std::chrono::steady_clock;
+using SteadyClock = std::chrono::steady_clock;
 
 namespace {
 
@@ -53,12 +53,14 @@ Result<http::ClientResponse> FetchUnlessBusy(const std::string& host, uint16_t p
                                              const std::map<std::string, std::string>& headers,
                                              std::chrono::milliseconds timeout,
                                              const http::ClientTls* tls) {
-  const auto deadline = Clock::now() + timeout;
+  const auto deadline = SteadyClock::now() + timeout;
   for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now());
     auto r = http::Fetch(host, port, method, target, body, headers,
                          std::max(left, std::chrono::milliseconds(1)), tls);
-    if (!r.ok() || !http::RefusedUnread(*r) || Clock::now() + kRefusedRetryDelay >= deadline) {
+    if (!r.ok() || !http::RefusedUnread(*r) ||
+        SteadyClock::now() + kRefusedRetryDelay >= deadline) {
       return r;
     }
     std::this_thread::sleep_for(kRefusedRetryDelay);
@@ -249,7 +251,7 @@ bool ClusterRuntime::Forward(const http::Request& req, const ResponderPtr& res,
   RunOnHttpThread([this, io, headers, copy, res, local, voter, write] {
     // During a failover the head moves: look for the new one for a few seconds. A write
     // is only retried when it was never sent, so it cannot be applied twice.
-    const auto deadline = Clock::now() + std::chrono::seconds(5);
+    const auto deadline = SteadyClock::now() + std::chrono::seconds(5);
     Result<http::ClientResponse> r = Status::Unavailable("no head found");
     bool sent = false;
     for (;;) {
@@ -270,7 +272,7 @@ bool ClusterRuntime::Forward(const http::Request& req, const ResponderPtr& res,
         std::lock_guard<std::mutex> lock(mu_);
         if (head_address_ == head) head_address_.clear();
       }
-      if ((write && sent) || Clock::now() > deadline || stopping_) break;
+      if ((write && sent) || SteadyClock::now() > deadline || stopping_) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     asio::post(*io, [r = std::move(r), copy, res, local, voter, write]() {
@@ -454,11 +456,11 @@ void ClusterRuntime::SyncBlobs(const std::string& head) {
 void ClusterRuntime::HeartbeatMain() {
   const auto fence_after = std::chrono::milliseconds(
       static_cast<int64_t>(options_.loss_timeout.count() * options_.fence_fraction));
-  auto last_ok = Clock::now();
-  auto last_blob_sync = Clock::time_point{};
+  auto last_ok = SteadyClock::now();
+  auto last_blob_sync = SteadyClock::time_point{};
   bool joined = !(options_.server && !options_.join.empty());
   while (!stopping_) {
-    const auto started = Clock::now();
+    const auto started = SteadyClock::now();
     if (is_head_) {
       last_ok = started;
       // Remember the voters, to find the next head should this node step down.
@@ -491,7 +493,7 @@ void ClusterRuntime::HeartbeatMain() {
       }
       if (!head.empty() && joined) {
         if (HeartbeatOnce(head)) {
-          last_ok = Clock::now();
+          last_ok = SteadyClock::now();
           std::lock_guard<std::mutex> lock(mu_);
           if (fenced_) LOG_INFO << "the head answers again";
           fenced_ = false;
@@ -499,7 +501,7 @@ void ClusterRuntime::HeartbeatMain() {
           SetHeadAddress("");
         }
       }
-      if (Clock::now() - last_ok > fence_after) {
+      if (SteadyClock::now() - last_ok > fence_after) {
         bool first = false;
         {
           std::lock_guard<std::mutex> lock(mu_);
@@ -513,8 +515,8 @@ void ClusterRuntime::HeartbeatMain() {
         });
       }
       if (options_.server && !head.empty() && joined &&
-          Clock::now() - last_blob_sync > std::chrono::seconds(1)) {
-        last_blob_sync = Clock::now();
+          SteadyClock::now() - last_blob_sync > std::chrono::seconds(1)) {
+        last_blob_sync = SteadyClock::now();
         SyncBlobs(head);
       }
     }

@@ -43,6 +43,7 @@ JobManager::JobManager(asio::io_context& io, JobManagerOptions options, StateSto
       timer_(io),
       kick_timer_(io),
       restart_timer_(io),
+      clock_(options_.clock != nullptr ? options_.clock : SystemClock::Get()),
       registry_(options_.node_loss_timeout) {}
 
 void JobManager::RefreshSelf() {
@@ -58,7 +59,7 @@ void JobManager::RefreshSelf() {
   self.running = agent_->LiveAttempts();
   const NodeStatus* before = registry_.Get(self.node_id);
   if (before != nullptr && before->running != self.running) full_pass_due_ = true;
-  registry_.Heartbeat(std::move(self), std::chrono::steady_clock::now(), commands::NowMs());
+  registry_.Heartbeat(std::move(self), clock_->Now(), commands::NowMs());
 }
 
 void JobManager::RecordVoterAddress(uint64_t raft_id, const std::string& api_address) {
@@ -172,7 +173,7 @@ json JobManager::OnHeartbeat(NodeStatus status) {
   const bool changed =
       before != nullptr && (before->running != status.running || before->total != status.total ||
                             before->num_gpus != status.num_gpus);
-  if (registry_.Heartbeat(std::move(status), std::chrono::steady_clock::now(), commands::NowMs())) {
+  if (registry_.Heartbeat(std::move(status), clock_->Now(), commands::NowMs())) {
     LOG_INFO << "node " << id << " joined (" << registry_.Get(id)->api_address << ")";
     ScheduleTick();
   } else if (changed) {
@@ -221,7 +222,7 @@ void JobManager::SetLeader(bool leader) {
   leader_ = leader;
   registry_.Clear();
   stale_stopped_.clear();
-  leader_since_ = std::chrono::steady_clock::now();
+  leader_since_ = clock_->Now();
   settle_pending_ = options_.settle.count() > 0;
   queued_.clear();
   fresh_.clear();
@@ -374,8 +375,8 @@ void JobManager::Stop(const std::string& job_id, std::function<void(Result<std::
 
 void JobManager::Tick() {
   if (!leader_ || shutting_down_) return;
-  const auto now = std::chrono::steady_clock::now();
-  last_tick_ = now;
+  last_tick_ = std::chrono::steady_clock::now();
+  const auto now = clock_->Now();
   RefreshSelf();
   for (const auto& id : registry_.ExpireLost(now)) OnNodeLost(id);
   StopStaleLocal();
@@ -385,7 +386,7 @@ void JobManager::Tick() {
     full_pass_due_ = true;
     settle_pending_ = settling;
   }
-  if (full_pass_due_ || now - last_full_pass_ >= kFullPassInterval) {
+  if (full_pass_due_ || last_tick_ - last_full_pass_ >= kFullPassInterval) {
     FullPass(settling);
   } else if (!fresh_.empty()) {
     FreshPass();
@@ -545,7 +546,7 @@ void JobManager::StartAttempt(const JobRecord& job, const JobSpec& spec,
   a.trial_dir = job.trial_dir;
   a.per_worker = spec.resources_per_worker;
   a.rank_gpus = placement.rank_gpus;
-  a.started = std::chrono::steady_clock::now();
+  a.started = clock_->Now();
   a.restart_backoff_s = spec.restart_backoff_s;
   a.max_restart_backoff_s = spec.max_restart_backoff_s;
   const int attempt = a.attempt();
@@ -809,8 +810,8 @@ void JobManager::EndAttemptNow(ActiveAttempt& a, commands::AttemptOutcome outcom
 }
 
 void JobManager::BackOffRestart(const ActiveAttempt& a, const std::string& reason) {
-  const auto now = std::chrono::steady_clock::now();
-  const double ran_s = std::chrono::duration<double>(now - a.started).count();
+  const double ran_s = std::chrono::duration<double>(clock_->Now() - a.started).count();
+  const auto now = std::chrono::steady_clock::now();  // the hold is a timer's deadline
   int& quick = quick_failures_[a.job_id()];
   const RestartDelay next =
       NextRestartDelay(quick, ran_s, a.restart_backoff_s, a.max_restart_backoff_s);

@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/fs_identity.h"
 #include "daemon/head/attempt_tracker.h"
 #include "daemon/head/checkpoint_committer.h"
@@ -67,6 +68,9 @@ struct JobManagerOptions {
   // (checkpoint staging, trial dirs) are merged and deleted with that account's file
   // access, never root's (see common/fs_identity.h). Default: unset (the daemon's own).
   std::optional<FsIdentity> worker_fs_identity;
+  // What node-loss timeouts, settle periods and attempt durations are measured with;
+  // timers that only schedule passes use the real clock. Default: null (SystemClock).
+  const Clock* clock = nullptr;
   // This daemon process's run id, recorded with every attempt it starts (see
   // LostAttemptReason). Default "": a random one.
   std::string run_id;
@@ -217,6 +221,7 @@ class JobManager : public WorkerPoolListener {
   boost::asio::steady_timer timer_;
   boost::asio::steady_timer kick_timer_;     // a ScheduleTick() that waits for kMinTickGap
   boost::asio::steady_timer restart_timer_;  // the next restart_not_before_ to pass
+  const Clock* const clock_;
   // PENDING jobs whose restart is held back, and until when (this head's clock: a new
   // head's settle period delays restarts anyway).
   std::map<std::string, std::chrono::steady_clock::time_point> restart_not_before_;

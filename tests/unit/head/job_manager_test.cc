@@ -71,13 +71,13 @@ std::string TempDir() {
 // A leading head on one node with `cpus` CPUs whose workers cannot start, over an FSM
 // applied directly; its scratch directory goes with it.
 struct IdleHead {
-  explicit IdleHead(double cpus)
+  explicit IdleHead(double cpus, const Clock* clock = nullptr)
       : fsm(&store),
         log(io, &fsm),
         dir(TempDir()),
         pool(io, PoolOptions(), nullptr),
         agent(AgentOpts(dir), &pool),
-        jobs(io, HeadOptions(dir, cpus), &store, &log, &agent) {
+        jobs(io, HeadOptions(dir, cpus, clock), &store, &log, &agent) {
     jobs.SetLeader(true);
     jobs.Start();
   }
@@ -96,8 +96,10 @@ struct IdleHead {
     o.data_dir = dir;
     return o;
   }
-  static JobManagerOptions HeadOptions(const std::string& dir, double cpus) {
+  static JobManagerOptions HeadOptions(const std::string& dir, double cpus,
+                                       const Clock* clock = nullptr) {
     JobManagerOptions o;
+    o.clock = clock;
     o.node_id = "n1";
     o.default_storage_path = dir + "/storage";
     o.node_resources = {{"CPU", cpus}};
@@ -371,4 +373,34 @@ TEST_CASE("an end of attempt that is not committed leaves the job's files alone"
   CHECK(std::filesystem::exists(trial_dir + "/checkpoint_a002_s000001.tmp"));
   CHECK(std::filesystem::exists(trial_dir + "/.staging/attempt_2/seq_1/rank_0"));
   CHECK(std::filesystem::exists(trial_dir + "/.staging/attempt_1"));
+}
+
+TEST_CASE("node loss follows the head's clock: LOST after the timeout, not before") {
+  FakeClock clock;
+  IdleHead head(1, &clock);
+  NodeStatus other;
+  other.node_id = "n2";
+  other.api_address = "127.0.0.2:7450";
+  other.host = "127.0.0.2";
+  other.total = {{"CPU", 2}};
+  head.jobs.OnHeartbeat(other);
+  auto state_of = [&](const std::string& id) {
+    for (const auto& n : head.jobs.NodesView())
+      if (n["node_id"] == id) return n["state"].get<std::string>();
+    return std::string("absent");
+  };
+  // Real time passes (many ticks), the head's clock does not: nothing expires.
+  head.io.run_for(std::chrono::milliseconds(100));
+  CHECK(state_of("n2") == "ALIVE");
+  clock.Advance(std::chrono::milliseconds(3900));  // the default loss timeout is 4 s
+  head.io.run_for(std::chrono::milliseconds(50));
+  CHECK(state_of("n2") == "ALIVE");
+  head.jobs.OnHeartbeat(other);  // a heartbeat resets it
+  clock.Advance(std::chrono::milliseconds(3900));
+  head.io.run_for(std::chrono::milliseconds(50));
+  CHECK(state_of("n2") == "ALIVE");
+  clock.Advance(std::chrono::milliseconds(200));  // 4.1 s of silence
+  head.io.run_for(std::chrono::milliseconds(50));
+  CHECK(state_of("n2") == "LOST");
+  CHECK(state_of("n1") == "ALIVE");  // the head's own node heartbeats on every tick
 }
