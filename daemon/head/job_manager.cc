@@ -121,20 +121,32 @@ void JobManager::UsedOn(const std::string& node_id, ResourceMap* used,
   }
 }
 
-std::vector<NodeSnapshot> JobManager::Snapshots(bool alive_only) const {
+std::vector<NodeSnapshot> JobManager::Snapshots(SnapshotView view) const {
   std::vector<NodeSnapshot> out;
   for (const auto& [id, n] : registry_.nodes()) {
-    if (alive_only && !n.alive) continue;
+    if (view == SnapshotView::kAvailableNow && !n.alive) continue;
     NodeSnapshot s;
     s.node_id = id;
     s.address = n.host;
     s.total = n.total;
     s.available = n.total;
     s.gpu_free.assign(static_cast<size_t>(n.num_gpus), 1.0);
-    ResourceMap used;
-    UsedOn(id, &used, &s.gpu_free);
-    for (const auto& [k, v] : used) s.available[k] -= v;
+    if (view == SnapshotView::kAvailableNow) {
+      ResourceMap used;
+      UsedOn(id, &used, &s.gpu_free);
+      for (const auto& [k, v] : used) s.available[k] -= v;
+    }
     out.push_back(std::move(s));
+  }
+  if (out.empty() && view == SnapshotView::kEverything) {
+    // Before the first tick registered this node (a submission right after start).
+    NodeSnapshot self;
+    self.node_id = options_.node_id;
+    self.address = options_.node_address;
+    self.total = options_.node_resources;
+    self.available = self.total;
+    self.gpu_free.assign(static_cast<size_t>(options_.num_gpus), 1.0);
+    out.push_back(std::move(self));
   }
   return out;
 }
@@ -295,25 +307,8 @@ PendingJob JobManager::ToPending(const JobRecord& job, const JobSpec& spec) {
 }
 
 Status JobManager::CheckFeasible(const JobSpec& spec) const {
-  std::vector<NodeSnapshot> nodes;
-  for (const auto& [id, n] : registry_.nodes()) {
-    NodeSnapshot s;
-    s.node_id = id;
-    s.total = n.total;
-    s.available = n.total;
-    s.gpu_free.assign(static_cast<size_t>(n.num_gpus), 1.0);
-    nodes.push_back(std::move(s));
-  }
-  if (nodes.empty()) {
-    NodeSnapshot node;
-    node.node_id = options_.node_id;
-    node.total = options_.node_resources;
-    node.available = node.total;
-    node.gpu_free.assign(static_cast<size_t>(options_.num_gpus), 1.0);
-    nodes.push_back(node);
-  }
   JobRecord fake;
-  return traintl::CheckFeasible(nodes, ToPending(fake, spec));
+  return traintl::CheckFeasible(Snapshots(SnapshotView::kEverything), ToPending(fake, spec));
 }
 
 ResourceMap JobManager::UsedResources() const {
@@ -489,7 +484,7 @@ void JobManager::RunQueue(const std::vector<std::pair<const JobRecord*, QueuedJo
     queue.push_back(jobs[i].second->pending);
     index.emplace(jobs[i].first->id, i);
   }
-  ScheduleResult result = Schedule(Snapshots(/*alive_only=*/true), queue);
+  ScheduleResult result = Schedule(Snapshots(SnapshotView::kAvailableNow), queue);
   for (const auto& p : result.placements) {
     const auto& [job, q] = jobs[index.at(p.job_id)];
     std::shared_ptr<const JobSpec> spec = q->spec;  // StartAttempt drops the entry

@@ -195,7 +195,11 @@ class JobManager : public WorkerPoolListener {
   void StopWorkers(const ActiveAttempt& a);
   // Resources and GPU fractions the active attempts take on `node_id`.
   void UsedOn(const std::string& node_id, ResourceMap* used, std::vector<double>* gpu_free) const;
-  std::vector<NodeSnapshot> Snapshots(bool alive_only) const;
+  // The scheduler's view of the nodes, built here only. kAvailableNow: live nodes with
+  // what the active attempts take subtracted (a scheduling pass). kEverything: every node
+  // known with all it has (could the job ever run?), this node alone before it registered.
+  enum class SnapshotView { kAvailableNow, kEverything };
+  std::vector<NodeSnapshot> Snapshots(SnapshotView view) const;
   std::string ResolveRestore(const JobRecord& job, const JobSpec& spec) const;
   static PendingJob ToPending(const JobRecord& job, const JobSpec& spec);
 
