@@ -23,10 +23,6 @@ std::string SubmitJob(const JobRecord& job, const json& spec, const std::string&
   return cmd::Encode(std::move(c));
 }
 
-std::string SetPendingReason(const std::string& job_id, const std::string& reason) {
-  return cmd::Encode(cmd::SetPendingReason{job_id, reason});
-}
-
 std::string SetPendingReasons(const std::map<std::string, std::string>& reasons) {
   return cmd::Encode(cmd::SetPendingReasons{reasons});
 }

@@ -26,7 +26,6 @@ std::string SubmitJob(const JobRecord& job, const std::string& submission_id);
 // The same with the spec as JSON (job.spec is ignored): saves a parse of its text.
 std::string SubmitJob(const JobRecord& job, const nlohmann::json& spec,
                       const std::string& submission_id);
-std::string SetPendingReason(const std::string& job_id, const std::string& reason);
 // Many reasons in one command (job id -> reason): one commit per scheduling pass instead
 // of one per waiting job.
 std::string SetPendingReasons(const std::map<std::string, std::string>& reasons);

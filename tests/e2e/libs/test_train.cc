@@ -31,9 +31,9 @@
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
-#include <vector>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <traintl/train.h>
 
