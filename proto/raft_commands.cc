@@ -7,64 +7,15 @@
 
 #include "common/crypto.h"
 #include "common/json_depth.h"
+#include "proto/job_definition.h"
+#include "proto/json_fields.h"
 
 namespace traintl::cmd {
 namespace {
 
 using nlohmann::json;
-
-// A field that is missing or of the wrong type; Decode turns it into InvalidArgument.
-struct FieldError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-// Reads an object's fields, naming the field in every error.
-class Fields {
- public:
-  Fields(const json& j, std::string prefix) : j_(j), prefix_(std::move(prefix)) {
-    if (!j_.is_object()) throw FieldError(Name("") + "must be an object");
-  }
-
-  template <typename T>
-  void Req(const char* key, T* out) const {
-    auto it = j_.find(key);
-    if (it == j_.end()) throw FieldError(Name(key) + "missing");
-    Get(key, *it, out);
-  }
-  // Absent or null: `out` keeps its default (a field a newer release added).
-  template <typename T>
-  void Opt(const char* key, T* out) const {
-    auto it = j_.find(key);
-    if (it != j_.end() && !it->is_null()) Get(key, *it, out);
-  }
-  template <typename T>
-  void Opt(const char* key, std::optional<T>* out) const {
-    auto it = j_.find(key);
-    if (it == j_.end() || it->is_null()) return;
-    T v{};
-    Get(key, *it, &v);
-    *out = v;
-  }
-  const json& At(const char* key) const {
-    auto it = j_.find(key);
-    if (it == j_.end()) throw FieldError(Name(key) + "missing");
-    return *it;
-  }
-  std::string Name(const char* key) const { return prefix_ + key + ": "; }
-
- private:
-  template <typename T>
-  void Get(const char* key, const json& v, T* out) const {
-    try {
-      *out = v.get<T>();
-    } catch (const json::exception&) {
-      throw FieldError(Name(key) + "wrong type (" + v.type_name() + ")");
-    }
-  }
-
-  const json& j_;
-  const std::string prefix_;
-};
+using proto_internal::FieldError;
+using proto_internal::Fields;
 
 json Opt(const std::optional<int>& v) { return v ? json(*v) : json(nullptr); }
 
@@ -74,6 +25,7 @@ void Put(const SubmitJob& c, json& j) {
   j["job"] = {{"id", c.job_id},
               {"name", c.name},
               {"spec", c.spec},
+              {"definition", c.definition},
               {"policy",
                {{"max_failures", c.policy.max_failures},
                 {"num_to_keep", c.policy.num_to_keep},
@@ -93,6 +45,13 @@ void Take(const json& j, SubmitJob* c) {
   f.Req("id", &c->job_id);
   f.Req("name", &c->name);
   c->spec = f.At("spec");
+  if (auto d = j.at("job").find("definition"); d != j.at("job").end() && !d->is_null()) {
+    if (!d->is_object()) throw FieldError(f.Name("definition") + "must be an object");
+    c->definition = *d;
+  } else if (auto from_spec = JobDefinitionFromSpec(c->spec); from_spec.ok()) {
+    // Written before definitions existed: the one time the spec is validated again.
+    c->definition = std::move(*from_spec);
+  }
   f.Req("priority", &c->priority);
   f.Req("library_sha256", &c->library_sha256);
   f.Req("library_path", &c->library_path);

@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/result.h"
+#include "proto/fsm_answers.h"
 
 namespace traintl::cmd {
 
@@ -43,10 +44,14 @@ struct JobPolicy {
 JobPolicy PolicyFromSpecJson(const nlohmann::json& spec);
 
 struct SubmitJob {
+  using Answer = SubmitJobAnswer;
   static constexpr std::string_view kOp = "submit_job";
   std::string job_id;
   std::string name;
   nlohmann::json spec;  // the canonical spec (JobSpecToJson), kept for display
+  // What the head runs (proto/job_definition.h). Entries written before definitions
+  // existed get one from their spec when decoded; null when this release refuses that spec.
+  nlohmann::json definition;
   JobPolicy policy;
   int priority = 0;
   std::string library_sha256;
@@ -57,6 +62,7 @@ struct SubmitJob {
 };
 
 struct SetPendingReason {
+  using Answer = NoAnswer;
   static constexpr std::string_view kOp = "set_pending_reason";
   std::string job_id;
   std::string reason;
@@ -64,11 +70,13 @@ struct SetPendingReason {
 
 // Many reasons in one entry: one commit per scheduling pass, not one per waiting job.
 struct SetPendingReasons {
+  using Answer = SetPendingReasonsAnswer;
   static constexpr std::string_view kOp = "set_pending_reasons";
   std::map<std::string, std::string> reasons;  // job id -> reason
 };
 
 struct StartAttempt {
+  using Answer = NoAnswer;
   static constexpr std::string_view kOp = "start_attempt";
   std::string job_id;
   int attempt = 0;
@@ -81,12 +89,14 @@ struct StartAttempt {
 };
 
 struct JobRunning {
+  using Answer = NoAnswer;
   static constexpr std::string_view kOp = "job_running";
   std::string job_id;
   int attempt = 0;
 };
 
 struct WorkerEvent {
+  using Answer = NoAnswer;
   static constexpr std::string_view kOp = "worker_event";
   std::string job_id;
   int attempt = 0;
@@ -96,6 +106,7 @@ struct WorkerEvent {
 };
 
 struct Report {
+  using Answer = NoAnswer;
   static constexpr std::string_view kOp = "report";
   std::string job_id;
   int attempt = 0;
@@ -104,6 +115,7 @@ struct Report {
 };
 
 struct CommitCheckpoint {
+  using Answer = CommitCheckpointAnswer;
   static constexpr std::string_view kOp = "commit_checkpoint";
   std::string job_id;
   int attempt = 0;
@@ -123,6 +135,7 @@ struct AttemptOutcome {
 };
 
 struct EndAttempt {
+  using Answer = EndAttemptAnswer;
   static constexpr std::string_view kOp = "end_attempt";
   std::string job_id;
   int attempt = 0;
@@ -130,12 +143,14 @@ struct EndAttempt {
 };
 
 struct StopJob {
+  using Answer = StopJobAnswer;
   static constexpr std::string_view kOp = "stop_job";
   std::string job_id;
 };
 
 // Ends a PENDING job as FAILED without an attempt (a stored spec this release cannot run).
 struct FailPendingJob {
+  using Answer = FailPendingJobAnswer;
   static constexpr std::string_view kOp = "fail_pending_job";
   std::string job_id;
   std::string reason;
@@ -143,6 +158,7 @@ struct FailPendingJob {
 
 // The API address of the voter with Raft id `raft_id`, so every voter finds the head's API.
 struct SetVoterAddress {
+  using Answer = NoAnswer;
   static constexpr std::string_view kOp = "set_voter_address";
   uint64_t raft_id = 0;
   std::string api_address;

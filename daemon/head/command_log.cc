@@ -2,18 +2,9 @@
 
 #include <boost/asio/post.hpp>
 
-#include "common/json_depth.h"
 #include "daemon/consensus/raft_node.h"
 
 namespace traintl {
-
-Result<nlohmann::json> DecodeFsmResult(const std::string& text) {
-  auto j = ParseJsonBounded(text);
-  if (!j.is_object()) return Status::Internal("unreadable FSM result");
-  if (j.value("ok", false) != true)
-    return Status::FailedPrecondition(j.value("error", std::string("refused")));
-  return j;
-}
 
 void RaftCommandLog::Propose(std::string command,
                              std::function<void(Result<nlohmann::json>)> done) {
@@ -24,7 +15,7 @@ void RaftCommandLog::Propose(std::string command,
       if (!r.ok()) {
         done(r.status());
       } else {
-        done(DecodeFsmResult(*r));
+        done(cmd::DecodeAnswerText(*r));
       }
     });
   });

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/result.h"
+#include "proto/fsm_answers.h"
 
 namespace traintl {
 
@@ -38,7 +39,14 @@ class RaftCommandLog : public CommandLog {
   RaftNode* const raft_;
 };
 
-// Converts an FSM result text to what CommandLog::Propose's `done` receives.
-Result<nlohmann::json> DecodeFsmResult(const std::string& text);
+// Adapts a callback of the command's typed answer (proto/fsm_answers.h) to Propose's
+// `done`: a refusal or a failed commit arrives as the Status, an answer as its struct.
+template <typename A>
+std::function<void(Result<nlohmann::json>)> Answered(std::function<void(Result<A>)> done) {
+  return [done = std::move(done)](Result<nlohmann::json> r) {
+    if (!r.ok()) return done(r.status());
+    done(cmd::AnswerFromJson<A>(*r));
+  };
+}
 
 }  // namespace traintl

@@ -44,6 +44,10 @@ JobManager::JobManager(asio::io_context& io, JobManagerOptions options, StateSto
       kick_timer_(io),
       restart_timer_(io),
       clock_(options_.clock != nullptr ? options_.clock : SystemClock::Get()),
+      queue_([this](const std::string& job_id) {
+        auto job = store_->GetJob(job_id);
+        return job ? job->definition : std::string();
+      }),
       registry_(options_.node_loss_timeout) {}
 
 void JobManager::RefreshSelf() {
@@ -236,8 +240,7 @@ void JobManager::SetLeader(bool leader) {
   stale_stopped_.clear();
   leader_since_ = clock_->Now();
   settle_pending_ = options_.settle.count() > 0;
-  queued_.clear();
-  fresh_.clear();
+  queue_.Clear();
   voter_address_proposed_.clear();
   if (leader) {
     RefreshSelf();
@@ -270,45 +273,8 @@ void JobManager::ScheduleTick(bool full) {
   });
 }
 
-JobManager::QueuedJob& JobManager::Queued(const JobRecord& job) {
-  auto [it, inserted] = queued_.try_emplace(job.id);
-  QueuedJob& q = it->second;
-  if (!inserted) return q;
-  q.seen = pass_;
-  auto full = store_->GetJob(job.id);
-  if (!full) return q;
-  auto parsed = ParseJobSpecText(full->spec);
-  if (!parsed.ok()) {
-    // Stored by a version that accepted it (e.g. a parquet dataset): it can never start,
-    // so it fails with the reason rather than waiting forever.
-    const std::string reason =
-        "the job's spec cannot be read by this version of traintl: " + parsed.status().message();
-    LOG_ERROR << "job " << job.id << ": " << reason;
-    const std::string id = job.id;
-    log_->Propose(commands::FailPendingJob(id, reason), [this, id](Result<json> r) {
-      if (r.ok()) return;
-      LOG_WARN << "could not fail job " << id << ": " << r.status().message();
-      queued_.erase(id);  // the next pass proposes it again
-    });
-    return q;
-  }
-  q.pending = ToPending(job, *parsed);
-  q.spec = std::make_shared<const JobSpec>(std::move(*parsed));
-  return q;
-}
-
-PendingJob JobManager::ToPending(const JobRecord& job, const JobSpec& spec) {
-  PendingJob p;
-  p.job_id = job.id;
-  p.num_workers = spec.num_workers;
-  p.per_worker = spec.resources_per_worker;
-  p.strategy = spec.placement_strategy;
-  return p;
-}
-
 Status JobManager::CheckFeasible(const JobSpec& spec) const {
-  JobRecord fake;
-  return traintl::CheckFeasible(Snapshots(SnapshotView::kEverything), ToPending(fake, spec));
+  return traintl::CheckFeasible(Snapshots(SnapshotView::kEverything), ToPending("", spec));
 }
 
 ResourceMap JobManager::UsedResources() const {
@@ -330,42 +296,38 @@ void JobManager::Submit(Submission sub, std::function<void(Result<std::string>)>
   job.trial_dir = storage + "/" + job.name + "-" + job.id;
   job.submitted_at = commands::NowMs();
   job.policy = PolicyOf(sub.spec);
-  std::string command = commands::SubmitJob(job, JobSpecToJson(sub.spec), sub.submission_id);
+  std::string command = commands::SubmitJob(job, sub.spec, sub.submission_id);
   auto spec = std::make_shared<const JobSpec>(std::move(sub.spec));
-  log_->Propose(std::move(command), [this, done, spec, job_id = job.id](Result<json> r) {
-    if (!r.ok()) {
-      done(r.status());
-      return;
-    }
-    const std::string id = r->value("job_id", std::string());
-    // The next pass need not read back and parse the spec this head already has (a
-    // repeated submission_id answers with an older job, whose spec the pass reads).
-    if (id == job_id && leader_) {
-      QueuedJob& q = queued_[id];
-      q.spec = spec;
-      JobRecord record;
-      record.id = id;
-      q.pending = ToPending(record, *spec);
-      q.seen = pass_;
-    }
-    fresh_.push_back(id);
-    done(id);
-    ScheduleTick(/*full=*/false);
-  });
+  log_->Propose(std::move(command),
+                Answered<cmd::SubmitJobAnswer>(
+                    [this, done, spec, job_id = job.id](Result<cmd::SubmitJobAnswer> r) {
+                      if (!r.ok()) {
+                        done(r.status());
+                        return;
+                      }
+                      const std::string id = r->job_id;
+                      // The next pass need not read back the definition this head already has (a
+                      // repeated submission_id answers with an older job, whose definition the pass
+                      // reads).
+                      queue_.Submitted(id, id == job_id && leader_ ? spec : nullptr);
+                      done(id);
+                      ScheduleTick(/*full=*/false);
+                    }));
 }
 
 void JobManager::Stop(const std::string& job_id, std::function<void(Result<std::string>)> done) {
-  log_->Propose(commands::StopJob(job_id), [this, job_id, done](Result<json> r) {
-    if (!r.ok()) {
-      done(r.status());
-      return;
-    }
-    if (r->value("active", false)) {
-      auto it = active_.find(job_id);
-      if (it != active_.end()) Run(it->second, it->second.tracker.OnStopRequested());
-    }
-    done(r->value("state", std::string()));
-  });
+  log_->Propose(commands::StopJob(job_id),
+                Answered<cmd::StopJobAnswer>([this, job_id, done](Result<cmd::StopJobAnswer> r) {
+                  if (!r.ok()) {
+                    done(r.status());
+                    return;
+                  }
+                  if (r->active) {
+                    auto it = active_.find(job_id);
+                    if (it != active_.end()) Run(it->second, it->second.tracker.OnStopRequested());
+                  }
+                  done(r->state);
+                }));
 }
 
 void JobManager::Tick() {
@@ -383,132 +345,96 @@ void JobManager::Tick() {
   }
   if (full_pass_due_ || last_tick_ - last_full_pass_ >= kFullPassInterval) {
     FullPass(settling);
-  } else if (!fresh_.empty()) {
+  } else if (queue_.has_fresh()) {
     FreshPass();
   }
+}
+
+JobQueue::PassInput JobManager::PassInputNow(bool settling) const {
+  JobQueue::PassInput in;
+  in.nodes = [this] { return Snapshots(SnapshotView::kAvailableNow); };
+  in.now = std::chrono::steady_clock::now();  // restart holds are timers' deadlines
+  in.settling = settling;
+  in.has_live_workers = [this](const std::string& id) { return registry_.HasLiveWorkersOf(id); };
+  return in;
 }
 
 void JobManager::FullPass(bool settling) {
   full_pass_due_ = false;
   last_full_pass_ = std::chrono::steady_clock::now();
-  fresh_.clear();
-  ++pass_;
   const std::vector<JobRecord> jobs = store_->ListActiveJobs(/*with_spec=*/false);
-  std::vector<std::pair<const JobRecord*, QueuedJob*>> queue;
+  std::vector<JobRecord> pending;
   for (const JobRecord& job : jobs) {
     auto it = active_.find(job.id);
     if (job.state == kJobPending) {
-      if (it != active_.end()) continue;  // its start is being committed
-      QueuedJob& q = Queued(job);
-      q.seen = pass_;
-      // A job that ran before must not start while old workers of it may still run.
-      if (job.attempt > 0 && (settling || registry_.HasLiveWorkersOf(job.id))) continue;
-      if (auto hold = restart_not_before_.find(job.id); hold != restart_not_before_.end()) {
-        if (std::chrono::steady_clock::now() < hold->second) continue;  // backing off
-        restart_not_before_.erase(hold);
-      }
-      if (q.spec != nullptr) queue.emplace_back(&job, &q);
+      if (it == active_.end()) pending.push_back(job);  // else its start is being committed
       continue;
     }
     if (it == active_.end()) {
-      // The store says an attempt runs, but no process of ours runs it: it was lost with
-      // a previous daemon. End it so the job restarts from its latest checkpoint.
-      if (reconciling_.count(job.id)) continue;
-      if (auto hold = reconcile_not_before_.find(job.id); hold != reconcile_not_before_.end()) {
-        if (std::chrono::steady_clock::now() < hold->second) continue;
-        reconcile_not_before_.erase(hold);
-      }
-      reconciling_.insert(job.id);
-      commands::AttemptOutcome o;
-      o.state = kJobFailed;
-      AttemptRecord record;
-      record.attempt = job.attempt;
-      if (auto stored = store_->GetAttempt(job.id, job.attempt)) record = *stored;
-      o.reason = LostAttemptReason(record, options_.node_id, run_id_);
-      LOG_WARN << "job " << job.id << ": " << o.reason;
-      const std::string id = job.id;
-      log_->Propose(commands::EndAttempt(job.id, job.attempt, o), [this, id](Result<json> r) {
-        reconciling_.erase(id);
-        if (!r.ok() && IsDiskFull(r.status())) {
-          // The Raft node warned once; try again in a while, not on every pass.
-          LOG_DEBUG << "could not end lost attempt of " << id << ": " << r.status().message();
-          reconcile_not_before_[id] = std::chrono::steady_clock::now() + kDiskFullRetry;
-          ArmRestartTimer();
-          return;
-        }
-        if (!r.ok())
-          LOG_WARN << "could not end lost attempt of " << id << ": " << r.status().message();
-        ScheduleTick();
-      });
+      ReconcileLost(job);
       continue;
     }
     if (job.stop_requested) Run(it->second, it->second.tracker.OnStopRequested());
   }
-  // Jobs no longer PENDING (started, stopped) leave the queue.
-  for (auto it = queued_.begin(); it != queued_.end();)
-    it = it->second.seen == pass_ ? std::next(it) : queued_.erase(it);
-  RunQueue(queue);
+  Carry(queue_.FullPass(pending, PassInputNow(settling)));
+}
+
+void JobManager::ReconcileLost(const JobRecord& job) {
+  // The store says an attempt runs, but no process of ours runs it: it was lost with a
+  // previous daemon. End it so the job restarts from its latest checkpoint.
+  if (reconciling_.count(job.id)) return;
+  if (auto hold = reconcile_not_before_.find(job.id); hold != reconcile_not_before_.end()) {
+    if (std::chrono::steady_clock::now() < hold->second) return;
+    reconcile_not_before_.erase(hold);
+  }
+  reconciling_.insert(job.id);
+  commands::AttemptOutcome o;
+  o.state = kJobFailed;
+  AttemptRecord record;
+  record.attempt = job.attempt;
+  if (auto stored = store_->GetAttempt(job.id, job.attempt)) record = *stored;
+  o.reason = LostAttemptReason(record, options_.node_id, run_id_);
+  LOG_WARN << "job " << job.id << ": " << o.reason;
+  const std::string id = job.id;
+  log_->Propose(commands::EndAttempt(job.id, job.attempt, o), [this, id](Result<json> r) {
+    reconciling_.erase(id);
+    if (!r.ok() && IsDiskFull(r.status())) {
+      // The Raft node warned once; try again in a while, not on every pass.
+      LOG_DEBUG << "could not end lost attempt of " << id << ": " << r.status().message();
+      reconcile_not_before_[id] = std::chrono::steady_clock::now() + kDiskFullRetry;
+      ArmRestartTimer();
+      return;
+    }
+    if (!r.ok()) LOG_WARN << "could not end lost attempt of " << id << ": " << r.status().message();
+    ScheduleTick();
+  });
 }
 
 void JobManager::FreshPass() {
-  std::vector<std::string> ids;
-  ids.swap(fresh_);
-  std::sort(ids.begin(), ids.end());
-  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());  // a repeated submission_id
   std::vector<JobRecord> jobs;
-  for (const auto& id : ids) {
+  for (const auto& id : queue_.TakeFresh()) {
     if (active_.count(id)) continue;
     auto job = store_->GetJob(id, /*with_spec=*/false);
     if (job && job->state == kJobPending && job->attempt == 0) jobs.push_back(std::move(*job));
   }
-  // The store's queue order (ListActiveJobs): priority, then submit time.
-  std::sort(jobs.begin(), jobs.end(), [](const JobRecord& a, const JobRecord& b) {
-    if (a.priority != b.priority) return a.priority > b.priority;
-    if (a.submitted_at != b.submitted_at) return a.submitted_at < b.submitted_at;
-    return a.id < b.id;
-  });
-  std::vector<std::pair<const JobRecord*, QueuedJob*>> queue;
-  for (JobRecord& job : jobs) {
-    QueuedJob& q = Queued(job);
-    if (q.spec != nullptr) queue.emplace_back(&job, &q);
-  }
-  RunQueue(queue);
+  Carry(queue_.FreshPass(std::move(jobs), PassInputNow(/*settling=*/false)));
 }
 
-void JobManager::RunQueue(const std::vector<std::pair<const JobRecord*, QueuedJob*>>& jobs) {
-  if (jobs.empty()) return;
-  std::vector<PendingJob> queue;
-  queue.reserve(jobs.size());
-  std::unordered_map<std::string, size_t> index;
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    queue.push_back(jobs[i].second->pending);
-    index.emplace(jobs[i].first->id, i);
+void JobManager::Carry(JobQueue::PassResult pass) {
+  for (const auto& start : pass.starts) StartAttempt(start.job, *start.spec, start.placement);
+  for (const auto& [id, reason] : pass.unreadable) {
+    LOG_ERROR << "job " << id << ": " << reason;
+    log_->Propose(commands::FailPendingJob(id, reason), [this, id = id](Result<json> r) {
+      if (r.ok()) return;
+      LOG_WARN << "could not fail job " << id << ": " << r.status().message();
+      queue_.Forget(id);  // the next pass proposes it again
+    });
   }
-  ScheduleResult result = Schedule(Snapshots(SnapshotView::kAvailableNow), queue);
-  for (const auto& p : result.placements) {
-    const auto& [job, q] = jobs[index.at(p.job_id)];
-    std::shared_ptr<const JobSpec> spec = q->spec;  // StartAttempt drops the entry
-    StartAttempt(*job, *spec, p);
-  }
-  // Every changed reason of this pass in one command: a queue of thousands of waiting
-  // jobs costs one commit, not one per job.
-  std::map<std::string, std::string> changed;
-  for (auto& [id, reason] : result.waiting) {
-    const auto& [job, q] = jobs[index.at(id)];
-    if (job->pending_reason == reason || q->proposed_reason == reason) continue;
-    q->proposed_reason = reason;
-    changed.emplace(id, std::move(reason));
-  }
-  if (changed.empty()) return;
-  std::string command = commands::SetPendingReasons(changed);
-  log_->Propose(std::move(command), [this, changed = std::move(changed)](Result<json> r) {
-    if (r.ok()) return;
-    // Not committed: let a later pass propose these reasons again.
-    for (const auto& [id, reason] : changed) {
-      auto it = queued_.find(id);
-      if (it != queued_.end() && it->second.proposed_reason == reason)
-        it->second.proposed_reason.clear();
-    }
+  if (pass.reasons.empty()) return;
+  // Every changed reason of this pass in one command, not one per waiting job.
+  std::string command = commands::SetPendingReasons(pass.reasons);
+  log_->Propose(std::move(command), [this, changed = std::move(pass.reasons)](Result<json> r) {
+    if (!r.ok()) queue_.ReasonsNotCommitted(changed);
   });
 }
 
@@ -547,7 +473,7 @@ void JobManager::StartAttempt(const JobRecord& job, const JobSpec& spec,
   const int attempt = a.attempt();
   active_.erase(job.id);
   active_.emplace(job.id, std::move(a));  // reserves the resources while it commits
-  queued_.erase(job.id);
+  queue_.Forget(job.id);
   const std::string restored = ResolveRestore(job, spec);
   log_->Propose(
       commands::StartAttempt(job.id, attempt, restored, options_.node_id, run_id_),
@@ -557,7 +483,7 @@ void JobManager::StartAttempt(const JobRecord& job, const JobSpec& spec,
           if (IsDiskFull(r.status())) {
             // The Raft node warned once; retrying every pass would only flood the log.
             LOG_DEBUG << "job " << job.id << ": start not committed: " << r.status().message();
-            restart_not_before_[job.id] = std::chrono::steady_clock::now() + kDiskFullRetry;
+            queue_.HoldRestart(job.id, std::chrono::steady_clock::now() + kDiskFullRetry);
             ArmRestartTimer();
             return;
           }
@@ -738,15 +664,13 @@ void JobManager::CommitReport(ActiveAttempt& a, const AttemptTracker::CommitRepo
                       }
                       log_->Propose(
                           commands::CommitCheckpoint(job_id, attempt, seq, *merged, metrics),
-                          [this, trial_dir](Result<json> r) {
-                            if (!r.ok()) return;
-                            // Records go first, files after: a crash in between leaves only
-                            // garbage.
-                            std::vector<std::string> dropped;
-                            for (const auto& p : r->value("deleted", json::array()))
-                              if (p.is_string()) dropped.push_back(p.get<std::string>());
-                            if (!dropped.empty()) committer_->Remove(trial_dir, std::move(dropped));
-                          });
+                          Answered<cmd::CommitCheckpointAnswer>(
+                              [this, trial_dir](Result<cmd::CommitCheckpointAnswer> r) {
+                                if (!r.ok() || r->deleted.empty()) return;
+                                // Records go first, files after: a crash in between leaves
+                                // only garbage.
+                                committer_->Remove(trial_dir, std::move(r->deleted));
+                              }));
                       if (ActiveAttempt* at = Find(job_id, attempt))
                         Run(*at, at->tracker.OnCheckpointCommitted(seq));
                     });
@@ -773,35 +697,36 @@ void JobManager::EndAttemptNow(ActiveAttempt& a, commands::AttemptOutcome outcom
   const int attempt = a.attempt();
   LOG_INFO << "job " << job_id << ": attempt " << attempt << " ended " << outcome.state
            << (outcome.reason.empty() ? "" : ": " + outcome.reason);
-  log_->Propose(commands::EndAttempt(job_id, attempt, outcome), [this, job_id, trial_dir,
-                                                                 attempt](Result<json> r) {
-    auto it = active_.find(job_id);
-    if (!r.ok()) {
-      // Not committed (this node may have lost leadership while paused): the trial dir is
-      // the next head's now, and its attempt may be writing there. Leave every file alone.
-      const std::string why = "job " + job_id +
-                              ": end of attempt not committed: " + r.status().message() +
-                              "; its files are left to the head that ends it";
-      if (IsDiskFull(r.status())) {
-        LOG_DEBUG << why;  // the Raft node warned once
-      } else {
-        LOG_WARN << why;
-      }
-    } else {
-      committer_->CleanUpAttempt(Agent::StagingDir(trial_dir, attempt), trial_dir);
-    }
-    if (it != active_.end() && it->second.attempt() == attempt) {
-      const AttemptTracker& t = it->second.tracker;
-      if (r.ok() && r->value("job_state", std::string()) == kJobPending && t.failure() &&
-          !t.stop_requested()) {
-        BackOffRestart(it->second, t.failure()->reason);
-      } else if (r.ok()) {
-        quick_failures_.erase(job_id);
-      }
-      active_.erase(it);
-    }
-    ScheduleTick();
-  });
+  log_->Propose(
+      commands::EndAttempt(job_id, attempt, outcome),
+      Answered<cmd::EndAttemptAnswer>(
+          [this, job_id, trial_dir, attempt](Result<cmd::EndAttemptAnswer> r) {
+            auto it = active_.find(job_id);
+            if (!r.ok()) {
+              // Not committed (this node may have lost leadership while paused): the trial dir is
+              // the next head's now, and its attempt may be writing there. Leave every file alone.
+              const std::string why = "job " + job_id +
+                                      ": end of attempt not committed: " + r.status().message() +
+                                      "; its files are left to the head that ends it";
+              if (IsDiskFull(r.status())) {
+                LOG_DEBUG << why;  // the Raft node warned once
+              } else {
+                LOG_WARN << why;
+              }
+            } else {
+              committer_->CleanUpAttempt(Agent::StagingDir(trial_dir, attempt), trial_dir);
+            }
+            if (it != active_.end() && it->second.attempt() == attempt) {
+              const AttemptTracker& t = it->second.tracker;
+              if (r.ok() && r->job_state == kJobPending && t.failure() && !t.stop_requested()) {
+                BackOffRestart(it->second, t.failure()->reason);
+              } else if (r.ok()) {
+                quick_failures_.erase(job_id);
+              }
+              active_.erase(it);
+            }
+            ScheduleTick();
+          }));
 }
 
 void JobManager::BackOffRestart(const ActiveAttempt& a, const std::string& reason) {
@@ -813,9 +738,9 @@ void JobManager::BackOffRestart(const ActiveAttempt& a, const std::string& reaso
   quick = next.quick_failures;
   const double delay_s = next.delay_s;
   if (delay_s <= 0) return;
-  restart_not_before_[a.job_id()] =
-      now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                std::chrono::duration<double>(delay_s));
+  queue_.HoldRestart(a.job_id(),
+                     now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                               std::chrono::duration<double>(delay_s)));
   ArmRestartTimer();
   char when[32];
   std::snprintf(when, sizeof when, "%.1f", delay_s);
@@ -830,25 +755,22 @@ void JobManager::ArmRestartTimer() {
   // A hold a full pass could have used long ago belongs to a job that left the queue
   // (stopped meanwhile): forget it.
   const auto stale = std::chrono::steady_clock::now() - 2 * kFullPassInterval;
-  for (auto* holds : {&restart_not_before_, &reconcile_not_before_}) {
-    for (auto it = holds->begin(); it != holds->end();)
-      it = it->second < stale ? holds->erase(it) : std::next(it);
-  }
-  if (restart_not_before_.empty() && reconcile_not_before_.empty()) return;
-  auto earliest = std::chrono::steady_clock::time_point::max();
-  for (const auto& [id, t] : restart_not_before_) earliest = std::min(earliest, t);
-  for (const auto& [id, t] : reconcile_not_before_) earliest = std::min(earliest, t);
-  restart_timer_.expires_at(earliest);
+  queue_.DropHoldsBefore(stale);
+  for (auto it = reconcile_not_before_.begin(); it != reconcile_not_before_.end();)
+    it = it->second < stale ? reconcile_not_before_.erase(it) : std::next(it);
+  std::optional<std::chrono::steady_clock::time_point> earliest = queue_.EarliestHold();
+  for (const auto& [id, t] : reconcile_not_before_)
+    if (!earliest || t < *earliest) earliest = t;
+  if (!earliest) return;
+  restart_timer_.expires_at(*earliest);
   restart_timer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec || shutting_down_) return;
     ScheduleTick(/*full=*/true);
     // Entries still ahead (a newer, later one) keep the timer going.
     const auto now = std::chrono::steady_clock::now();
-    for (const auto* holds : {&restart_not_before_, &reconcile_not_before_}) {
-      for (const auto& [id, t] : *holds) {
-        if (t > now) return ArmRestartTimer();
-      }
-    }
+    if (queue_.NextHoldAfter(now)) return ArmRestartTimer();
+    for (const auto& [id, t] : reconcile_not_before_)
+      if (t > now) return ArmRestartTimer();
   });
 }
 

@@ -29,6 +29,7 @@
 #include "common/fs_identity.h"
 #include "daemon/head/attempt_tracker.h"
 #include "daemon/head/checkpoint_committer.h"
+#include "daemon/head/job_queue.h"
 #include "daemon/head/command_log.h"
 #include "daemon/head/node_client.h"
 #include "daemon/head/node_registry.h"
@@ -160,23 +161,17 @@ class JobManager : public WorkerPoolListener {
   // needs more of them).
   void ScheduleTick(bool full = true);
   void Tick();
-  // A PENDING job as the passes see it: its spec (immutable after submission) parsed once.
-  struct QueuedJob {
-    std::shared_ptr<const JobSpec> spec;  // null: unreadable (then the job is being failed)
-    PendingJob pending;                   // what the scheduler needs of it
-    std::string proposed_reason;          // the last pending reason proposed for it
-    uint64_t seen = 0;                    // the full pass that last saw it PENDING
-  };
-  // queued_'s entry of `job` (PENDING), created (spec read from the store) when missing.
-  QueuedJob& Queued(const JobRecord& job);
   // Reads every active job: ends attempts lost with a previous head, forwards stop
-  // requests, and schedules every PENDING job.
+  // requests, and runs the queue's full pass over every PENDING job.
   void FullPass(bool settling);
-  // Schedules only the jobs submitted since the last pass (see ScheduleTick).
+  // Runs the queue's pass over the jobs submitted since the last pass (see ScheduleTick).
   void FreshPass();
-  // Places what fits of `jobs` (in queue order) and proposes the changed pending reasons
-  // of the rest, all in one command.
-  void RunQueue(const std::vector<std::pair<const JobRecord*, QueuedJob*>>& jobs);
+  // What the queue's passes need of this head right now.
+  JobQueue::PassInput PassInputNow(bool settling) const;
+  // Carries out a pass: starts attempts, fails unreadable jobs, proposes changed reasons.
+  void Carry(JobQueue::PassResult pass);
+  // Ends the attempt the store calls active although this head does not follow it.
+  void ReconcileLost(const JobRecord& job);
   void StartAttempt(const JobRecord& job, const JobSpec& spec, const Placement& placement);
   void LaunchCommitted(const std::string& job_id, const JobRecord& job, const JobSpec& spec,
                        const std::string& restored_from);
@@ -201,7 +196,6 @@ class JobManager : public WorkerPoolListener {
   enum class SnapshotView { kAvailableNow, kEverything };
   std::vector<NodeSnapshot> Snapshots(SnapshotView view) const;
   std::string ResolveRestore(const JobRecord& job, const JobSpec& spec) const;
-  static PendingJob ToPending(const JobRecord& job, const JobSpec& spec);
 
   // Constant after construction.
   boost::asio::io_context& io_;
@@ -224,11 +218,8 @@ class JobManager : public WorkerPoolListener {
   // Owned by the io_context thread.
   boost::asio::steady_timer timer_;
   boost::asio::steady_timer kick_timer_;     // a ScheduleTick() that waits for kMinTickGap
-  boost::asio::steady_timer restart_timer_;  // the next restart_not_before_ to pass
+  boost::asio::steady_timer restart_timer_;  // the next restart or reconciliation hold to pass
   const Clock* const clock_;
-  // PENDING jobs whose restart is held back, and until when (this head's clock: a new
-  // head's settle period delays restarts anyway).
-  std::map<std::string, std::chrono::steady_clock::time_point> restart_not_before_;
   // Lost attempts whose end could not be committed for a full disk, and when to try again.
   std::map<std::string, std::chrono::steady_clock::time_point> reconcile_not_before_;
   // Failures in a row of attempts shorter than max_restart_backoff_s, per job.
@@ -240,9 +231,9 @@ class JobManager : public WorkerPoolListener {
   bool settle_pending_ = false;  // a settle period began and no full pass after its end ran
   std::chrono::steady_clock::time_point last_tick_{};
   std::chrono::steady_clock::time_point last_full_pass_{};
-  uint64_t pass_ = 0;                                  // full passes so far
-  std::unordered_map<std::string, QueuedJob> queued_;  // PENDING job id -> its entry
-  std::vector<std::string> fresh_;                     // submitted since the last pass
+  // PENDING jobs, their decoded definitions, pending reasons proposed, and restart holds
+  // (this head's clock: a new head's settle period delays restarts anyway).
+  JobQueue queue_;
   std::map<std::string, ActiveAttempt> active_;        // job id -> its live attempt
   std::set<std::string> reconciling_;                  // jobs whose lost attempt is being ended
   NodeRegistry registry_;

@@ -1,18 +1,19 @@
 #include "daemon/state/commands.h"
 
+#include <utility>
+
+#include "proto/job_definition.h"
+
 namespace traintl::commands {
 
 using nlohmann::json;
 
-std::string SubmitJob(const JobRecord& job, const std::string& submission_id) {
-  return SubmitJob(job, json::parse(job.spec), submission_id);
-}
+namespace {
 
-std::string SubmitJob(const JobRecord& job, const json& spec, const std::string& submission_id) {
+cmd::SubmitJob SubmitJobOf(const JobRecord& job, const std::string& submission_id) {
   cmd::SubmitJob c;
   c.job_id = job.id;
   c.name = job.name;
-  c.spec = spec;
   c.policy = job.policy;
   c.priority = job.priority;
   c.library_sha256 = job.library_sha256;
@@ -20,6 +21,26 @@ std::string SubmitJob(const JobRecord& job, const json& spec, const std::string&
   c.trial_dir = job.trial_dir;
   c.submitted_at = job.submitted_at;
   c.submission_id = submission_id;
+  return c;
+}
+
+}  // namespace
+
+std::string SubmitJob(const JobRecord& job, const std::string& submission_id) {
+  cmd::SubmitJob c = SubmitJobOf(job, submission_id);
+  c.spec = json::parse(job.spec);
+  if (!job.definition.empty()) {
+    c.definition = json::parse(job.definition);
+  } else if (auto d = JobDefinitionFromSpec(c.spec); d.ok()) {
+    c.definition = std::move(*d);
+  }
+  return cmd::Encode(std::move(c));
+}
+
+std::string SubmitJob(const JobRecord& job, const JobSpec& spec, const std::string& submission_id) {
+  cmd::SubmitJob c = SubmitJobOf(job, submission_id);
+  c.spec = JobSpecToJson(spec);
+  c.definition = JobDefinitionToJson(spec);
   return cmd::Encode(std::move(c));
 }
 

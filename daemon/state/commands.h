@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "daemon/state/records.h"
+#include "proto/job_spec.h"
 #include "proto/raft_commands.h"
 
 namespace traintl::commands {
@@ -20,12 +21,13 @@ namespace traintl::commands {
 using cmd::AttemptOutcome;
 using cmd::NowMs;
 
-// `job` holds id, name, spec, policy, priority, library_sha256, library_path, trial_dir,
-// submitted_at; the FSM sets the state.
+// `job` holds id, name, spec, definition, policy, priority, library_sha256, library_path,
+// trial_dir, submitted_at; the FSM sets the state. An empty job.definition is made from the
+// spec, as the decoder does for entries of releases without definitions.
 std::string SubmitJob(const JobRecord& job, const std::string& submission_id);
-// The same with the spec as JSON (job.spec is ignored): saves a parse of its text.
-std::string SubmitJob(const JobRecord& job, const nlohmann::json& spec,
-                      const std::string& submission_id);
+// The head's submission: spec and definition both from the validated `spec` (job.spec and
+// job.definition are ignored).
+std::string SubmitJob(const JobRecord& job, const JobSpec& spec, const std::string& submission_id);
 // Many reasons in one command (job id -> reason): one commit per scheduling pass instead
 // of one per waiting job.
 std::string SetPendingReasons(const std::map<std::string, std::string>& reasons);

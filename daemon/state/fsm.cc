@@ -13,21 +13,19 @@ namespace {
 
 using nlohmann::json;
 
-std::string Ok(json extra = json::object()) {
-  extra["ok"] = true;
-  return extra.dump();
-}
+// The FSM refuses a command: nothing changed, and the proposer is told why.
+Status Refused(const std::string& why) { return Status::FailedPrecondition(why); }
 
-std::string Err(const std::string& msg) { return json{{"ok", false}, {"error", msg}}.dump(); }
+// One ApplyCommand per command type, answering the command's typed Answer (or a refusal). `time` is
+// the proposer's clock (the envelope's), the only time the FSM uses. Every field was decoded (and
+// type-checked) before the first write.
 
-// One ApplyCommand per command type. `time` is the proposer's clock (the envelope's), the only
-// time the FSM uses. Every field was decoded (and type-checked) before the first write.
-
-std::string ApplyCommand(StateStore::Tx& tx, int64_t, const cmd::SubmitJob& c) {
+Result<cmd::SubmitJob::Answer> ApplyCommand(StateStore::Tx& tx, int64_t, const cmd::SubmitJob& c) {
   JobRecord job;
   job.id = c.job_id;
   job.name = c.name;
   job.spec = c.spec.dump();
+  if (!c.definition.is_null()) job.definition = c.definition.dump();
   job.policy = c.policy;
   job.priority = c.priority;
   job.library_sha256 = c.library_sha256;
@@ -37,35 +35,39 @@ std::string ApplyCommand(StateStore::Tx& tx, int64_t, const cmd::SubmitJob& c) {
   job.state = kJobPending;
   job.pending_reason = "waiting for the scheduler";
   if (!c.submission_id.empty()) {
-    if (auto existing = tx.JobIdForSubmission(c.submission_id)) return Ok({{"job_id", *existing}});
+    if (auto existing = tx.JobIdForSubmission(c.submission_id))
+      return cmd::SubmitJobAnswer{*existing};
   }
-  if (tx.JobExists(job.id)) return Err("job id " + job.id + " already exists");
+  if (tx.JobExists(job.id)) return Refused("job id " + job.id + " already exists");
   tx.InsertJob(job, c.submission_id);
-  return Ok({{"job_id", job.id}});
+  return cmd::SubmitJobAnswer{job.id};
 }
 
-std::string ApplyCommand(StateStore::Tx& tx, int64_t, const cmd::SetPendingReason& c) {
+Result<cmd::SetPendingReason::Answer> ApplyCommand(StateStore::Tx& tx, int64_t,
+                                                   const cmd::SetPendingReason& c) {
   auto job = tx.GetJob(c.job_id);
-  if (!job) return Err("no such job");
-  if (job->state != kJobPending) return Err("job is " + job->state);
+  if (!job) return Refused("no such job");
+  if (job->state != kJobPending) return Refused("job is " + job->state);
   job->pending_reason = c.reason;
   tx.UpdateJob(*job);
-  return Ok();
+  return cmd::NoAnswer{};
 }
 
-std::string ApplyCommand(StateStore::Tx& tx, int64_t, const cmd::SetPendingReasons& c) {
+Result<cmd::SetPendingReasons::Answer> ApplyCommand(StateStore::Tx& tx, int64_t,
+                                                    const cmd::SetPendingReasons& c) {
   // A job may have started or ended since the proposer looked: such entries are skipped,
   // not errors, so that one stale job does not drop the reasons of the others.
   int updated = 0;
   for (const auto& [id, reason] : c.reasons) updated += tx.SetPendingReason(id, reason) ? 1 : 0;
-  return Ok({{"updated", updated}});
+  return cmd::SetPendingReasonsAnswer{updated};
 }
 
-std::string ApplyCommand(StateStore::Tx& tx, int64_t time, const cmd::StartAttempt& c) {
+Result<cmd::StartAttempt::Answer> ApplyCommand(StateStore::Tx& tx, int64_t time,
+                                               const cmd::StartAttempt& c) {
   auto job = tx.GetJob(c.job_id);
-  if (!job) return Err("no such job");
-  if (job->state != kJobPending) return Err("job is " + job->state + ", not PENDING");
-  if (c.attempt != job->attempt + 1) return Err("attempt out of order");
+  if (!job) return Refused("no such job");
+  if (job->state != kJobPending) return Refused("job is " + job->state + ", not PENDING");
+  if (c.attempt != job->attempt + 1) return Refused("attempt out of order");
   job->state = kJobStarting;
   job->attempt = c.attempt;
   job->pending_reason.clear();
@@ -80,19 +82,21 @@ std::string ApplyCommand(StateStore::Tx& tx, int64_t time, const cmd::StartAttem
   a.head_node = c.head_node;
   a.head_run = c.head_run;
   tx.InsertAttempt(a);
-  return Ok();
+  return cmd::NoAnswer{};
 }
 
-std::string ApplyCommand(StateStore::Tx& tx, int64_t, const cmd::JobRunning& c) {
+Result<cmd::JobRunning::Answer> ApplyCommand(StateStore::Tx& tx, int64_t,
+                                             const cmd::JobRunning& c) {
   auto job = tx.GetJob(c.job_id);
-  if (!job) return Err("no such job");
-  if (job->attempt != c.attempt || job->state != kJobStarting) return Err("stale");
+  if (!job) return Refused("no such job");
+  if (job->attempt != c.attempt || job->state != kJobStarting) return Refused("stale");
   job->state = kJobRunning;
   tx.UpdateJob(*job);
-  return Ok();
+  return cmd::NoAnswer{};
 }
 
-std::string ApplyCommand(StateStore::Tx& tx, int64_t time, const cmd::WorkerEvent& c) {
+Result<cmd::WorkerEvent::Answer> ApplyCommand(StateStore::Tx& tx, int64_t time,
+                                              const cmd::WorkerEvent& c) {
   WorkerEventRecord e;
   e.job_id = c.job_id;
   e.attempt = c.attempt;
@@ -100,12 +104,12 @@ std::string ApplyCommand(StateStore::Tx& tx, int64_t time, const cmd::WorkerEven
   e.time = time;
   e.event = c.event;
   e.detail = c.detail;
-  if (!tx.GetJob(e.job_id)) return Err("no such job");
+  if (!tx.GetJob(e.job_id)) return Refused("no such job");
   tx.InsertWorkerEvent(e);
-  return Ok();
+  return cmd::NoAnswer{};
 }
 
-std::string ApplyCommand(StateStore::Tx& tx, int64_t time, const cmd::Report& c) {
+Result<cmd::Report::Answer> ApplyCommand(StateStore::Tx& tx, int64_t time, const cmd::Report& c) {
   MetricRecord m;
   m.job_id = c.job_id;
   m.attempt = c.attempt;
@@ -113,15 +117,16 @@ std::string ApplyCommand(StateStore::Tx& tx, int64_t time, const cmd::Report& c)
   m.time = time;
   m.metrics = c.metrics.dump();
   auto job = tx.GetJob(m.job_id);
-  if (!job) return Err("no such job");
-  if (job->attempt != m.attempt || IsTerminalJobState(job->state)) return Err("stale");
+  if (!job) return Refused("no such job");
+  if (job->attempt != m.attempt || IsTerminalJobState(job->state)) return Refused("stale");
   tx.UpsertMetric(m);
   job->metrics = m.metrics;
   tx.UpdateJob(*job);
-  return Ok();
+  return cmd::NoAnswer{};
 }
 
-std::string ApplyCommand(StateStore::Tx& tx, int64_t time, const cmd::CommitCheckpoint& c) {
+Result<cmd::CommitCheckpoint::Answer> ApplyCommand(StateStore::Tx& tx, int64_t time,
+                                                   const cmd::CommitCheckpoint& c) {
   CheckpointRecord ck;
   ck.job_id = c.job_id;
   ck.attempt = c.attempt;
@@ -130,32 +135,33 @@ std::string ApplyCommand(StateStore::Tx& tx, int64_t time, const cmd::CommitChec
   ck.metrics = c.metrics.dump();
   ck.created_at = time;
   auto job = tx.GetJob(ck.job_id);
-  if (!job) return Err("no such job");
-  if (job->attempt != ck.attempt || IsTerminalJobState(job->state)) return Err("stale");
+  if (!job) return Refused("no such job");
+  if (job->attempt != ck.attempt || IsTerminalJobState(job->state)) return Refused("stale");
   RetentionPolicy policy;
   policy.num_to_keep = job->policy.num_to_keep;
   policy.score_attribute = job->policy.score_attribute;
   policy.score_max = job->policy.score_max;
   const int64_t id = tx.InsertCheckpoint(ck);
-  json deleted = json::array();
+  std::vector<std::string> deleted;
   auto all = tx.ListCheckpoints(ck.job_id);
   for (int64_t victim : CheckpointsToDelete(all, policy)) {
     for (const auto& r : all)
       if (r.id == victim) deleted.push_back(r.path);
     tx.DeleteCheckpoint(victim);
   }
-  return Ok({{"id", id}, {"deleted", deleted}});
+  return cmd::CommitCheckpointAnswer{id, std::move(deleted)};
 }
 
-std::string ApplyCommand(StateStore::Tx& tx, int64_t time, const cmd::EndAttempt& c) {
+Result<cmd::EndAttempt::Answer> ApplyCommand(StateStore::Tx& tx, int64_t time,
+                                             const cmd::EndAttempt& c) {
   const cmd::AttemptOutcome& o = c.outcome;
   if (o.state != kJobSucceeded && o.state != kJobFailed && o.state != kJobStopped)
-    return Err("bad attempt state " + o.state);
+    return Refused("bad attempt state " + o.state);
   auto job = tx.GetJob(c.job_id);
-  if (!job) return Err("no such job");
+  if (!job) return Refused("no such job");
   auto a = tx.GetAttempt(job->id, c.attempt);
-  if (!a || job->attempt != c.attempt) return Err("no such attempt");
-  if (a->ended_at) return Ok({{"job_state", job->state}});  // already ended
+  if (!a || job->attempt != c.attempt) return Refused("no such attempt");
+  if (a->ended_at) return cmd::EndAttemptAnswer{job->state};  // already ended
   a->state = o.state;
   a->ended_at = time;
   a->failed_rank = o.failed_rank;
@@ -193,41 +199,43 @@ std::string ApplyCommand(StateStore::Tx& tx, int64_t time, const cmd::EndAttempt
     job->message.clear();
   }
   tx.UpdateJob(*job);
-  return Ok({{"job_state", job->state}});
+  return cmd::EndAttemptAnswer{job->state};
 }
 
-std::string ApplyCommand(StateStore::Tx& tx, int64_t time, const cmd::StopJob& c) {
+Result<cmd::StopJob::Answer> ApplyCommand(StateStore::Tx& tx, int64_t time, const cmd::StopJob& c) {
   auto job = tx.GetJob(c.job_id);
-  if (!job) return Err("no such job");
-  if (IsTerminalJobState(job->state)) return Ok({{"state", job->state}, {"active", false}});
+  if (!job) return Refused("no such job");
+  if (IsTerminalJobState(job->state)) return cmd::StopJobAnswer{job->state, false};
   if (job->state == kJobPending) {
     job->state = kJobStopped;
     job->ended_at = time;
     job->message = "stopped by user";
     job->pending_reason.clear();
     tx.UpdateJob(*job);
-    return Ok({{"state", job->state}, {"active", false}});
+    return cmd::StopJobAnswer{job->state, false};
   }
   job->stop_requested = true;
   tx.UpdateJob(*job);
-  return Ok({{"state", job->state}, {"active", true}});
+  return cmd::StopJobAnswer{job->state, true};
 }
 
-std::string ApplyCommand(StateStore::Tx& tx, int64_t time, const cmd::FailPendingJob& c) {
+Result<cmd::FailPendingJob::Answer> ApplyCommand(StateStore::Tx& tx, int64_t time,
+                                                 const cmd::FailPendingJob& c) {
   auto job = tx.GetJob(c.job_id);
-  if (!job) return Err("no such job");
-  if (job->state != kJobPending) return Ok({{"state", job->state}});
+  if (!job) return Refused("no such job");
+  if (job->state != kJobPending) return cmd::FailPendingJobAnswer{job->state};
   job->state = kJobFailed;
   job->ended_at = time;
   job->message = c.reason;
   job->pending_reason.clear();
   tx.UpdateJob(*job);
-  return Ok({{"state", job->state}});
+  return cmd::FailPendingJobAnswer{job->state};
 }
 
-std::string ApplyCommand(StateStore::Tx& tx, int64_t, const cmd::SetVoterAddress& c) {
+Result<cmd::SetVoterAddress::Answer> ApplyCommand(StateStore::Tx& tx, int64_t,
+                                                  const cmd::SetVoterAddress& c) {
   tx.SetMeta("voter_api:" + std::to_string(c.raft_id), c.api_address);
-  return Ok();
+  return cmd::NoAnswer{};
 }
 
 }  // namespace
@@ -236,12 +244,17 @@ std::string Fsm::Apply(const std::string& command) {
   // A command that does not decode is refused the same way by every voter (the text is
   // the same everywhere), so it need not be recorded under its rid.
   Result<cmd::Envelope> e = cmd::Decode(command);
-  if (!e.ok()) return Err(e.status().message());
+  if (!e.ok()) return cmd::EncodeRefusal(e.status().message());
   return store_->Mutate([&](StateStore::Tx& tx) -> std::string {
     if (auto prior = tx.AppliedResult(e->rid)) return *prior;
     // The variant is the dispatch table: one ApplyCommand overload per command type.
-    std::string result =
-        std::visit([&](const auto& body) { return ApplyCommand(tx, e->time, body); }, e->body);
+    std::string result = std::visit(
+        [&](const auto& body) {
+          auto answer = ApplyCommand(tx, e->time, body);
+          return answer.ok() ? cmd::EncodeAnswer(*answer)
+                             : cmd::EncodeRefusal(answer.status().message());
+        },
+        e->body);
     tx.RecordApplied(e->rid, result);
     return result;
   });

@@ -23,7 +23,10 @@ bool IsTerminalJobState(const std::string& state);
 struct JobRecord {
   std::string id;
   std::string name;
-  std::string spec;  // canonical JSON (JobSpecToJson)
+  std::string spec;  // canonical JSON (JobSpecToJson), for display only
+  // What the head runs: the validated spec, typed and versioned (proto/job_definition.h),
+  // as JSON text. "" when the job was stored by a release whose spec this one refuses.
+  std::string definition;
   std::string state;
   int attempt = 0;   // the latest attempt number, 0 before the first start
   int failures = 0;  // failed attempts so far

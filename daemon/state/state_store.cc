@@ -5,13 +5,14 @@
 
 #include "common/json_depth.h"
 #include "daemon/state/sqlite_stmt.h"
+#include "proto/job_definition.h"
 
 namespace traintl {
 namespace {
 
 constexpr const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
-INSERT OR IGNORE INTO meta(key, value) VALUES('schema_version', '2');
+INSERT OR IGNORE INTO meta(key, value) VALUES('schema_version', '3');
 CREATE TABLE IF NOT EXISTS jobs(
   id TEXT PRIMARY KEY, name TEXT NOT NULL, spec TEXT NOT NULL, state TEXT NOT NULL,
   attempt INTEGER NOT NULL, failures INTEGER NOT NULL, priority INTEGER NOT NULL,
@@ -20,7 +21,8 @@ CREATE TABLE IF NOT EXISTS jobs(
   library_sha256 TEXT NOT NULL, library_path TEXT NOT NULL, trial_dir TEXT NOT NULL,
   stop_requested INTEGER NOT NULL, submission_id TEXT,
   max_failures INTEGER NOT NULL DEFAULT 0, ckpt_num_to_keep INTEGER NOT NULL DEFAULT 0,
-  ckpt_score_attribute TEXT NOT NULL DEFAULT '', ckpt_score_max INTEGER NOT NULL DEFAULT 0);
+  ckpt_score_attribute TEXT NOT NULL DEFAULT '', ckpt_score_max INTEGER NOT NULL DEFAULT 0,
+  definition TEXT NOT NULL DEFAULT '');
 CREATE UNIQUE INDEX IF NOT EXISTS jobs_by_submission ON jobs(submission_id)
   WHERE submission_id IS NOT NULL;
 CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs(state);
@@ -56,16 +58,22 @@ ALTER TABLE attempts ADD COLUMN head_node TEXT NOT NULL DEFAULT '';
 ALTER TABLE attempts ADD COLUMN head_run TEXT NOT NULL DEFAULT '';
 )sql";
 
+// Schema 2 -> 3: every job's definition (proto/job_definition.h), made from its stored spec.
+constexpr const char* kMigrateTo3 = R"sql(
+ALTER TABLE jobs ADD COLUMN definition TEXT NOT NULL DEFAULT '';
+)sql";
+
 constexpr const char* kJobColumns =
     "id, name, spec, state, attempt, failures, priority, submitted_at, started_at, ended_at, "
     "message, pending_reason, metrics, library_sha256, library_path, trial_dir, stop_requested, "
-    "max_failures, ckpt_num_to_keep, ckpt_score_attribute, ckpt_score_max";
+    "max_failures, ckpt_num_to_keep, ckpt_score_attribute, ckpt_score_max, definition";
 
-// kJobColumns with an empty string in the spec's place (ReadJob reads by position).
+// kJobColumns with empty strings in the places of the spec and the definition (ReadJob
+// reads by position).
 constexpr const char* kJobColumnsWithoutSpec =
     "id, name, '', state, attempt, failures, priority, submitted_at, started_at, ended_at, "
     "message, pending_reason, metrics, library_sha256, library_path, trial_dir, stop_requested, "
-    "max_failures, ckpt_num_to_keep, ckpt_score_attribute, ckpt_score_max";
+    "max_failures, ckpt_num_to_keep, ckpt_score_attribute, ckpt_score_max, ''";
 
 JobRecord ReadJob(const Stmt& s) {
   JobRecord j;
@@ -90,6 +98,7 @@ JobRecord ReadJob(const Stmt& s) {
   j.policy.num_to_keep = static_cast<int>(s.Int(18));
   j.policy.score_attribute = s.Text(19);
   j.policy.score_max = s.Int(20) != 0;
+  j.definition = s.Text(21);
   return j;
 }
 
@@ -378,14 +387,35 @@ Status StateStore::MigrateLocked() {
     return Status::FailedPrecondition("snapshot has schema version " + std::to_string(from) +
                                       ", this release reads 1 to " +
                                       std::to_string(kSchemaVersion));
-  char* err = nullptr;
-  if (sqlite3_exec(db_, "BEGIN", nullptr, nullptr, nullptr) != SQLITE_OK ||
-      sqlite3_exec(db_, kMigrateTo2, nullptr, nullptr, &err) != SQLITE_OK) {
-    std::string msg = err ? err : sqlite3_errmsg(db_);
-    sqlite3_free(err);
+  if (sqlite3_exec(db_, "BEGIN", nullptr, nullptr, nullptr) != SQLITE_OK)
+    return Status::Internal(std::string("migrating the snapshot: ") + sqlite3_errmsg(db_));
+  Status st = Status::Ok();
+  if (from < 2) st = MigrateTo2Locked();
+  if (st.ok() && from < 3) st = MigrateTo3Locked();
+  if (!st.ok()) {
     sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
-    return Status::Internal("migrating the snapshot to schema 2: " + msg);
+    return st;
   }
+  Stmt(stmts_, "UPDATE meta SET value = ? WHERE key = 'schema_version'")
+      .Bind(1, std::to_string(kSchemaVersion))
+      .Run();
+  sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr);
+  return Status::Ok();
+}
+
+Status StateStore::ExecLocked(const char* sql, const char* what) {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) == SQLITE_OK) return Status::Ok();
+  std::string msg = err ? err : sqlite3_errmsg(db_);
+  sqlite3_free(err);
+  return Status::Internal(std::string(what) + ": " + msg);
+}
+
+// The FSM's policies stored typed with the job (filled from the stored spec, the one time
+// it is read after submit), and who started each attempt.
+Status StateStore::MigrateTo2Locked() {
+  if (Status st = ExecLocked(kMigrateTo2, "migrating the snapshot to schema 2"); !st.ok())
+    return st;
   std::vector<std::pair<std::string, cmd::JobPolicy>> policies;
   {
     Stmt s(stmts_, "SELECT id, spec FROM jobs");
@@ -403,10 +433,25 @@ Status StateStore::MigrateLocked() {
         .Bind(5, id)
         .Run();
   }
-  Stmt(stmts_, "UPDATE meta SET value = ? WHERE key = 'schema_version'")
-      .Bind(1, std::to_string(kSchemaVersion))
-      .Run();
-  sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr);
+  return Status::Ok();
+}
+
+// Every job's definition, made from its stored spec (the one time it is validated again).
+// A spec this release refuses leaves the definition empty: the head fails such a job if it
+// is still waiting, with the reason, instead of running what it no longer accepts.
+Status StateStore::MigrateTo3Locked() {
+  if (Status st = ExecLocked(kMigrateTo3, "migrating the snapshot to schema 3"); !st.ok())
+    return st;
+  std::vector<std::pair<std::string, std::string>> definitions;
+  {
+    Stmt s(stmts_, "SELECT id, spec FROM jobs");
+    while (s.Step()) {
+      auto d = JobDefinitionFromSpec(ParseJsonBounded(s.Text(1)));
+      if (d.ok()) definitions.emplace_back(s.Text(0), d->dump());
+    }
+  }
+  for (const auto& [id, d] : definitions)
+    Stmt(stmts_, "UPDATE jobs SET definition=? WHERE id=?").Bind(1, d).Bind(2, id).Run();
   return Status::Ok();
 }
 
@@ -464,7 +509,7 @@ std::optional<JobRecord> StateStore::Tx::GetJob(const std::string& id) {
 
 void StateStore::Tx::InsertJob(const JobRecord& j, const std::string& submission_id) {
   Stmt s(stmts_, Sql("INSERT INTO jobs(", kJobColumns,
-                     ", submission_id) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
+                     ", submission_id) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
                      .c_str());
   s.Bind(1, j.id).Bind(2, j.name).Bind(3, j.spec).Bind(4, j.state).Bind(5, j.attempt);
   s.Bind(6, j.failures).Bind(7, j.priority).Bind(8, j.submitted_at).Bind(9, j.started_at);
@@ -472,11 +517,11 @@ void StateStore::Tx::InsertJob(const JobRecord& j, const std::string& submission
   s.Bind(14, j.library_sha256).Bind(15, j.library_path).Bind(16, j.trial_dir);
   s.Bind(17, static_cast<int64_t>(j.stop_requested)).Bind(18, j.policy.max_failures);
   s.Bind(19, j.policy.num_to_keep).Bind(20, j.policy.score_attribute);
-  s.Bind(21, static_cast<int64_t>(j.policy.score_max));
+  s.Bind(21, static_cast<int64_t>(j.policy.score_max)).Bind(22, j.definition);
   if (submission_id.empty()) {
-    s.BindNull(22);
+    s.BindNull(23);
   } else {
-    s.Bind(22, submission_id);
+    s.Bind(23, submission_id);
   }
   s.Run();
 }

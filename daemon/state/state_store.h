@@ -95,11 +95,15 @@ class StateStore {
 
  private:
   // The schema this release writes; Restore migrates images of older ones.
-  static constexpr int kSchemaVersion = 2;
+  static constexpr int kSchemaVersion = 3;
 
   void OpenFresh();
   // Brings a restored image up to kSchemaVersion (migrations are additive). mu_ held.
   Status MigrateLocked();
+  Status MigrateTo2Locked();
+  Status MigrateTo3Locked();
+  // sqlite3_exec of `sql`; Internal "<what>: <sqlite's message>" when it fails. mu_ held.
+  Status ExecLocked(const char* sql, const char* what);
 
   mutable std::mutex mu_;
   sqlite3* db_ = nullptr;    // guarded by mu_

@@ -125,3 +125,32 @@ TEST_CASE("policies from a spec are read leniently") {
   json spec = {{"run_config", {{"failure_config", {{"max_failures", "x"}}}}}};
   CHECK(cmd::PolicyFromSpecJson(spec) == cmd::JobPolicy{});
 }
+
+TEST_CASE("submit_job carries the job's definition; older entries get one from their spec") {
+  cmd::SubmitJob c;
+  c.job_id = "j";
+  c.spec = json{{"name", "n"}, {"entrypoint", {{"library", "/l.so"}}}};
+  c.definition = json{{"version", 1}};
+  auto back = cmd::Decode(cmd::Encode(c));
+  REQUIRE(back.ok());
+  CHECK(std::get<cmd::SubmitJob>(back->body).definition == c.definition);
+
+  // Written before definitions: made from the spec when this release accepts it ...
+  json old = json::parse(cmd::Encode(c));
+  old["job"].erase("definition");
+  auto made = cmd::Decode(old.dump());
+  REQUIRE(made.ok());
+  const json& d = std::get<cmd::SubmitJob>(made->body).definition;
+  CHECK(d["version"] == 1);
+  CHECK(d["entrypoint"]["library"] == "/l.so");
+  // ... and none when it refuses it (the head then fails the job with the reason).
+  old["job"]["spec"] = json{{"name", "n"}};
+  auto none = cmd::Decode(old.dump());
+  REQUIRE(none.ok());
+  CHECK(std::get<cmd::SubmitJob>(none->body).definition.is_null());
+
+  old["job"]["definition"] = "text";
+  auto bad = cmd::Decode(old.dump());
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message().find("job.definition: must be an object") != std::string::npos);
+}

@@ -1,6 +1,6 @@
-// A database written by an older release still opens: the image of a schema-1 database
-// (tests/unit/state/testdata/schema_v1.sql, its DDL verbatim) is restored, migrated, and
-// the FSM goes on applying commands to it as it would to a new one.
+// A database written by an older release still opens: the images of schema-1 and schema-2
+// databases (tests/unit/state/testdata/schema_v*.sql, their DDL verbatim) are restored,
+// migrated, and the FSM goes on applying commands to them as it would to a new one.
 #include <sqlite3.h>
 
 #include <catch2/catch.hpp>
@@ -10,6 +10,7 @@
 
 #include "daemon/state/commands.h"
 #include "daemon/state/fsm.h"
+#include "proto/job_definition.h"
 
 using namespace traintl;
 using nlohmann::json;
@@ -47,7 +48,7 @@ TEST_CASE("a schema-1 snapshot is migrated: policies from the stored specs, rows
   StateStore store;
   Fsm fsm(&store);
   REQUIRE(fsm.Restore(ImageOf(Fixture("schema_v1.sql"))).ok());
-  CHECK(store.GetMeta("schema_version") == "2");
+  CHECK(store.GetMeta("schema_version") == "3");
 
   auto running = store.GetJob("aa01");
   REQUIRE(running);
@@ -57,6 +58,9 @@ TEST_CASE("a schema-1 snapshot is migrated: policies from the stored specs, rows
   CHECK(running->policy == want);
   CHECK(store.GetJob("bb02")->policy == cmd::JobPolicy{});
   CHECK(store.GetJob("bb02")->priority == 5);
+  // These specs lack an entrypoint, which this release requires: no definition, so the
+  // head fails bb02 (PENDING) with the reason instead of running it.
+  CHECK(store.GetJob("bb02")->definition.empty());
   auto attempt = store.GetAttempt("aa01", 1);
   REQUIRE(attempt);
   CHECK(attempt->head_node.empty());
@@ -83,6 +87,48 @@ TEST_CASE("a schema-1 snapshot is migrated: policies from the stored specs, rows
   REQUIRE(fsm2.Restore(*image).ok());
   CHECK(again.GetJob("aa01")->policy == want);
   CHECK(again.GetAttempt("aa01", 2)->head_run == "r2");
+}
+
+TEST_CASE("a schema-2 snapshot is migrated: definitions made from the stored specs") {
+  StateStore store;
+  Fsm fsm(&store);
+  REQUIRE(fsm.Restore(ImageOf(Fixture("schema_v2.sql"))).ok());
+  CHECK(store.GetMeta("schema_version") == "3");
+
+  auto mnist = store.GetJob("aa01");
+  REQUIRE(mnist);
+  auto def = JobDefinitionFromJson(json::parse(mnist->definition));
+  REQUIRE(def.ok());
+  CHECK(def->num_workers == 2);
+  CHECK(def->placement_strategy == PlacementStrategy::kSpread);
+  CHECK(def->resources_per_worker.at("CPU") == 2);
+  CHECK(def->function == "train");
+  CHECK(def->max_failures == 3);
+  CHECK(def->datasets.at("train").uri == "file:///d/train.csv");
+  CHECK(mnist->policy == cmd::JobPolicy{3, 2, "loss", false});
+  CHECK(store.GetAttempt("aa01", 1)->head_run == "run1");
+
+  auto plain = JobDefinitionFromJson(json::parse(store.GetJob("bb02")->definition));
+  REQUIRE(plain.ok());
+  CHECK(plain->priority == 5);
+  CHECK(plain->num_workers == 1);
+  // Parquet was accepted when it was stored and is refused now: no definition.
+  CHECK(store.GetJob("cc03")->definition.empty());
+  CHECK(store.GetJob("cc03")->state == kJobPending);
+
+  // New jobs keep working beside the migrated ones, and a snapshot restores unchanged.
+  JobRecord j;
+  j.id = "dd04";
+  j.name = "new";
+  j.spec = R"({"name":"new","entrypoint":{"library":"/n.so"}})";
+  REQUIRE(json::parse(fsm.Apply(commands::SubmitJob(j, "")))["ok"] == true);
+  auto image = fsm.Snapshot();
+  REQUIRE(image.ok());
+  StateStore again;
+  Fsm fsm2(&again);
+  REQUIRE(fsm2.Restore(*image).ok());
+  CHECK(again.GetJob("aa01")->definition == mnist->definition);
+  CHECK(JobDefinitionFromJson(json::parse(again.GetJob("dd04")->definition)).ok());
 }
 
 TEST_CASE("a snapshot of a newer schema is refused, not misread") {

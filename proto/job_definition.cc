@@ -1,0 +1,119 @@
+#include "proto/job_definition.h"
+
+#include <map>
+#include <string>
+#include <utility>
+
+#include "proto/json_fields.h"
+
+namespace traintl {
+namespace {
+
+using nlohmann::json;
+using proto_internal::FieldError;
+using proto_internal::Fields;
+
+void Take(const Fields& f, JobSpec* s) {
+  f.Req("name", &s->name);
+  f.Req("priority", &s->priority);
+  Fields ep = f.Object("entrypoint");
+  ep.Req("library", &s->library);
+  ep.Req("function", &s->function);
+  s->train_loop_config = f.At("train_loop_config");
+  if (!s->train_loop_config.is_object())
+    throw FieldError(f.Name("train_loop_config") + "must be an object");
+
+  Fields sc = f.Object("scaling");
+  sc.Req("num_workers", &s->num_workers);
+  sc.Req("use_gpu", &s->use_gpu);
+  sc.Req("resources_per_worker", &s->resources_per_worker);
+  std::string placement;
+  sc.Req("placement", &placement);
+  auto strategy = PlacementStrategyFromName(placement);
+  if (!strategy) throw FieldError(sc.Name("placement") + "unknown strategy \"" + placement + "\"");
+  s->placement_strategy = *strategy;
+
+  Fields fc = f.Object("failure");
+  fc.Req("max_failures", &s->max_failures);
+  fc.Req("restart_backoff_s", &s->restart_backoff_s);
+  fc.Req("max_restart_backoff_s", &s->max_restart_backoff_s);
+
+  Fields rc = f.Object("retention");
+  rc.Req("num_to_keep", &s->num_to_keep);
+  rc.Req("score_attribute", &s->checkpoint_score_attribute);
+  std::string order;
+  rc.Req("score_order", &order);
+  if (order != "min" && order != "max")
+    throw FieldError(rc.Name("score_order") + "must be \"min\" or \"max\"");
+  s->checkpoint_score_max = order == "max";
+
+  f.Req("storage_path", &s->storage_path);
+  f.Req("resume_from_checkpoint", &s->resume_from_checkpoint);
+  f.Req("env", &s->env);
+  const json& datasets = f.At("datasets");
+  if (!datasets.is_object()) throw FieldError(f.Name("datasets") + "must be an object");
+  for (const auto& [name, d] : datasets.items()) {
+    Fields df(d, "datasets." + name + ".");
+    DatasetSpec ds;
+    df.Req("uri", &ds.uri);
+    df.Req("format", &ds.format);
+    df.Req("split", &ds.split);
+    s->datasets.emplace(name, std::move(ds));
+  }
+}
+
+}  // namespace
+
+json JobDefinitionToJson(const JobSpec& s) {
+  json datasets = json::object();
+  for (const auto& [name, d] : s.datasets)
+    datasets[name] = {{"uri", d.uri}, {"format", d.format}, {"split", d.split}};
+  return {{"version", kJobDefinitionVersion},
+          {"name", s.name},
+          {"priority", s.priority},
+          {"entrypoint", {{"library", s.library}, {"function", s.function}}},
+          {"train_loop_config", s.train_loop_config},
+          {"scaling",
+           {{"num_workers", s.num_workers},
+            {"use_gpu", s.use_gpu},
+            {"resources_per_worker", s.resources_per_worker},
+            {"placement", PlacementStrategyName(s.placement_strategy)}}},
+          {"failure",
+           {{"max_failures", s.max_failures},
+            {"restart_backoff_s", s.restart_backoff_s},
+            {"max_restart_backoff_s", s.max_restart_backoff_s}}},
+          {"retention",
+           {{"num_to_keep", s.num_to_keep},
+            {"score_attribute", s.checkpoint_score_attribute},
+            {"score_order", s.checkpoint_score_max ? "max" : "min"}}},
+          {"storage_path", s.storage_path},
+          {"resume_from_checkpoint", s.resume_from_checkpoint},
+          {"datasets", std::move(datasets)},
+          {"env", s.env}};
+}
+
+Result<JobSpec> JobDefinitionFromJson(const json& definition) {
+  try {
+    Fields f(definition, "");
+    int version = 0;
+    f.Req("version", &version);
+    if (version < 1 || version > kJobDefinitionVersion) {
+      return Status::InvalidArgument("job definition: version " + std::to_string(version) +
+                                     " is not one this release reads (1 to " +
+                                     std::to_string(kJobDefinitionVersion) + ")");
+    }
+    JobSpec spec;
+    Take(f, &spec);
+    return spec;
+  } catch (const FieldError& e) {
+    return Status::InvalidArgument(std::string("job definition: ") + e.what());
+  }
+}
+
+Result<json> JobDefinitionFromSpec(const json& canonical_spec) {
+  auto spec = ParseJobSpec(canonical_spec);
+  if (!spec.ok()) return spec.status();
+  return JobDefinitionToJson(*spec);
+}
+
+}  // namespace traintl
