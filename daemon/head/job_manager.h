@@ -29,8 +29,8 @@
 #include "common/fs_identity.h"
 #include "daemon/head/attempt_tracker.h"
 #include "daemon/head/checkpoint_committer.h"
-#include "daemon/head/job_queue.h"
 #include "daemon/head/command_log.h"
+#include "daemon/head/job_queue.h"
 #include "daemon/head/node_client.h"
 #include "daemon/head/node_registry.h"
 #include "daemon/head/remote_nodes.h"
@@ -234,8 +234,8 @@ class JobManager : public WorkerPoolListener {
   // PENDING jobs, their decoded definitions, pending reasons proposed, and restart holds
   // (this head's clock: a new head's settle period delays restarts anyway).
   JobQueue queue_;
-  std::map<std::string, ActiveAttempt> active_;        // job id -> its live attempt
-  std::set<std::string> reconciling_;                  // jobs whose lost attempt is being ended
+  std::map<std::string, ActiveAttempt> active_;  // job id -> its live attempt
+  std::set<std::string> reconciling_;            // jobs whose lost attempt is being ended
   NodeRegistry registry_;
   std::chrono::steady_clock::time_point leader_since_{};
   std::set<std::pair<std::string, int>> stale_stopped_;
