@@ -7,6 +7,7 @@ add_library(traintl_head STATIC
   head/node_client.cc
   head/job_manager.cc
   head/job_queue.cc
+  head/launch_plans.cc
   head/node_registry.cc
   cluster/cluster_runtime.cc
   api/views.cc

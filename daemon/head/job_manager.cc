@@ -15,6 +15,7 @@
 #include "common/logging.h"
 #include "daemon/consensus/disk_guard.h"
 #include "daemon/head/checkpoint_merge.h"
+#include "daemon/head/launch_plans.h"
 #include "daemon/node/plan_json.h"
 
 namespace traintl {
@@ -502,52 +503,24 @@ void JobManager::LaunchCommitted(const std::string& job_id, const JobRecord& job
   ActiveAttempt& a = it->second;
   Run(a, a.tracker.OnLaunched(leader_ && !shutting_down_));
   if (a.tracker.end_proposed()) return;
-  NodeAttemptPlan base;
-  base.job_id = job_id;
-  base.job_name = job.name;
-  base.attempt = a.attempt();
-  base.world_size = a.tracker.world_size();
-  base.library_path = job.library_path;
-  base.library_sha256 = job.library_sha256;
+  AttemptBasics basics;
+  basics.attempt = a.attempt();
+  basics.world_size = a.tracker.world_size();
+  basics.library_path = job.library_path;
   if (blobs_ != nullptr && !job.library_sha256.empty()) {
     // The recorded path is the first head's; every node resolves the hash in its own store.
-    if (auto local = blobs_->PathOf(job.library_sha256); local.ok()) base.library_path = *local;
+    if (auto local = blobs_->PathOf(job.library_sha256); local.ok()) basics.library_path = *local;
   }
-  base.function = spec.function;
-  base.config = spec.train_loop_config;
-  base.checkpoint_dir = restored_from;
-  base.trial_dir = job.trial_dir;
+  basics.restored_from = restored_from;
   const NodeStatus* master =
       registry_.Get(a.rank_nodes().empty() ? options_.node_id : a.rank_nodes()[0]);
-  base.master_addr = master != nullptr ? master->host : options_.node_address;
-  // Chosen by rank 0's node when it launches (only it can bind its own address), then
-  // handed to the other nodes: see launch_node below.
-  base.master_port = 0;
-  base.collective_timeout_s = options_.collective_timeout_s;
-  base.use_gpu = spec.use_gpu;
-  json datasets = json::object();
-  for (const auto& [name, d] : spec.datasets)
-    datasets[name] = {{"uri", d.uri}, {"format", d.format}, {"split", d.split}};
-  base.datasets = datasets;
-  base.user_env = spec.env;
-  auto cpu = spec.resources_per_worker.find("CPU");
-  base.cpus_per_worker = cpu == spec.resources_per_worker.end() ? 1 : cpu->second;
-  // One plan per node, in the order of their first rank (node_rank), ranks contiguous.
-  std::vector<std::string> order;
-  std::map<std::string, NodeAttemptPlan> plans;
-  for (int r = 0; r < a.tracker.world_size(); ++r) {
-    const std::string node = a.rank_nodes()[static_cast<size_t>(r)];
-    if (!plans.count(node)) {
-      order.push_back(node);
-      plans[node] = base;
-      plans[node].node_rank = static_cast<int>(order.size()) - 1;
-    }
-    plans[node].world_ranks.push_back(r);
-    plans[node].rank_gpus.push_back(r < static_cast<int>(a.rank_gpus.size()) ? a.rank_gpus[r]
-                                                                             : std::vector<int>{});
-  }
+  basics.master_addr = master != nullptr ? master->host : options_.node_address;
+  basics.collective_timeout_s = options_.collective_timeout_s;
+  // Nodes in the order of their first rank: rank 0's node first.
+  std::vector<std::pair<std::string, NodeAttemptPlan>> plans =
+      NodePlans(BasePlan(job, spec, basics), a.rank_nodes(), a.rank_gpus);
   LOG_INFO << "job " << job_id << ": starting attempt " << a.attempt() << " with "
-           << a.tracker.world_size() << " worker(s) on " << order.size() << " node(s)"
+           << a.tracker.world_size() << " worker(s) on " << plans.size() << " node(s)"
            << (restored_from.empty() ? "" : " from " + restored_from);
   const int attempt = a.attempt();
   auto fail_node = [this, job_id, attempt](const std::string& node, const std::string& why) {
@@ -585,13 +558,13 @@ void JobManager::LaunchCommitted(const std::string& job_id, const JobRecord& job
       if (started) started(*chosen);
     });
   };
-  // Rank 0's node first (order[0]: nodes go in the order of their first rank), then the
-  // others with the port it chose; when it cannot start, the others never do.
-  const std::string first = order.front();
-  std::vector<std::pair<std::string, NodeAttemptPlan>> rest;
-  for (size_t i = 1; i < order.size(); ++i) rest.emplace_back(order[i], plans[order[i]]);
+  // Rank 0's node first (master_port 0: it chooses the port), then the others with the
+  // port it chose; when it cannot start, the others never do.
+  auto [first, first_plan] = std::move(plans.front());
+  std::vector<std::pair<std::string, NodeAttemptPlan>> rest(
+      std::make_move_iterator(plans.begin() + 1), std::make_move_iterator(plans.end()));
   launch_node(
-      first, plans[first], 0,
+      first, std::move(first_plan), 0,
       [launch_node, rest](int port) {
         for (const auto& [node, plan] : rest) launch_node(node, plan, port, nullptr, nullptr);
       },

@@ -1,0 +1,52 @@
+#include "daemon/head/launch_plans.h"
+
+#include <map>
+
+namespace traintl {
+
+NodeAttemptPlan BasePlan(const JobRecord& job, const JobSpec& spec, const AttemptBasics& b) {
+  NodeAttemptPlan base;
+  base.job_id = job.id;
+  base.job_name = job.name;
+  base.attempt = b.attempt;
+  base.world_size = b.world_size;
+  base.library_path = b.library_path;
+  base.library_sha256 = job.library_sha256;
+  base.function = spec.function;
+  base.config = spec.train_loop_config;
+  base.checkpoint_dir = b.restored_from;
+  base.trial_dir = job.trial_dir;
+  base.master_addr = b.master_addr;
+  base.master_port = 0;
+  base.collective_timeout_s = b.collective_timeout_s;
+  base.use_gpu = spec.use_gpu;
+  nlohmann::json datasets = nlohmann::json::object();
+  for (const auto& [name, d] : spec.datasets)
+    datasets[name] = {{"uri", d.uri}, {"format", d.format}, {"split", d.split}};
+  base.datasets = std::move(datasets);
+  base.user_env = spec.env;
+  auto cpu = spec.resources_per_worker.find("CPU");
+  base.cpus_per_worker = cpu == spec.resources_per_worker.end() ? 1 : cpu->second;
+  return base;
+}
+
+std::vector<std::pair<std::string, NodeAttemptPlan>> NodePlans(
+    const NodeAttemptPlan& base, const std::vector<std::string>& rank_nodes,
+    const std::vector<std::vector<int>>& rank_gpus) {
+  std::vector<std::pair<std::string, NodeAttemptPlan>> plans;
+  std::map<std::string, size_t> index;  // node -> its place in `plans`
+  for (size_t r = 0; r < rank_nodes.size(); ++r) {
+    const std::string& node = rank_nodes[r];
+    auto [it, added] = index.emplace(node, plans.size());
+    if (added) {
+      plans.emplace_back(node, base);
+      plans.back().second.node_rank = static_cast<int>(plans.size()) - 1;
+    }
+    NodeAttemptPlan& plan = plans[it->second].second;
+    plan.world_ranks.push_back(static_cast<int>(r));
+    plan.rank_gpus.push_back(r < rank_gpus.size() ? rank_gpus[r] : std::vector<int>{});
+  }
+  return plans;
+}
+
+}  // namespace traintl

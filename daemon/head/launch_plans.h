@@ -1,0 +1,37 @@
+// The launch plans of an attempt: what each node is told to start (NodeAttemptPlan,
+// daemon/node/agent.h; its wire form is daemon/node/plan_json.h). Built from the job's
+// record and definition and the scheduler's placement, with no I/O: unit-tested.
+//
+// Thread-safety: free functions over values.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "daemon/node/agent.h"
+#include "daemon/state/records.h"
+#include "proto/job_spec.h"
+
+namespace traintl {
+
+// What every node of the attempt shares (no ranks yet; master_port 0: rank 0's node
+// chooses it when it launches).
+struct AttemptBasics {
+  int attempt = 0;
+  int world_size = 1;
+  std::string library_path;   // as this node resolves the job's library
+  std::string restored_from;  // the checkpoint handed to get_checkpoint(), "" = none
+  std::string master_addr;    // the host of rank 0's node
+  int collective_timeout_s = 300;
+};
+NodeAttemptPlan BasePlan(const JobRecord& job, const JobSpec& spec, const AttemptBasics& basics);
+
+// One plan per node, in the order of the nodes' first ranks (plan.node_rank), each with
+// its contiguous world ranks and their GPU devices. `rank_nodes[r]` is rank r's node;
+// `rank_gpus[r]` its devices (missing entries: none).
+std::vector<std::pair<std::string, NodeAttemptPlan>> NodePlans(
+    const NodeAttemptPlan& base, const std::vector<std::string>& rank_nodes,
+    const std::vector<std::vector<int>>& rank_gpus);
+
+}  // namespace traintl

@@ -1,0 +1,71 @@
+// Launch plans (daemon/head/launch_plans.h): what each node of an attempt is told to start.
+#include "daemon/head/launch_plans.h"
+
+#include <catch2/catch.hpp>
+
+using namespace traintl;
+
+TEST_CASE("the base plan carries the job's definition and the attempt's basics") {
+  JobRecord job;
+  job.id = "j1";
+  job.name = "digits";
+  job.library_sha256 = "ab";
+  job.trial_dir = "/t/digits-j1";
+  JobSpec spec;
+  spec.function = "train";
+  spec.train_loop_config = {{"lr", 0.1}};
+  spec.use_gpu = true;
+  spec.resources_per_worker = {{"CPU", 3}, {"GPU", 1}};
+  spec.datasets["train"] = DatasetSpec{"file:///d.csv", "csv", true};
+  spec.env["A"] = "1";
+  AttemptBasics b;
+  b.attempt = 2;
+  b.world_size = 4;
+  b.library_path = "/blobs/ab";
+  b.restored_from = "/t/digits-j1/checkpoint_000003";
+  b.master_addr = "10.0.0.2";
+  b.collective_timeout_s = 60;
+
+  NodeAttemptPlan p = BasePlan(job, spec, b);
+  CHECK(p.job_id == "j1");
+  CHECK(p.job_name == "digits");
+  CHECK(p.attempt == 2);
+  CHECK(p.world_size == 4);
+  CHECK(p.library_path == "/blobs/ab");
+  CHECK(p.library_sha256 == "ab");
+  CHECK(p.function == "train");
+  CHECK(p.config == nlohmann::json{{"lr", 0.1}});
+  CHECK(p.checkpoint_dir == b.restored_from);
+  CHECK(p.trial_dir == "/t/digits-j1");
+  CHECK(p.master_addr == "10.0.0.2");
+  CHECK(p.master_port == 0);  // rank 0's node chooses it
+  CHECK(p.collective_timeout_s == 60);
+  CHECK(p.use_gpu);
+  CHECK(p.datasets["train"]["uri"] == "file:///d.csv");
+  CHECK(p.datasets["train"]["split"] == true);
+  CHECK(p.user_env.at("A") == "1");
+  CHECK(p.cpus_per_worker == 3);
+  CHECK(p.world_ranks.empty());
+
+  spec.resources_per_worker.erase("CPU");
+  CHECK(BasePlan(job, spec, b).cpus_per_worker == 1);
+}
+
+TEST_CASE("one plan per node, in the order of first ranks, ranks contiguous with their GPUs") {
+  NodeAttemptPlan base;
+  base.job_id = "j";
+  auto plans = NodePlans(base, {"b", "b", "a", "c", "c"}, {{0}, {1}, {}, {0}});
+  REQUIRE(plans.size() == 3);
+  CHECK(plans[0].first == "b");
+  CHECK(plans[0].second.node_rank == 0);
+  CHECK(plans[0].second.world_ranks == std::vector<int>{0, 1});
+  CHECK(plans[0].second.rank_gpus == std::vector<std::vector<int>>{{0}, {1}});
+  CHECK(plans[1].first == "a");
+  CHECK(plans[1].second.node_rank == 1);
+  CHECK(plans[1].second.world_ranks == std::vector<int>{2});
+  CHECK(plans[2].first == "c");
+  CHECK(plans[2].second.world_ranks == std::vector<int>{3, 4});
+  // Rank 4 has no entry in rank_gpus: no devices.
+  CHECK(plans[2].second.rank_gpus == std::vector<std::vector<int>>{{0}, {}});
+  CHECK(plans[2].second.job_id == "j");
+}
