@@ -1,4 +1,4 @@
-// Result<T>: a T or the Status saying why there is none.
+// Result<T>: a T or the Status saying why there is none. [[nodiscard]], like Status.
 //
 // Thread-safety: a value type; no internal synchronization.
 #pragma once
@@ -12,7 +12,7 @@
 namespace traintl {
 
 template <typename T>
-class Result {
+class [[nodiscard]] Result {
  public:
   Result(T value) : v_(std::move(value)) {}        // NOLINT: implicit by design
   Result(Status status) : v_(std::move(status)) {  // NOLINT: implicit by design

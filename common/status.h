@@ -1,6 +1,9 @@
 // Status: the outcome of an operation that can fail for expected reasons (bad input,
 // missing file, peer unavailable). Broken invariants are not Statuses: they abort.
 //
+// [[nodiscard]]: a Status returned and dropped is a failure nobody handled; a caller that
+// means to go on regardless says so with IgnoreError() and a comment why.
+//
 // Thread-safety: a Status is a value; distinct objects may be used from any thread.
 #pragma once
 
@@ -9,7 +12,7 @@
 
 namespace traintl {
 
-class Status {
+class [[nodiscard]] Status {
  public:
   enum class Code {
     kOk = 0,
@@ -46,6 +49,8 @@ class Status {
   Code code() const { return code_; }
   const std::string& message() const { return message_; }
   std::string ToString() const;
+  // Drops the outcome on purpose (best-effort work whose failure changes nothing).
+  void IgnoreError() const {}
 
  private:
   Code code_ = Code::kOk;
