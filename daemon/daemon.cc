@@ -14,13 +14,17 @@
 #include "common/fs_identity.h"
 #include "common/logging.h"
 #include "daemon/api/api_routes.h"
-#include "daemon/cluster/cluster_runtime.h"
+#include "daemon/api/head_forwarder.h"
+#include "daemon/api/internal_routes.h"
 #include "daemon/consensus/raft_node.h"
 #include "daemon/head/command_log.h"
+#include "daemon/head/http_remote_nodes.h"
 #include "daemon/head/job_manager.h"
+#include "daemon/http/peer_calls.h"
 #include "daemon/http/server.h"
 #include "daemon/node/agent.h"
 #include "daemon/node/blob_store.h"
+#include "daemon/node/head_link.h"
 #include "daemon/systemd/sd_notify.h"
 #include "daemon/systemd/service_signals.h"
 #include "daemon/systemd/service_status.h"
@@ -30,6 +34,9 @@ namespace traintl {
 namespace asio = boost::asio;
 
 namespace {
+
+// Threads for blocking daemon-to-daemon calls (launches, stops, forwarded requests).
+constexpr size_t kPeerCallThreads = 8;
 
 const char* LogLevelName(LogLevel level) {
   switch (level) {
@@ -53,25 +60,25 @@ class Daemon::WorkerEvents : public WorkerPoolListener {
   bool stopping = false;
 
   void OnWorkerHello(const std::string& j, int a, int r) override {
-    if (Remote()) return d_->cluster_->EnqueueHello(j, a, r);
+    if (Remote()) return d_->head_link_->EnqueueHello(j, a, r);
     d_->jobs_->OnWorkerHello(j, a, r);
   }
   void OnWorkerReport(const std::string& j, int a, int r, int s, const nlohmann::json& m,
                       const std::string& c) override {
-    if (Remote()) return d_->cluster_->EnqueueReport(j, a, r, s, m, c);
+    if (Remote()) return d_->head_link_->EnqueueReport(j, a, r, s, m, c);
     d_->jobs_->OnWorkerReport(j, a, r, s, m, c);
   }
   void OnWorkerExit(const WorkerExit& e) override {
     if (stopping) return;
     if (Remote()) {
-      return d_->cluster_->EnqueueExit(
+      return d_->head_link_->EnqueueExit(
           e, TailFile(d_->agent_->LogPath(e.job_id, e.attempt, e.rank), 4096));
     }
     d_->jobs_->OnWorkerExit(e);
   }
 
  private:
-  bool Remote() const { return d_->cluster_ != nullptr && !d_->is_head_; }
+  bool Remote() const { return d_->head_link_ != nullptr && !d_->is_head_; }
   Daemon* const d_;
 };
 
@@ -231,27 +238,16 @@ Status Daemon::Build() {
   jobs_ = std::make_unique<JobManager>(io_, jopts, &store_, command_log_.get(), agent_.get());
 
   if (cfg_.clustered()) {
-    ClusterOptions copts;
-    copts.server = cfg_.server;
-    copts.join = cfg_.join;
-    copts.token = token_;
-    copts.self.node_id = node_id_;
-    copts.self.api_address = api_address_;
-    copts.self.host = jopts.node_address;
-    copts.self.role = jopts.role;
-    copts.self.raft_id = cfg_.server ? ropts.node_id : 0;
-    copts.self.total = jopts.node_resources;
-    copts.self.gpus = gpu_view;
-    copts.self.num_gpus = jopts.num_gpus;
-    copts.heartbeat_interval = cfg_.heartbeat_interval;
-    copts.loss_timeout = cfg_.node_loss_timeout;
-    copts.peers_file = cfg_.data_dir + "/peers.json";
-    // A cluster serves TLS on every daemon or on none: peers are called as this node serves.
-    copts.tls = !cfg_.tls_cert_file.empty();
-    copts.client_tls.ca_file = cfg_.tls_ca_file;
-    cluster_ = std::make_unique<ClusterRuntime>(io_, copts, jobs_.get(), agent_.get(), blobs_.get(),
-                                                &store_, agent_only_ ? nullptr : raft_.get());
-    jobs_->SetCluster(cluster_.get(), blobs_.get());
+    NodeStatus self;
+    self.node_id = node_id_;
+    self.api_address = api_address_;
+    self.host = jopts.node_address;
+    self.role = jopts.role;
+    self.raft_id = cfg_.server ? ropts.node_id : 0;
+    self.total = jopts.node_resources;
+    self.gpus = gpu_view;
+    self.num_gpus = jopts.num_gpus;
+    BuildCluster(std::move(self));
   }
   raft_->SetLeadershipCallback(
       [this](bool leader) { asio::post(io_, [this, leader] { OnLeadership(leader); }); });
@@ -273,20 +269,54 @@ Status Daemon::Build() {
   actx.max_upload_bytes = cfg_.max_upload_bytes;
   actx.max_log_streams = cfg_.max_log_streams;
   if (!agent_only_) actx.disk_space = [this] { return raft_->disk_space(); };
-  if (ClusterRuntime* cl = cluster_.get()) {
+  if (head_link_ != nullptr) {
     actx.role_when_not_head = jopts.role;
-    actx.head_address = [cl] { return cl->head_address(); };
-    actx.forward = [cl](const http::Request& req, const std::shared_ptr<http::Responder>& res,
-                        const http::Handler& local) { return cl->Forward(req, res, local); };
-    cl->RegisterRoutes(*router_);
+    actx.head_address = [link = head_link_.get()] { return link->head_address(); };
+    actx.forward = [fw = forwarder_.get()](
+                       const http::Request& req, const std::shared_ptr<http::Responder>& res,
+                       const http::Handler& local) { return fw->Forward(req, res, local); };
+    InternalRoutesContext ictx;
+    ictx.io = &io_;
+    ictx.jobs = jobs_.get();
+    ictx.agent = agent_.get();
+    ictx.blobs = blobs_.get();
+    ictx.raft = agent_only_ ? nullptr : raft_.get();
+    ictx.peers = peers_.get();
+    ictx.calls = calls_.get();
+    RegisterInternalRoutes(*router_, ictx);
   }
   RegisterApiRoutes(*router_, actx);
   return Status::Ok();
 }
 
+void Daemon::BuildCluster(NodeStatus self) {
+  PeerCallOptions popts;
+  popts.token = token_;
+  // A cluster serves TLS on every daemon or on none: peers are called as this node serves.
+  popts.tls = !cfg_.tls_cert_file.empty();
+  popts.client_tls.ca_file = cfg_.tls_ca_file;
+  peers_ = std::make_unique<PeerCalls>(popts);
+  calls_ = std::make_unique<BlockingCallPool>(kPeerCallThreads);
+  HeadLinkOptions hopts;
+  hopts.server = cfg_.server;
+  hopts.join = cfg_.join;
+  hopts.self = std::move(self);
+  hopts.lease.heartbeat_interval = cfg_.heartbeat_interval;
+  hopts.lease.loss_timeout = cfg_.node_loss_timeout;
+  hopts.peers_file = cfg_.data_dir + "/peers.json";
+  JobManager* jobs = jobs_.get();
+  head_link_ = std::make_unique<HeadLink>(io_, hopts, agent_.get(), blobs_.get(), &store_,
+                                          agent_only_ ? nullptr : raft_.get(), peers_.get(),
+                                          [jobs] { return jobs->registry().VoterAddresses(); });
+  remote_nodes_ = std::make_unique<HttpRemoteNodes>(io_, api_address_, peers_.get(), calls_.get());
+  forwarder_ = std::make_unique<HeadForwarder>(io_, cfg_.server, head_link_.get(), peers_.get(),
+                                               calls_.get());
+  jobs_->SetCluster(remote_nodes_.get(), blobs_.get());
+}
+
 void Daemon::OnLeadership(bool leader) {
   is_head_ = leader;
-  if (cluster_ != nullptr) cluster_->SetHead(leader);
+  if (head_link_ != nullptr) head_link_->SetHead(leader);
   jobs_->SetLeader(leader);
   if (api_listening_) ReportStatus();
 }
@@ -298,8 +328,8 @@ void Daemon::ReportStatus() {
   s.api_listening = true;
   s.api_address = api_address_;
   s.is_head = is_head_;
-  if (cluster_ != nullptr) {
-    s.head = s.is_head ? api_address_ : cluster_->head_address();
+  if (head_link_ != nullptr) {
+    s.head = s.is_head ? api_address_ : head_link_->head_address();
     s.member = s.is_head || !s.head.empty();
   } else {
     s.member = true;  // a single node bootstraps its own one-voter cluster
@@ -444,7 +474,10 @@ int Daemon::Run() {
   LOG_INFO << "traintld " << TRAINTL_VERSION << " serving on " << (tls ? "https://" : "http://")
            << api_address_ << " (data dir " << cfg_.data_dir << ")";
   jobs_->Start();
-  if (cluster_ != nullptr) cluster_->Start();
+  if (head_link_ != nullptr) {
+    calls_->Start();
+    head_link_->Start();
+  }
 
   // WATCHDOG=1 from this loop: a wedged loop stops the pings and systemd restarts us.
   watchdog_ = std::make_unique<systemd::Watchdog>(io_, notifier_.get());
@@ -463,7 +496,10 @@ int Daemon::Run() {
 
   io_.run();
   signals_->Cancel();
-  if (cluster_ != nullptr) cluster_->Stop();
+  if (head_link_ != nullptr) {
+    calls_->Stop();
+    head_link_->Stop();
+  }
   raft_->Stop();
   ::unlink((cfg_.data_dir + "/api_address").c_str());
   LOG_INFO << "traintld stopped";

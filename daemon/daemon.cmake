@@ -9,9 +9,12 @@ add_library(traintl_head STATIC
   head/job_queue.cc
   head/launch_plans.cc
   head/node_registry.cc
-  cluster/cluster_runtime.cc
+  head/http_remote_nodes.cc
+  node/head_link.cc
   api/views.cc
   api/api_routes.cc
+  api/head_forwarder.cc
+  api/internal_routes.cc
   daemon_config.cc
   daemon.cc)
 target_include_directories(traintl_head PUBLIC ${PROJECT_SOURCE_DIR})

@@ -1,5 +1,6 @@
 // Daemon: one traintld process. It owns the component graph (state store, Raft node,
-// worker pool and agent, job manager, cluster runtime, HTTP server, systemd integration),
+// worker pool and agent, job manager, the cluster parts - head link, forwarder, remote
+// launcher, the threads their calls block on - HTTP server, systemd integration),
 // the single "this node is the head" state, and the shutdown sequence. main.cc parses the
 // options and runs it.
 //
@@ -37,8 +38,13 @@ namespace traintl {
 
 class Agent;
 class BlobStore;
-class ClusterRuntime;
+class BlockingCallPool;
+class HeadForwarder;
+class HeadLink;
+class HttpRemoteNodes;
 class JobManager;
+struct NodeStatus;
+class PeerCalls;
 class RaftCommandLog;
 class RaftNode;
 namespace http {
@@ -71,6 +77,8 @@ class Daemon {
   Status Prepare();           // data dir, token, lock, secrets, worker user, node id
   void StartProcessGuards();  // cgroups or subreaper, the orphan reaper, the lease clock
   Status Build();             // the components, the API, the routes
+  // Multi-node: the head link, the remote launcher, the forwarder and what they share.
+  void BuildCluster(NodeStatus self);
   // The one place where this node becomes or stops being the head.
   void OnLeadership(bool leader);
   void ReportStatus();
@@ -108,7 +116,14 @@ class Daemon {
   std::unique_ptr<RaftNode> raft_;
   boost::asio::io_context io_{1};
   std::unique_ptr<JobManager> jobs_;
-  std::unique_ptr<ClusterRuntime> cluster_;
+  // Multi-node only (null on a single node): the link to the head, the launcher on other
+  // nodes, the forwarder of API requests, and the calls between daemons they share. The
+  // pool is declared last of them: its threads, which use the others, stop first.
+  std::unique_ptr<PeerCalls> peers_;
+  std::unique_ptr<HeadLink> head_link_;
+  std::unique_ptr<HttpRemoteNodes> remote_nodes_;
+  std::unique_ptr<HeadForwarder> forwarder_;
+  std::unique_ptr<BlockingCallPool> calls_;
   std::unique_ptr<WorkerEvents> events_;
   std::unique_ptr<WorkerPool> pool_;
   std::unique_ptr<Agent> agent_;

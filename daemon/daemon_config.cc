@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <boost/program_options.hpp>
+#include <cctype>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -242,6 +243,14 @@ Result<std::string> LoadOrCreateNodeId(const std::string& path) {
   std::string id = "node-" + RandomHex(4);
   TRAINTL_RETURN_IF_ERROR(WriteFileAtomic(path, id + "\n", 0644));
   return id;
+}
+
+uint64_t RaftIdForNode(const std::string& node_id) {
+  // Node ids are "node-" + 8 random hex digits; anything else is hashed.
+  uint64_t v = 0;
+  const std::string hex = Sha256Hex(node_id).substr(0, 12);
+  for (char c : hex) v = v * 16 + static_cast<uint64_t>(std::isdigit(c) ? c - '0' : c - 'a' + 10);
+  return v + 2;
 }
 
 }  // namespace traintl

@@ -59,5 +59,7 @@ bool ParseDaemonConfig(int argc, char** argv, DaemonConfig* cfg, int* exit_code)
 Result<std::string> LoadOrCreateSecret(const std::string& path);
 // Reads or creates this node's id ("node-" + 8 hex chars).
 Result<std::string> LoadOrCreateNodeId(const std::string& path);
+// Raft id of a joining voter, derived from its node id (never 1, the bootstrap voter's).
+uint64_t RaftIdForNode(const std::string& node_id);
 
 }  // namespace traintl

@@ -1,6 +1,6 @@
 // RemoteNodes: how the head reaches the agents of other nodes (launch and stop the ranks
-// placed there). The daemon implements it over HTTP (daemon/cluster/); the head's own node
-// is driven through its local Agent instead.
+// placed there). The daemon implements it over HTTP (http_remote_nodes.h); the head's
+// own node is driven through its local Agent instead.
 //
 // Thread-safety: called on the head's io_context thread; `done` runs on that thread too.
 #pragma once

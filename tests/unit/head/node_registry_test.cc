@@ -2,7 +2,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "daemon/cluster/cluster_runtime.h"
+#include "daemon/daemon_config.h"
 #include "daemon/node/plan_json.h"
 
 namespace traintl {

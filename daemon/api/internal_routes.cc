@@ -1,0 +1,211 @@
+#include "daemon/api/internal_routes.h"
+
+#include <boost/asio/post.hpp>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "common/file_util.h"
+#include "common/json_depth.h"
+#include "common/logging.h"
+#include "daemon/consensus/raft_node.h"
+#include "daemon/head/node_registry.h"
+#include "daemon/node/plan_json.h"
+
+namespace traintl {
+
+namespace asio = boost::asio;
+using nlohmann::json;
+using ResponderPtr = std::shared_ptr<http::Responder>;
+
+namespace {
+
+// One worker event of POST /v1/internal/events, handed to the job manager. Throws
+// json::exception on a malformed event.
+void ApplyWorkerEvent(JobManager* jobs, const json& ev) {
+  const std::string type = ev.at("type").get<std::string>();
+  const std::string job = ev.at("job_id").get<std::string>();
+  const int attempt = ev.at("attempt").get<int>();
+  const int rank = ev.at("rank").get<int>();
+  if (type == "hello") {
+    jobs->OnWorkerHello(job, attempt, rank);
+  } else if (type == "report") {
+    jobs->OnWorkerReport(job, attempt, rank, ev.at("seq").get<int>(), ev.at("metrics"),
+                         ev.at("checkpoint").get<std::string>());
+  } else if (type == "exit") {
+    WorkerExit e;
+    e.job_id = job;
+    e.attempt = attempt;
+    e.rank = rank;
+    if (!ev.at("exit_code").is_null()) e.exit_code = ev["exit_code"].get<int>();
+    if (!ev.at("signal").is_null()) e.signal = ev["signal"].get<int>();
+    e.done_seen = ev.at("done_seen").get<bool>();
+    e.done_ok = ev.at("done_ok").get<bool>();
+    e.done_error = ev.at("done_error").get<std::string>();
+    e.retryable = ev.at("retryable").get<bool>();
+    e.stopped_by_agent = ev.at("stopped_by_agent").get<bool>();
+    jobs->OnRemoteWorkerExit(e, ev.at("log_tail").get<std::string>());
+  }
+}
+
+void RegisterHeadRoutes(http::Router& router, const InternalRoutesContext& ctx) {
+  router.Add("POST", "/v1/internal/heartbeat", [ctx](const http::Request& req, ResponderPtr res) {
+    if (!ctx.jobs->leader()) {
+      res->SendError(503, "not the head");
+      return;
+    }
+    NodeStatus s;
+    json body = ParseJsonBounded(req.body);
+    if (!NodeStatusFromJson(body, &s)) {
+      res->SendError(400, "malformed heartbeat");
+      return;
+    }
+    res->SendJson(200, ctx.jobs->OnHeartbeat(std::move(s)));
+  });
+
+  router.Add("POST", "/v1/internal/join", [ctx](const http::Request& req, ResponderPtr res) {
+    if (!ctx.jobs->leader() || ctx.raft == nullptr) {
+      res->SendError(503, "not the head");
+      return;
+    }
+    json body = ParseJsonBounded(req.body);
+    uint64_t id = 0;
+    std::string address;
+    try {
+      id = body.at("raft_id").get<uint64_t>();
+      address = body.at("raft_address").get<std::string>();
+    } catch (const std::exception&) {
+      res->SendError(400, "join needs raft_id and raft_address");
+      return;
+    }
+    if (id <= 1 || address.empty()) {
+      res->SendError(400, "bad raft_id or raft_address");
+      return;
+    }
+    LOG_INFO << "adding voter " << id << " at " << address;
+    ctx.raft->AddVoter(id, address, [io = ctx.io, res, id](Status st) {
+      asio::post(*io, [res, st, id] {
+        if (st.ok()) {
+          res->SendJson(200, {{"raft_id", id}});
+        } else {
+          res->SendError(503, "could not add the voter: " + st.message());
+        }
+      });
+    });
+  });
+
+  http::RouteOptions big;
+  big.max_body_bytes = 64u << 20;
+  router.Add(
+      "POST", "/v1/internal/events",
+      [ctx](const http::Request& req, ResponderPtr res) {
+        if (!ctx.jobs->leader()) {
+          res->SendError(503, "not the head");
+          return;
+        }
+        json body = ParseJsonBounded(req.body);
+        if (!body.is_object() || !body.contains("events") || !body["events"].is_array()) {
+          res->SendError(400, "malformed events");
+          return;
+        }
+        for (const auto& ev : body["events"]) {
+          try {
+            ApplyWorkerEvent(ctx.jobs, ev);
+          } catch (const std::exception& e) {
+            LOG_WARN << "malformed worker event from " << body.value("node_id", "?") << ": "
+                     << e.what();
+          }
+        }
+        res->SendJson(200, {{"ok", true}});
+      },
+      big);
+}
+
+// Starts the plan's workers on this node's agent and answers the head.
+void LaunchForHead(Agent* agent, BlobStore* blobs, NodeAttemptPlan p, const ResponderPtr& res) {
+  if (!p.library_sha256.empty()) {
+    auto path = blobs->PathOf(p.library_sha256);
+    if (!path.ok()) {
+      res->SendError(500, "library " + p.library_sha256 + ": " + path.status().message());
+      return;
+    }
+    p.library_path = *path;
+  }
+  LOG_INFO << "job " << p.job_id << ": starting " << p.world_ranks.size() << " rank(s) of attempt "
+           << p.attempt << " for the head";
+  Result<int> port = agent->Launch(p);
+  if (!port.ok()) {
+    res->SendError(500, port.status().message());
+    return;
+  }
+  res->SendJson(200, {{"ok", true}, {"master_port", *port}});
+}
+
+void RegisterNodeRoutes(http::Router& router, const InternalRoutesContext& ctx) {
+  router.Add("POST", "/v1/internal/launch", [ctx](const http::Request& req, ResponderPtr res) {
+    json body = ParseJsonBounded(req.body);
+    if (!body.is_object()) {
+      res->SendError(400, "malformed plan");
+      return;
+    }
+    auto plan = NodeAttemptPlanFromJson(body);
+    if (!plan.ok()) {
+      res->SendError(400, plan.status().message());
+      return;
+    }
+    if (plan->library_sha256.empty() || ctx.blobs->Has(plan->library_sha256)) {
+      LaunchForHead(ctx.agent, ctx.blobs, std::move(*plan), res);
+      return;
+    }
+    // Fetch the library by hash from the head (verified by BlobStore::Put), then launch.
+    const std::string source = body.value("blob_source", "");
+    auto p = std::make_shared<NodeAttemptPlan>(std::move(*plan));
+    ctx.calls->Post([ctx, source, p, res] {
+      auto data = ctx.peers->GetBlob(source, p->library_sha256);
+      Status st = data.ok() ? ctx.blobs->Put(p->library_sha256, *data) : data.status();
+      asio::post(*ctx.io, [ctx, st, p, res] {
+        if (!st.ok()) {
+          res->SendError(500, "cannot fetch the training library: " + st.message());
+          return;
+        }
+        LaunchForHead(ctx.agent, ctx.blobs, *p, res);
+      });
+    });
+  });
+
+  router.Add("POST", "/v1/internal/stop", [ctx](const http::Request& req, ResponderPtr res) {
+    json body = ParseJsonBounded(req.body);
+    if (!body.is_object() || !body.contains("job_id") || !body["job_id"].is_string() ||
+        !body.contains("attempt") || !body["attempt"].is_number_integer()) {
+      res->SendError(400, "stop needs job_id and attempt");
+      return;
+    }
+    ctx.agent->Stop(body["job_id"].get<std::string>(), body["attempt"].get<int>());
+    res->SendJson(200, {{"ok", true}});
+  });
+
+  router.Add("GET", "/v1/blobs/{sha}", [ctx](const http::Request& req, ResponderPtr res) {
+    auto path = ctx.blobs->PathOf(req.params.at("sha"));
+    if (!path.ok()) {
+      res->SendError(path.status().code() == Status::Code::kInvalidArgument ? 400 : 404,
+                     path.status().message());
+      return;
+    }
+    auto data = ReadFile(*path);
+    if (!data.ok()) {
+      res->SendError(500, data.status().message());
+      return;
+    }
+    res->Send(200, "application/octet-stream", std::move(*data));
+  });
+}
+
+}  // namespace
+
+void RegisterInternalRoutes(http::Router& router, InternalRoutesContext ctx) {
+  RegisterHeadRoutes(router, ctx);
+  RegisterNodeRoutes(router, ctx);
+}
+
+}  // namespace traintl
