@@ -12,8 +12,23 @@ Each figure is printed next to its target, with the distribution it comes from.
 
 Usage: TRAINTL_BIN_DIR=build/bin TRAINTL_TEST_LIBS=build/tests/e2e/libs \
        python3 bench/cluster/bench_cluster.py [--kills 10] [--jobs 10000] [--agents 1000]
+
+Before/after (issue 13): two builds side by side in the same run, on the same scenarios:
+       python3 bench/cluster/bench_cluster.py --bin-dir NEW/bin --baseline-bin-dir BASE/bin
+Each build's training library is <bin-dir>/../tests/e2e/libs/libtest_train.so unless
+--libs / --baseline-libs say otherwise. --pairs N (default 3) repeats every scenario N times
+for each build, interleaved: within a repetition each scenario runs once for each build,
+and which build goes first alternates from one scenario and repetition to the next (base,
+new; new, base; ...), so a load change on a shared machine hits both builds alike. At the
+end a table gives each figure for both builds (pooled over the repetitions), the ratio
+new / base, the median of the per-repetition ratios (the most robust to drift), and each
+target with whether each build meets it. --quick shrinks every scenario (3 kills, 2 rounds
+of 500 submissions, 2000 jobs stored, 200 agents for 3 s, 2 repetitions) to check the
+harness in about a minute; its figures are not at the targets' sizes. --out FILE appends
+the table (Markdown) to FILE. The exit status is 1 when a scenario run failed.
 """
 import argparse
+import hashlib
 import json
 import multiprocessing
 import os
@@ -23,10 +38,12 @@ import statistics
 import sys
 import threading
 import time
+import traceback
 import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "e2e"))
+import harness  # noqa: E402
 from cluster_harness import Cluster  # noqa: E402
 from harness import lib_path, train_spec, wait_for  # noqa: E402
 
@@ -80,7 +97,7 @@ class Conn:
         self.buf += chunk
 
 
-def bench_failover(kills):
+def bench_failover(kills, tag=""):
     c = Cluster(voters=3, agents=0, num_cpus=1).start()
     times = []
     try:
@@ -93,7 +110,7 @@ def bench_failover(kills):
             assert new is not head
             head.start(role="voter")  # back as a follower, for the next round
             c.wait_nodes(3)
-        print(f"failover: {kills} kills of the head; new head after median "
+        print(f"{tag}failover: {kills} kills of the head; new head after median "
               f"{statistics.median(times) * 1000:.0f} ms, worst {max(times) * 1000:.0f} ms "
               f"(target median < 1000 ms); all: "
               + ", ".join(f"{t * 1000:.0f}" for t in times))
@@ -101,7 +118,7 @@ def bench_failover(kills):
         for d in c.daemons:
             d.stop()
         c.cleanup()
-    return times
+    return {"failover_ms": [t * 1000 for t in times]}
 
 
 def spec_for(i):
@@ -110,7 +127,6 @@ def spec_for(i):
 
 
 def upload(head):
-    import hashlib
     with open(lib_path("libtest_train.so"), "rb") as f:
         blob = f.read()
     sha = hashlib.sha256(blob).hexdigest()
@@ -179,7 +195,7 @@ def submit_many(head, sha, n, clients, stop_after=False):
     return ids, errors, took, reaped_children_cpu() - cpu0
 
 
-def bench_control_plane(n_submit, n_jobs, clients, rounds):
+def bench_control_plane(n_submit, n_jobs, clients, rounds, tag=""):
     c = Cluster(voters=3, agents=0, num_cpus=1).start()
     try:
         head = c.head()
@@ -202,9 +218,9 @@ def bench_control_plane(n_submit, n_jobs, clients, rounds):
             cpu.append([(b - a) / took * 100 for a, b in zip(s0, s1)])
             client_cpu.append(client / took * 100)
             if errors:
-                print(f"round {r}: {len(errors)} errors, first: {errors[0]}")
+                print(f"{tag}round {r}: {len(errors)} errors, first: {errors[0]}")
         head_i = c.daemons.index(head)
-        print(f"submissions: {rounds} rounds of {n_submit} with {clients[0]}x{clients[1]} "
+        print(f"{tag}submissions: {rounds} rounds of {n_submit} with {clients[0]}x{clients[1]} "
               f"keep-alive clients (processes x threads): "
               f"median {statistics.median(rates):.0f}/s, min {min(rates):.0f}/s committed through "
               f"the head (target >= 1000/s; Slurm's documented figure); rounds: "
@@ -229,7 +245,7 @@ def bench_control_plane(n_submit, n_jobs, clients, rounds):
             st, _ = conn.call("GET", f"/v1/jobs/{jid}")
             lat.append((time.perf_counter() - t0) * 1000)
             assert st == 200
-        print(f"status latency: GET /v1/jobs/<id> with {len(total)} jobs in the store: "
+        print(f"{tag}status latency: GET /v1/jobs/<id> with {len(total)} jobs in the store: "
               f"p50 {pct(lat, 50):.2f} ms, p99 {pct(lat, 99):.2f} ms, max {max(lat):.2f} ms "
               f"(target p99 < 20 ms)")
         head.post(f"/v1/jobs/{bid}/stop")
@@ -238,13 +254,15 @@ def bench_control_plane(n_submit, n_jobs, clients, rounds):
         for d in c.daemons:
             d.stop()
         c.cleanup()
+    return {"submit_rates": rates, "status_ms": lat, "jobs_stored": len(total),
+            "head_cpu": [x[head_i] for x in cpu],
+            "head_ms_per_submit": [x[head_i] * 10 / r for x, r in zip(cpu, rates) if r]}
 
 
 def cpu_seconds(pid):
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
 
 
 def reaped_children_cpu():
@@ -254,7 +272,7 @@ def reaped_children_cpu():
     return r.ru_utime + r.ru_stime
 
 
-def bench_heartbeats(n_agents, seconds, threads=8):
+def bench_heartbeats(n_agents, seconds, threads=8, tag=""):
     c = Cluster(voters=1, agents=0, num_cpus=1).start()
     try:
         head = c.head()
@@ -293,37 +311,248 @@ def bench_heartbeats(n_agents, seconds, threads=8):
         rate = (n1 - n0) / (t1 - t0)
         cpu = (s1 - s0) / (t1 - t0) * 100
         alive = sum(n["state"] == "ALIVE" for n in c.nodes())
-        print(f"heartbeats: {n_agents} simulated agents at 1 Hz ({rate:.0f} heartbeats/s "
+        print(f"{tag}heartbeats: {n_agents} simulated agents at 1 Hz ({rate:.0f} heartbeats/s "
               f"delivered): head CPU {cpu:.1f}% of one core over {t1 - t0:.1f} s "
               f"(target < 10%); {alive} nodes ALIVE")
     finally:
         for d in c.daemons:
             d.stop()
         c.cleanup()
+    return {"hb_cpu": cpu, "hb_rate": rate}
+
+
+class Build:
+    """One build under test: traintld, traintl and traintl-worker in bin_dir, the training
+    library libtest_train.so in libs (default <bin_dir>/../tests/e2e/libs)."""
+
+    def __init__(self, name, bin_dir, libs=None):
+        self.name = name
+        self.bin_dir = os.path.abspath(bin_dir)
+        self.libs = os.path.abspath(libs or os.path.join(bin_dir, "..", "tests", "e2e", "libs"))
+        need = [os.path.join(self.bin_dir, b) for b in ("traintld", "traintl", "traintl-worker")]
+        need.append(os.path.join(self.libs, "libtest_train.so"))
+        missing = [p for p in need if not os.path.exists(p)]
+        if missing:
+            sys.exit(f"{name} build: missing " + ", ".join(missing))
+        with open(need[0], "rb") as f:
+            self.sha = hashlib.sha256(f.read()).hexdigest()[:12]
+
+    def use(self):
+        # bin_path() and lib_path() read these at each call (Daemon.command, train_spec);
+        # submit_many's client processes are forked after this, so they see them too.
+        harness.BIN = self.bin_dir
+        harness.LIBS = self.libs
+
+    def describe(self):
+        return f"{self.bin_dir} (traintld sha256 {self.sha}), library {self.libs}"
+
+
+SIZES = {  # the default run (today's scenarios) and --quick
+    "full": dict(kills=10, submit=3000, rounds=3, jobs=10000, agents=1000, seconds=10.0),
+    "quick": dict(kills=3, submit=500, rounds=2, jobs=2000, agents=200, seconds=3.0),
+}
+SCENARIOS = ["failover", "control", "heartbeats"]
+
+
+def run_scenario(name, a, tag=""):
+    if name == "failover":
+        return bench_failover(a.kills, tag=tag)
+    if name == "control":
+        return bench_control_plane(a.submit, a.jobs, (a.procs, a.threads), a.rounds, tag=tag)
+    return bench_heartbeats(a.agents, a.seconds, tag=tag)
+
+
+def _all(reps, key):
+    return [v for r in reps if r for v in r[key]]
+
+
+# One row per figure: label, scenario, pooled over the repetitions, one repetition's
+# figure, whether lower is better, target (text, test) or None.
+FIGURES = [
+    ("head failover, median ms", "failover",
+     lambda reps: statistics.median(_all(reps, "failover_ms")),
+     lambda r: statistics.median(r["failover_ms"]), True, ("< 1000 ms", lambda v: v < 1000)),
+    ("head failover, worst ms", "failover",
+     lambda reps: max(_all(reps, "failover_ms")),
+     lambda r: max(r["failover_ms"]), True, None),
+    ("committed submissions/s, median of rounds", "control",
+     lambda reps: statistics.median(_all(reps, "submit_rates")),
+     lambda r: statistics.median(r["submit_rates"]), False, (">= 1000/s", lambda v: v >= 1000)),
+    ("committed submissions/s, slowest round", "control",
+     lambda reps: min(_all(reps, "submit_rates")),
+     lambda r: min(r["submit_rates"]), False, None),
+    ("head CPU per committed submission, median of rounds, ms", "control",
+     lambda reps: statistics.median(_all(reps, "head_ms_per_submit")),
+     lambda r: statistics.median(r["head_ms_per_submit"]), True, None),
+    ("status GET /v1/jobs/<id>, p50 ms", "control",
+     lambda reps: pct(_all(reps, "status_ms"), 50),
+     lambda r: pct(r["status_ms"], 50), True, None),
+    ("status GET /v1/jobs/<id>, p99 ms", "control",
+     lambda reps: pct(_all(reps, "status_ms"), 99),
+     lambda r: pct(r["status_ms"], 99), True, ("< 20 ms", lambda v: v < 20)),
+    ("head CPU with simulated agents at 1 Hz, % of a core", "heartbeats",
+     lambda reps: statistics.median([r["hb_cpu"] for r in reps if r]),
+     lambda r: r["hb_cpu"], True, ("< 10 %", lambda v: v < 10)),
+]
+
+
+def fmt(v):
+    if v is None:
+        return "failed"
+    return f"{v:.0f}" if abs(v) >= 100 else f"{v:.1f}" if abs(v) >= 10 else f"{v:.2f}"
+
+
+def report(results, builds, a, pairs, scenarios, elapsed, load0, load1):
+    """The comparison table (Markdown) and the distributions behind it."""
+    base, new = builds
+    jobs = sorted({r["jobs_stored"] for b in builds for r in results[b.name].get("control", [])
+                   if r})
+    jobs = "?" if not jobs else f"{jobs[0]}" if len(jobs) == 1 else f"{jobs[0]}-{jobs[-1]}"
+    lines = [
+        f"bench/cluster before/after: {pairs} repetition(s) of each scenario per build, "
+        f"interleaved; {'QUICK (reduced sizes: a harness check, not the targets) ' if a.quick else ''}"
+        f"{a.kills} kills; {a.rounds} rounds of {a.submit} submissions from "
+        f"{a.procs}x{a.threads} clients; {jobs} jobs stored for status; {a.agents} agents "
+        f"for {a.seconds:g} s.",
+        f"base: {base.describe()}",
+        f"new:  {new.describe()}",
+        f"{os.cpu_count()} CPUs; load average {load0} at the start, {load1} at the end; "
+        f"{elapsed / 60:.1f} min.",
+        "",
+        "| figure | base | new | new / base | median of per-repetition ratios | better | target "
+        "| base meets | new meets |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for label, scen, pooled, one, lower, target in FIGURES:
+        if scen not in scenarios:
+            continue
+        vals = []
+        for b in builds:
+            reps = results[b.name][scen]
+            vals.append(pooled(reps) if any(reps) else None)
+        ratio = vals[1] / vals[0] if None not in vals and vals[0] else None
+        per = [one(rn) / one(rb) for rb, rn in zip(results[base.name][scen],
+                                                     results[new.name][scen])
+               if rb and rn and one(rb)]
+        per_s = f"{statistics.median(per):.2f}" if per else "-"
+        if target:
+            meets = ["-" if v is None else ("yes" if target[1](v) else "**no**") for v in vals]
+            ttext = target[0]
+        else:
+            meets, ttext = ["", ""], ""
+        lines.append(f"| {label} | {fmt(vals[0])} | {fmt(vals[1])} | "
+                     f"{'-' if ratio is None else f'{ratio:.2f}'} | {per_s} | "
+                     f"{'lower' if lower else 'higher'} | {ttext} | {meets[0]} | {meets[1]} |")
+    lines.append("")
+    lines.append("Distributions (one entry per repetition, separated by ';'):")
+    for b in builds:
+        r = results[b.name]
+        if "failover" in scenarios:
+            lines.append(f"- {b.name} failover ms: " + "; ".join(
+                ", ".join(f"{t:.0f}" for t in x["failover_ms"]) if x else "failed"
+                for x in r["failover"]))
+        if "control" in scenarios:
+            lines.append(f"- {b.name} submissions/s per round: " + "; ".join(
+                ", ".join(f"{t:.0f}" for t in x["submit_rates"]) if x else "failed"
+                for x in r["control"]) + "; head CPU % per round: " + "; ".join(
+                ", ".join(f"{t:.0f}" for t in x["head_cpu"]) if x else "failed"
+                for x in r["control"]))
+            lines.append(f"- {b.name} status p50/p99/max ms: " + "; ".join(
+                f"{pct(x['status_ms'], 50):.2f}/{pct(x['status_ms'], 99):.2f}/"
+                f"{max(x['status_ms']):.2f} ({x['jobs_stored']} jobs)" if x else "failed"
+                for x in r["control"]))
+        if "heartbeats" in scenarios:
+            lines.append(f"- {b.name} heartbeat head CPU %: " + "; ".join(
+                f"{x['hb_cpu']:.1f} ({x['hb_rate']:.0f}/s)" if x else "failed"
+                for x in r["heartbeats"]))
+    return "\n".join(lines) + "\n"
+
+
+def compare(a, builds, scenarios):
+    """Runs every scenario `a.pairs` times for each build, interleaved: the build that goes
+    first alternates from one (repetition, scenario) to the next."""
+    results = {b.name: {s: [] for s in scenarios} for b in builds}
+    load0 = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    t0 = time.monotonic()
+    for rep in range(a.pairs):
+        for si, scen in enumerate(scenarios):
+            order = builds if (rep + si) % 2 == 0 else builds[::-1]
+            for b in order:
+                print(f"== repetition {rep + 1}/{a.pairs}, {scen}, {b.name} "
+                      f"(load average {os.getloadavg()[0]:.2f})", flush=True)
+                b.use()
+                t1 = time.monotonic()
+                try:
+                    res = run_scenario(scen, a, tag=f"[{b.name}] ")
+                except Exception:  # one failed run must not lose the others
+                    print(f"[{b.name}] {scen} FAILED:")
+                    traceback.print_exc()
+                    res = None
+                results[b.name][scen].append(res)
+                print(f"[{b.name}] {scen}: {time.monotonic() - t1:.0f} s", flush=True)
+    load1 = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    text = report(results, builds, a, a.pairs, scenarios, time.monotonic() - t0, load0, load1)
+    print()
+    print(text, end="")
+    if a.out:
+        with open(a.out, "a") as f:
+            f.write(text + "\n")
+    return 0 if all(r for b in builds for s in scenarios for r in results[b.name][s]) else 1
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--kills", type=int, default=10)
-    ap.add_argument("--submit", type=int, default=3000)
-    ap.add_argument("--jobs", type=int, default=10000)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--kills", type=int)
+    ap.add_argument("--submit", type=int)
+    ap.add_argument("--jobs", type=int)
     ap.add_argument("--procs", type=int, default=4, help="client processes")
     ap.add_argument("--threads", type=int, default=32, help="connections per client process")
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--agents", type=int, default=1000)
-    ap.add_argument("--seconds", type=float, default=10)
-    ap.add_argument("--only", choices=["failover", "control", "heartbeats"])
+    ap.add_argument("--rounds", type=int)
+    ap.add_argument("--agents", type=int)
+    ap.add_argument("--seconds", type=float)
+    ap.add_argument("--only", choices=SCENARIOS)
+    ap.add_argument("--bin-dir", default=os.environ.get("TRAINTL_BIN_DIR"),
+                    help="the build measured (default $TRAINTL_BIN_DIR)")
+    ap.add_argument("--libs", help="its libtest_train.so's directory (default "
+                    "<bin-dir>/../tests/e2e/libs, else $TRAINTL_TEST_LIBS)")
+    ap.add_argument("--baseline-bin-dir", help="a second build, measured in the same run "
+                    "(before/after): the figures of both, side by side")
+    ap.add_argument("--baseline-libs", help="default <baseline-bin-dir>/../tests/e2e/libs")
+    ap.add_argument("--pairs", type=int, help="repetitions of each scenario per build "
+                    "(default 3 with --baseline-bin-dir, 2 with --quick, else 1)")
+    ap.add_argument("--quick", action="store_true", help="reduced sizes: a harness check")
+    ap.add_argument("--out", help="append the comparison table (Markdown) to this file")
     a = ap.parse_args()
+    for k, v in SIZES["quick" if a.quick else "full"].items():
+        if getattr(a, k) is None:
+            setattr(a, k, v)
+    if a.pairs is None:
+        a.pairs = 2 if a.quick else 3 if a.baseline_bin_dir else 1
+    if not a.bin_dir:
+        sys.exit("no build: --bin-dir or TRAINTL_BIN_DIR")
+    libs = a.libs
+    if not libs:
+        derived = os.path.join(a.bin_dir, "..", "tests", "e2e", "libs")
+        libs = derived if os.path.exists(os.path.join(derived, "libtest_train.so")) \
+            else os.environ.get("TRAINTL_TEST_LIBS")
+    new = Build("new", a.bin_dir, libs)
+    scenarios = [s for s in SCENARIOS if a.only in (None, s)]
     print(f"machine: {os.cpu_count()} CPUs, load average "
           + " ".join(f"{x:.2f}" for x in os.getloadavg()))
-    if a.only in (None, "failover"):
-        bench_failover(a.kills)
-    if a.only in (None, "control"):
-        bench_control_plane(a.submit, a.jobs, (a.procs, a.threads), a.rounds)
-    if a.only in (None, "heartbeats"):
-        bench_heartbeats(a.agents, a.seconds)
+    if a.baseline_bin_dir:
+        base = Build("base", a.baseline_bin_dir, a.baseline_libs)
+        print(f"base: {base.describe()}\nnew:  {new.describe()}")
+        if base.sha == new.sha:
+            print("note: both builds have the same traintld")
+        return compare(a, [base, new], scenarios)
+    new.use()
+    for _ in range(a.pairs):
+        for scen in scenarios:
+            run_scenario(scen, a)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    rc = main()
     print("load average at the end: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
+    sys.exit(rc)
