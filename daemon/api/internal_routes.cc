@@ -55,13 +55,12 @@ void RegisterHeadRoutes(http::Router& router, const InternalRoutesContext& ctx) 
       res->SendError(503, "not the head");
       return;
     }
-    NodeStatus s;
-    json body = ParseJsonBounded(req.body);
-    if (!NodeStatusFromJson(body, &s)) {
-      res->SendError(400, "malformed heartbeat");
+    auto s = NodeStatusFromJson(ParseJsonBounded(req.body));
+    if (!s.ok()) {
+      res->SendError(400, s.status().message());
       return;
     }
-    res->SendJson(200, ctx.jobs->OnHeartbeat(std::move(s)));
+    res->SendJson(200, ctx.jobs->OnHeartbeat(std::move(*s)));
   });
 
   router.Add("POST", "/v1/internal/join", [ctx](const http::Request& req, ResponderPtr res) {

@@ -59,33 +59,4 @@ std::vector<std::string> NodeRegistry::VoterAddresses() const {
   return out;
 }
 
-json NodeStatusToJson(const NodeStatus& s) {
-  json running = json::array();
-  for (const auto& [job, attempt] : s.running)
-    running.push_back({{"job_id", job}, {"attempt", attempt}});
-  return {{"node_id", s.node_id}, {"api_address", s.api_address}, {"host", s.host},
-          {"role", s.role},       {"raft_id", s.raft_id},         {"resources_total", s.total},
-          {"gpus", s.gpus},       {"num_gpus", s.num_gpus},       {"running", running}};
-}
-
-bool NodeStatusFromJson(const json& j, NodeStatus* out) {
-  try {
-    out->node_id = j.at("node_id").get<std::string>();
-    out->api_address = j.at("api_address").get<std::string>();
-    out->host = j.at("host").get<std::string>();
-    out->role = j.at("role").get<std::string>();
-    out->raft_id = j.value("raft_id", uint64_t{0});
-    out->total = j.at("resources_total").get<ResourceMap>();
-    out->gpus = j.value("gpus", json::array());
-    out->num_gpus = j.value("num_gpus", 0);
-    out->running.clear();
-    for (const auto& r : j.value("running", json::array()))
-      out->running.emplace_back(r.at("job_id").get<std::string>(), r.at("attempt").get<int>());
-  } catch (const std::exception&) {
-    return false;
-  }
-  return !out->node_id.empty() && !out->api_address.empty() && out->num_gpus >= 0 &&
-         out->num_gpus <= 1024;
-}
-
 }  // namespace traintl

@@ -17,26 +17,9 @@
 #include <nlohmann/json.hpp>
 
 #include "daemon/scheduler/scheduler.h"
+#include "proto/node_status.h"
 
 namespace traintl {
-
-// What a node says about itself in a heartbeat, plus what the head derives from it.
-struct NodeStatus {
-  std::string node_id;
-  std::string api_address;     // "host:port" of its daemon API
-  std::string host;            // address its workers listen on (DDP master when rank 0 is here)
-  std::string role = "agent";  // "voter" | "agent" ("head" is decided when viewed)
-  uint64_t raft_id = 0;        // 0 for agents
-  ResourceMap total;
-  nlohmann::json gpus = nlohmann::json::array();
-  int num_gpus = 0;
-  // Attempts with live workers on the node: (job id, attempt).
-  std::vector<std::pair<std::string, int>> running;
-  // Filled by the registry.
-  int64_t last_heartbeat_ms = 0;  // wall clock, for display
-  std::chrono::steady_clock::time_point last_seen{};
-  bool alive = true;
-};
 
 class NodeRegistry {
  public:
@@ -67,10 +50,5 @@ class NodeRegistry {
   std::map<std::string, NodeStatus> nodes_;
   std::map<std::string, std::string> voters_;  // node id -> API address, of voter nodes
 };
-
-// Wire form of a heartbeat body (POST /v1/internal/heartbeat).
-nlohmann::json NodeStatusToJson(const NodeStatus& s);
-// InvalidArgument-free: returns false (and leaves *out partly filled) on a malformed body.
-bool NodeStatusFromJson(const nlohmann::json& j, NodeStatus* out);
 
 }  // namespace traintl

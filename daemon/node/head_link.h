@@ -33,13 +33,13 @@
 #include <nlohmann/json.hpp>
 
 #include "common/clock.h"
-#include "daemon/head/node_registry.h"
 #include "daemon/http/peer_calls.h"
 #include "daemon/node/agent.h"
 #include "daemon/node/blob_store.h"
 #include "daemon/node/head_lease.h"
 #include "daemon/node/worker_pool.h"
 #include "daemon/state/state_store.h"
+#include "proto/node_status.h"
 
 namespace traintl {
 

@@ -73,16 +73,24 @@ TEST_CASE("heartbeat JSON round-trips and rejects malformed bodies") {
   NodeStatus s = Node("node-1", "voter");
   s.num_gpus = 2;
   s.running = {{"j", 1}};
-  NodeStatus back;
-  REQUIRE(NodeStatusFromJson(NodeStatusToJson(s), &back));
-  CHECK(back.node_id == s.node_id);
-  CHECK(back.raft_id == 7);
-  CHECK(back.num_gpus == 2);
-  CHECK(back.total.at("CPU") == 2);
-  CHECK(back.running == s.running);
-  NodeStatus bad;
-  CHECK_FALSE(NodeStatusFromJson(nlohmann::json{{"node_id", "x"}}, &bad));
-  CHECK_FALSE(NodeStatusFromJson(nlohmann::json::array(), &bad));
+  auto back = NodeStatusFromJson(NodeStatusToJson(s));
+  REQUIRE(back.ok());
+  CHECK(back->node_id == s.node_id);
+  CHECK(back->raft_id == 7);
+  CHECK(back->num_gpus == 2);
+  CHECK(back->total.at("CPU") == 2);
+  CHECK(back->running == s.running);
+  auto missing = NodeStatusFromJson(nlohmann::json{{"node_id", "x"}});
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.status().message() == "malformed heartbeat: api_address: missing");
+  CHECK_FALSE(NodeStatusFromJson(nlohmann::json::array()).ok());
+  nlohmann::json j = NodeStatusToJson(s);
+  j["num_gpus"] = 5000;
+  CHECK(NodeStatusFromJson(j).status().message() == "malformed heartbeat: num_gpus: out of range");
+  j = NodeStatusToJson(s);
+  j["running"] = {{{"job_id", "j"}}};
+  CHECK(NodeStatusFromJson(j).status().message() ==
+        "malformed heartbeat: running[].attempt: missing");
 }
 
 TEST_CASE("launch plans round-trip and bad ones are refused") {
