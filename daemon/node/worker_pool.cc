@@ -15,9 +15,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <limits>
+#include <variant>
 
-#include "common/json_depth.h"
 #include "common/logging.h"
 #include "common/safe_fs.h"
 
@@ -125,46 +124,6 @@ Result<WorkerUser> LookupWorkerUser(const std::string& name) {
   }
   user.groups = {pw.pw_gid};
   return user;
-}
-
-std::optional<WorkerMessage> ParseWorkerMessage(std::string_view line) {
-  json m = ParseJsonBounded(line);
-  if (!m.is_object()) return std::nullopt;
-  auto type = m.find("type");
-  if (type == m.end() || !type->is_string()) return std::nullopt;
-  WorkerMessage out;
-  out.type_name = type->get<std::string>();
-  if (out.type_name == "hello") {
-    out.type = WorkerMessage::Type::kHello;
-  } else if (out.type_name == "report") {
-    out.type = WorkerMessage::Type::kReport;
-    auto seq = m.find("seq");
-    if (seq == m.end() || !seq->is_number_integer()) return std::nullopt;
-    // Unsigned and signed integers both count; anything outside an int is refused rather
-    // than truncated into another report's number.
-    if (seq->is_number_unsigned()) {
-      uint64_t v = seq->get<uint64_t>();
-      if (v > static_cast<uint64_t>(std::numeric_limits<int>::max())) return std::nullopt;
-      out.seq = static_cast<int64_t>(v);
-    } else {
-      int64_t v = seq->get<int64_t>();
-      if (v < 0 || v > std::numeric_limits<int>::max()) return std::nullopt;
-      out.seq = v;
-    }
-    auto metrics = m.find("metrics");
-    if (metrics != m.end() && metrics->is_object()) out.metrics = std::move(*metrics);
-    auto ckpt = m.find("checkpoint");
-    if (ckpt != m.end() && ckpt->is_string()) out.checkpoint = ckpt->get<std::string>();
-  } else if (out.type_name == "done") {
-    out.type = WorkerMessage::Type::kDone;
-    auto ok = m.find("ok");
-    out.ok = ok != m.end() && ok->is_boolean() && ok->get<bool>();
-    auto error = m.find("error");
-    if (error != m.end() && error->is_string()) out.error = error->get<std::string>();
-    auto retryable = m.find("retryable");
-    if (retryable != m.end() && retryable->is_boolean()) out.retryable = retryable->get<bool>();
-  }
-  return out;
 }
 
 struct WorkerPool::Worker {
@@ -386,29 +345,24 @@ void WorkerPool::ReadNext(const std::shared_ptr<Worker>& w) {
 }
 
 void WorkerPool::HandleMessage(const std::shared_ptr<Worker>& w, const std::string& line) {
-  std::string_view text(line);
-  if (!text.empty() && text.back() == '\n') text.remove_suffix(1);
-  std::optional<WorkerMessage> m = ParseWorkerMessage(text);
-  if (!m) {
-    LOG_WARN << "worker pid=" << w->pid << " sent a malformed message";
+  Result<events::WorkerEvent> event = events::DecodeWorkerEvent(line, options_.max_message_bytes);
+  if (!event.ok()) {
+    // NotFound: a type of a newer worker, which an older agent ignores.
+    if (event.status().code() != Status::Code::kNotFound) {
+      LOG_WARN << "worker pid=" << w->pid << " sent a " << event.status().message();
+    }
     return;
   }
-  switch (m->type) {
-    case WorkerMessage::Type::kHello:
-      listener_->OnWorkerHello(w->job_id, w->attempt, w->rank);
-      break;
-    case WorkerMessage::Type::kReport:
-      listener_->OnWorkerReport(w->job_id, w->attempt, w->rank, static_cast<int>(m->seq),
-                                m->metrics, m->checkpoint);
-      break;
-    case WorkerMessage::Type::kDone:
-      w->exit.done_seen = true;
-      w->exit.done_ok = m->ok;
-      w->exit.done_error = std::move(m->error);
-      w->exit.retryable = m->retryable;
-      break;
-    case WorkerMessage::Type::kUnknown:
-      break;  // newer workers may send more
+  if (std::holds_alternative<events::Hello>(*event)) {
+    listener_->OnWorkerHello(w->job_id, w->attempt, w->rank);
+  } else if (const auto* report = std::get_if<events::Report>(&*event)) {
+    listener_->OnWorkerReport(w->job_id, w->attempt, w->rank, report->seq, report->metrics,
+                              report->checkpoint);
+  } else if (auto* done = std::get_if<events::Done>(&*event)) {
+    w->exit.done_seen = true;
+    w->exit.done_ok = done->ok;
+    w->exit.done_error = std::move(done->error);
+    w->exit.retryable = done->retryable;
   }
 }
 
@@ -455,9 +409,9 @@ void WorkerPool::MaybeFinish(const std::shared_ptr<Worker>& w) {
   listener_->OnWorkerExit(w->exit);
 }
 
-void WorkerPool::Send(const std::shared_ptr<Worker>& w, const json& msg) {
+void WorkerPool::Send(const std::shared_ptr<Worker>& w, const events::AgentMessage& msg) {
   if (w->channel_closed) return;
-  auto data = std::make_shared<std::string>(msg.dump() + "\n");
+  auto data = std::make_shared<std::string>(events::Encode(msg));
   asio::async_write(w->channel, asio::buffer(*data),
                     [data](const boost::system::error_code&, size_t) {});
 }
@@ -468,7 +422,7 @@ void WorkerPool::StopAttempt(const std::string& job_id, int attempt) {
     std::shared_ptr<Worker> w = entry.second;
     if (w->job_id != job_id || w->attempt != attempt || w->stopping || w->exited) continue;
     w->stopping = true;
-    Send(w, json{{"type", "stop"}});
+    Send(w, events::Stop{});
     w->grace_timer.expires_after(options_.stop_grace);
     w->grace_timer.async_wait([this, w](const boost::system::error_code& ec) {
       if (ec || w->exited) return;
@@ -484,8 +438,7 @@ void WorkerPool::StopAttempt(const std::string& job_id, int attempt) {
 
 void WorkerPool::Ack(const std::string& job_id, int attempt, int rank, int seq) {
   for (auto& [pid, w] : workers_) {
-    if (w->job_id == job_id && w->attempt == attempt && w->rank == rank)
-      Send(w, json{{"type", "ack"}, {"seq", seq}});
+    if (w->job_id == job_id && w->attempt == attempt && w->rank == rank) Send(w, events::Ack{seq});
   }
 }
 
