@@ -2,8 +2,9 @@
 // traintl-worker per local rank (own process group, PR_SET_PDEATHSIG, log file as
 // stdout/stderr, a socketpair on fd 3 - docs/WORKER_PROTOCOL.md, optionally as an
 // unprivileged user, with exactly the environment it is given), reads their messages
-// (proto/worker_events.h), stops them (stop message, grace, SIGTERM, SIGKILL) and reaps
-// them.
+// (proto/worker_events.h), stops them (stop message, grace, SIGTERM, SIGKILL:
+// StopEscalation) and reaps them. Processes are started, signalled and reaped through a
+// ProcessLauncher, and the stop graces measured on a Clock.
 //
 // Nothing a worker starts outlives it: with WorkerCgroups each worker runs in a cgroup of
 // its own, killed as a whole when the worker exits (setsid and double-forked children
@@ -29,8 +30,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/clock.h"
 #include "common/result.h"
 #include "common/status.h"
+#include "daemon/node/process_launcher.h"
 #include "daemon/node/worker_cgroups.h"
 #include "proto/worker_events.h"
 
@@ -73,6 +76,11 @@ struct WorkerPoolOptions {
   // -1 / 0: no lease. Default: none.
   int lease_fd = -1;
   int lease_ms = 0;
+  // Not owned. Starts, signals and reaps the workers. Default: null
+  // (PosixProcessLauncher::Get(), the real processes).
+  ProcessLauncher* launcher = nullptr;
+  // Not owned. What the stop graces are measured on. Default: null (SystemClock::Get()).
+  const Clock* clock = nullptr;
 };
 
 // One rank to start.
@@ -155,6 +163,8 @@ class WorkerPool {
   void HandleMessage(const std::shared_ptr<Worker>& w, const std::string& line);
   void MaybeFinish(const std::shared_ptr<Worker>& w);
   void Send(const std::shared_ptr<Worker>& w, const events::AgentMessage& msg);
+  // Runs the worker's stop escalation when its next step is due.
+  void ArmGraceTimer(const std::shared_ptr<Worker>& w);
   // Kills whatever the exited worker `w` left: its cgroup, or its process group and the
   // orphans the daemon inherited.
   void KillLeftovers(const Worker& w);
@@ -163,6 +173,8 @@ class WorkerPool {
   boost::asio::io_context& io_;
   const WorkerPoolOptions options_;
   WorkerPoolListener* const listener_;
+  ProcessLauncher* const launcher_;  // options_.launcher or the real one
+  const Clock* const clock_;         // options_.clock or the system's
 
   // Owned by the io_context thread.
   boost::asio::signal_set sigchld_;
