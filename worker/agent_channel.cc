@@ -1,13 +1,12 @@
 #include "worker/agent_channel.h"
 
-#include "common/json_depth.h"
-
 #include <errno.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
+#include <variant>
 
 namespace traintl {
 namespace worker {
@@ -29,9 +28,8 @@ void AgentChannel::Start() {
   reader_.detach();
 }
 
-Status AgentChannel::Send(const nlohmann::json& message) {
-  std::string line = message.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  line.push_back('\n');
+Status AgentChannel::Send(const events::WorkerEvent& event) {
+  const std::string line = events::Encode(event);
   std::lock_guard<std::mutex> lock(write_mu_);
   size_t off = 0;
   while (off < line.size()) {
@@ -78,28 +76,20 @@ void AgentChannel::ReadLoop() {
 
 void AgentChannel::HandleLine(const std::string& line) {
   if (line.empty()) return;
-  nlohmann::json message = ParseJsonBounded(line);
-  if (message.is_discarded() || !message.is_object()) {
-    WriteStderr("ignoring a malformed message from the agent: " + line.substr(0, 200));
+  Result<events::AgentMessage> message = events::DecodeAgentMessage(line);
+  if (!message.ok()) {
+    // A type this worker does not know is a newer agent's: ignored, like a malformed one.
+    WriteStderr("ignoring a message from the agent: " + message.status().message());
     return;
   }
-  const std::string type = message.value("type", "");
-  if (type == "ack") {
-    auto seq = message.find("seq");
-    if (seq == message.end() || !seq->is_number_integer()) {
-      WriteStderr("ignoring an ack without a seq: " + line.substr(0, 200));
-      return;
-    }
+  if (const auto* ack = std::get_if<events::Ack>(&*message)) {
     {
       std::lock_guard<std::mutex> lock(ack_mu_);
-      acked_.insert(seq->get<int64_t>());
+      acked_.insert(ack->seq);
     }
     ack_cv_.notify_all();
-  } else if (type == "stop") {
+  } else if (std::holds_alternative<events::Stop>(*message)) {
     stop_requested_.store(true, std::memory_order_release);
-  } else {
-    // Newer agents may send more; an older worker ignores what it does not know.
-    WriteStderr("ignoring an unknown message type from the agent: " + type);
   }
 }
 

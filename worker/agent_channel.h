@@ -1,5 +1,6 @@
 // AgentChannel: traintl-worker's end of the socketpair to its node agent (fd 3), speaking
-// the newline-delimited JSON protocol of docs/WORKER_PROTOCOL.md.
+// the newline-delimited JSON protocol of docs/WORKER_PROTOCOL.md through its one codec
+// (proto/worker_events.h).
 //
 // A reader thread handles the agent's messages: "ack" wakes the report waiting for it,
 // "stop" raises the stop flag. End of file on the channel means the agent is gone, and
@@ -17,9 +18,8 @@
 #include <string>
 #include <thread>
 
-#include <nlohmann/json.hpp>
-
 #include "common/status.h"
+#include "proto/worker_events.h"
 
 namespace traintl {
 namespace worker {
@@ -38,8 +38,8 @@ class AgentChannel {
   // Starts the reader thread. Call once, after the process environment is set up.
   void Start();
 
-  // Sends one message as a line.
-  Status Send(const nlohmann::json& message);
+  // Sends one event as a line.
+  Status Send(const events::WorkerEvent& event);
 
   // Blocks until the agent acknowledged report `seq`.
   void WaitForAck(int64_t seq);

@@ -65,8 +65,7 @@ void PrintReason(const std::string& reason) {
 [[noreturn]] void Fail(AgentChannel* channel, int code, const std::string& reason, bool retryable) {
   PrintReason(reason);
   if (channel != nullptr) {
-    Status ignored = channel->Send(
-        {{"type", "done"}, {"ok", false}, {"error", reason}, {"retryable", retryable}});
+    Status ignored = channel->Send(events::Done{false, reason, retryable});
     (void)ignored;
   }
   Exit(code);
@@ -156,7 +155,7 @@ int Run(int argc, char** argv) {
 
   const int rank = context.world_rank;
   auto* host = new WorkerHost(std::move(context), channel);  // lives until _exit
-  Status hello = channel->Send({{"type", "hello"}, {"rank", rank}, {"pid", ::getpid()}});
+  Status hello = channel->Send(events::Hello{rank, ::getpid()});
   if (!hello.ok()) Fail(nullptr, kExitFailed, hello.message(), true);
 
   std::vector<char> err(kErrorBufferSize, '\0');
@@ -165,7 +164,7 @@ int Run(int argc, char** argv) {
   std::string message = err.data();
 
   if (rc == TRAINTL_ENTRY_OK) {
-    Status ignored = channel->Send({{"type", "done"}, {"ok", true}});
+    Status ignored = channel->Send(events::Done{true, "", true});
     (void)ignored;
     Exit(kExitOk);
   }

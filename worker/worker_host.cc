@@ -85,7 +85,7 @@ Status WorkerHost::Report(const char* metrics_json, const char* checkpoint_dir) 
   }
   std::lock_guard<std::mutex> lock(report_mu_);
   const int64_t seq = next_seq_;
-  nlohmann::json checkpoint = nullptr;
+  std::string checkpoint;  // "" = none
   if (checkpoint_dir != nullptr) {
     auto staged = StageCheckpoint(AbsolutePath(checkpoint_dir), context_.staging_dir, seq,
                                   context_.world_rank);
@@ -98,7 +98,7 @@ Status WorkerHost::Report(const char* metrics_json, const char* checkpoint_dir) 
   // A failed report does not use up its seq: every rank must send the same sequence.
   ++next_seq_;
   TRAINTL_RETURN_IF_ERROR(channel_->Send(
-      {{"type", "report"}, {"seq", seq}, {"metrics", metrics}, {"checkpoint", checkpoint}}));
+      events::Report{static_cast<int>(seq), std::move(metrics), std::move(checkpoint)}));
   channel_->WaitForAck(seq);
   return Status::Ok();
 }

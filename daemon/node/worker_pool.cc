@@ -1,25 +1,19 @@
 #include "daemon/node/worker_pool.h"
 
-#include <dirent.h>
-#include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <limits>
+#include <variant>
 
-#include "common/json_depth.h"
 #include "common/logging.h"
 #include "common/safe_fs.h"
+#include "daemon/node/stop_escalation.h"
 
 namespace traintl {
 
@@ -36,50 +30,8 @@ namespace {
 #endif
 #endif
 
-// Exit status of a child that could not become the worker user (before exec, so the
-// worker's own codes 0-3 never mean this).
-constexpr int kCannotSwitchUserExitCode = 4;
-
-void ChildFail(const char* msg, size_t len, int code) {
-  ssize_t unused = ::write(2, msg, len);
-  (void)unused;
-  ::_exit(code);
-}
-
 bool AllDigits(const std::string& s) {
   return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
-}
-
-// Live children of this process, when it is a child subreaper (PR_SET_CHILD_SUBREAPER):
-// then orphaned descendants of its workers become its children. Empty otherwise: a
-// process that is no subreaper has only the children it started itself.
-std::vector<pid_t> OrphanChildren() {
-  std::vector<pid_t> out;
-  int subreaper = 0;
-  if (::prctl(PR_GET_CHILD_SUBREAPER, &subreaper) != 0 || subreaper == 0) return out;
-  const pid_t self = ::getpid();
-  DIR* d = ::opendir("/proc");
-  if (d == nullptr) return out;
-  while (struct dirent* e = ::readdir(d)) {
-    if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
-    std::string stat_path = std::string("/proc/") + e->d_name + "/stat";
-    int fd = ::open(stat_path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) continue;
-    char buf[512];
-    ssize_t n = ::read(fd, buf, sizeof buf - 1);
-    ::close(fd);
-    if (n <= 0) continue;
-    buf[n] = '\0';
-    // "pid (comm) state ppid ...": comm may hold spaces and parentheses.
-    const char* close_paren = std::strrchr(buf, ')');
-    if (close_paren == nullptr) continue;
-    char state = 0;
-    long ppid = 0;
-    if (std::sscanf(close_paren + 1, " %c %ld", &state, &ppid) != 2) continue;
-    if (ppid == self && state != 'Z') out.push_back(static_cast<pid_t>(std::atol(e->d_name)));
-  }
-  ::closedir(d);
-  return out;
 }
 
 }  // namespace
@@ -127,67 +79,37 @@ Result<WorkerUser> LookupWorkerUser(const std::string& name) {
   return user;
 }
 
-std::optional<WorkerMessage> ParseWorkerMessage(std::string_view line) {
-  json m = ParseJsonBounded(line);
-  if (!m.is_object()) return std::nullopt;
-  auto type = m.find("type");
-  if (type == m.end() || !type->is_string()) return std::nullopt;
-  WorkerMessage out;
-  out.type_name = type->get<std::string>();
-  if (out.type_name == "hello") {
-    out.type = WorkerMessage::Type::kHello;
-  } else if (out.type_name == "report") {
-    out.type = WorkerMessage::Type::kReport;
-    auto seq = m.find("seq");
-    if (seq == m.end() || !seq->is_number_integer()) return std::nullopt;
-    // Unsigned and signed integers both count; anything outside an int is refused rather
-    // than truncated into another report's number.
-    if (seq->is_number_unsigned()) {
-      uint64_t v = seq->get<uint64_t>();
-      if (v > static_cast<uint64_t>(std::numeric_limits<int>::max())) return std::nullopt;
-      out.seq = static_cast<int64_t>(v);
-    } else {
-      int64_t v = seq->get<int64_t>();
-      if (v < 0 || v > std::numeric_limits<int>::max()) return std::nullopt;
-      out.seq = v;
-    }
-    auto metrics = m.find("metrics");
-    if (metrics != m.end() && metrics->is_object()) out.metrics = std::move(*metrics);
-    auto ckpt = m.find("checkpoint");
-    if (ckpt != m.end() && ckpt->is_string()) out.checkpoint = ckpt->get<std::string>();
-  } else if (out.type_name == "done") {
-    out.type = WorkerMessage::Type::kDone;
-    auto ok = m.find("ok");
-    out.ok = ok != m.end() && ok->is_boolean() && ok->get<bool>();
-    auto error = m.find("error");
-    if (error != m.end() && error->is_string()) out.error = error->get<std::string>();
-    auto retryable = m.find("retryable");
-    if (retryable != m.end() && retryable->is_boolean()) out.retryable = retryable->get<bool>();
-  }
-  return out;
-}
-
 struct WorkerPool::Worker {
-  Worker(asio::io_context& io, size_t max_line)
-      : channel(io), buffer(max_line), grace_timer(io), drain_timer(io) {}
+  Worker(asio::io_context& io, size_t max_line, pid_t pid, StopEscalation stop)
+      : pid(pid),
+        channel(io),
+        buffer(max_line),
+        stop(std::move(stop)),
+        grace_timer(io),
+        drain_timer(io) {}
   std::string job_id;
   int attempt = 0;
   int rank = 0;
-  pid_t pid = -1;
+  const pid_t pid;
   asio::local::stream_protocol::socket channel;
   asio::streambuf buffer;
-  asio::steady_timer grace_timer;
+  StopEscalation stop;             // requested(): the agent is stopping it
+  asio::steady_timer grace_timer;  // wakes `stop` when its next step is due
   asio::steady_timer drain_timer;
   bool exited = false;
   bool channel_closed = false;
   bool finished = false;
-  bool stopping = false;
   WorkerExit exit;
 };
 
 WorkerPool::WorkerPool(asio::io_context& io, WorkerPoolOptions options,
                        WorkerPoolListener* listener)
-    : io_(io), options_(std::move(options)), listener_(listener), sigchld_(io, SIGCHLD) {
+    : io_(io),
+      options_(std::move(options)),
+      listener_(listener),
+      launcher_(options_.launcher != nullptr ? options_.launcher : PosixProcessLauncher::Get()),
+      clock_(options_.clock != nullptr ? options_.clock : SystemClock::Get()),
+      sigchld_(io, SIGCHLD) {
   StartSignalWait();
 }
 
@@ -202,9 +124,9 @@ void WorkerPool::StartSignalWait() {
 }
 
 Status WorkerPool::Launch(const WorkerLaunch& l) {
-  // Everything the child needs is prepared before fork(): after it, only
-  // async-signal-safe calls are allowed.
-  std::vector<std::string> args = {options_.worker_binary, "--context", l.context_path};
+  ProcessSpec spec;
+  spec.argv = {options_.worker_binary, "--context", l.context_path};
+  spec.workdir = l.workdir;
   std::map<std::string, std::string> env = l.env;
 #ifdef TRAINTL_SANITIZER_BUILD
   // Sanitizer builds only (scripts/sanitize.sh): workers keep the daemon's sanitizer
@@ -215,145 +137,63 @@ Status WorkerPool::Launch(const WorkerLaunch& l) {
   }
 #endif
   const std::optional<WorkerUser>& user = l.user ? l.user : options_.worker_user;
-  const bool switch_user = user.has_value();
-  std::vector<gid_t> groups;
-  uid_t uid = 0;
-  gid_t gid = 0;
-  if (switch_user) {
-    uid = user->uid;
-    gid = user->gid;
-    groups = user->groups;
-    if (groups.empty()) groups.push_back(gid);
-    if (uid == 0) return Status::InvalidArgument("refusing to run a worker as root");
+  if (user.has_value()) {
+    ProcessSpec::Credentials& c = spec.credentials.emplace();
+    c.uid = user->uid;
+    c.gid = user->gid;
+    c.groups = user->groups;
+    if (c.groups.empty()) c.groups.push_back(c.gid);
+    if (c.uid == 0) return Status::InvalidArgument("refusing to run a worker as root");
     env["HOME"] = user->home;
     env["USER"] = user->name;
     env["LOGNAME"] = user->name;
     // The context file is written 0600 by the daemon; the worker must read it. Never
     // through a symlink: a root chown(2) of a planted link would hand its target over.
     OwnerPolicy owners;
-    owners.also_allowed.push_back(uid);
-    if (Status st = ChownNoFollow(l.context_path, uid, gid, owners); !st.ok()) {
+    owners.also_allowed.push_back(c.uid);
+    if (Status st = ChownNoFollow(l.context_path, c.uid, c.gid, owners); !st.ok()) {
       return Status(st.code(), "giving the context file to " + user->name + ": " + st.message());
     }
     for (const auto& dir : l.user_dirs) {
-      if (Status st = ChownNoFollow(dir, uid, gid, owners); !st.ok()) {
+      if (Status st = ChownNoFollow(dir, c.uid, c.gid, owners); !st.ok()) {
         return Status(st.code(), "giving " + dir + " to " + user->name + ": " + st.message());
       }
     }
   }
-  std::vector<std::string> env_strings;
-  for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
-  std::vector<char*> argv, envp;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  for (auto& e : env_strings) envp.push_back(e.data());
-  envp.push_back(nullptr);
+  for (const auto& [k, v] : env) spec.env.push_back(k + "=" + v);
 
   // The daemon opens the log: never through a symlink, nor a FIFO or someone's hard link.
   Result<UniqueFd> log_file = OpenAppendNoFollow(l.log_path, 0640);
   if (!log_file.ok()) return log_file.status();
-  int log_fd = log_file->release();
-  int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  int sv[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
-    Status st = Status::Internal(std::string("socketpair: ") + std::strerror(errno));
-    ::close(log_fd);
-    ::close(null_fd);
-    return st;
-  }
+  spec.log_fd = log_file->get();
   // Its own cgroup, entered by the child before anything of the worker runs.
-  std::string cgroup_procs;
   if (options_.cgroups != nullptr && options_.cgroups->enabled()) {
-    auto dir = options_.cgroups->CreateWorker(l.job_id, l.attempt, l.rank,
-                                              switch_user ? static_cast<int>(uid) : -1);
-    if (!dir.ok()) {
-      ::close(log_fd);
-      ::close(null_fd);
-      ::close(sv[0]);
-      ::close(sv[1]);
-      return dir.status();
-    }
-    cgroup_procs = *dir + "/cgroup.procs";
+    auto dir = options_.cgroups->CreateWorker(
+        l.job_id, l.attempt, l.rank,
+        spec.credentials ? static_cast<int>(spec.credentials->uid) : -1);
+    if (!dir.ok()) return dir.status();
+    spec.cgroup_procs = *dir + "/cgroup.procs";
   }
-  const char* procs_file = cgroup_procs.empty() ? nullptr : cgroup_procs.c_str();
-  const int lease_fd = options_.lease_ms > 0 ? options_.lease_fd : -1;
-  const pid_t parent = ::getpid();
-  const char* workdir = l.workdir.c_str();
-  pid_t pid = ::fork();
-  if (pid < 0) {
-    Status st = Status::Internal(std::string("fork: ") + std::strerror(errno));
-    ::close(log_fd);
-    ::close(null_fd);
-    ::close(sv[0]);
-    ::close(sv[1]);
-    return st;
-  }
-  if (pid == 0) {
-    ::setpgid(0, 0);
-    // Still root here (moving a process needs write access to the target's procs file).
-    if (procs_file != nullptr && WorkerCgroups::AttachSelf(procs_file) != 0) {
-      static const char kNoCgroup[] = "traintl-worker: cannot enter the worker's cgroup\n";
-      ChildFail(kNoCgroup, sizeof kNoCgroup - 1, 2);
-    }
-    if (switch_user) {
-      // Groups first: after setuid the process may no longer change them. Each call is
-      // checked, and the result verified, since carrying on as root is the one outcome
-      // that must never happen.
-      static const char kFail[] = "traintl-worker: cannot switch to the worker user\n";
-      if (::setgroups(groups.size(), groups.data()) != 0 || ::setgid(gid) != 0 ||
-          ::setuid(uid) != 0 || ::getuid() != uid || ::geteuid() != uid || ::getegid() != gid ||
-          ::setuid(0) == 0) {
-        ChildFail(kFail, sizeof kFail - 1, kCannotSwitchUserExitCode);
-      }
-    }
-    // The worker must not outlive its agent, even after kill -9 of the daemon. Set after
-    // the user switch: changing credentials clears the parent-death signal.
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(127);
-    // Out of the way first: the channel or the lease clock may sit on 0..4 already.
-    const int channel = ::fcntl(sv[1], F_DUPFD, 10);
-    const int lease = lease_fd >= 0 ? ::fcntl(lease_fd, F_DUPFD, 10) : -1;
-    ::dup2(null_fd, 0);
-    ::dup2(log_fd, 1);
-    ::dup2(log_fd, 2);
-    ::dup2(channel, 3);
-    if (lease >= 0) ::dup2(lease, 4);
-    ::close_range(lease >= 0 ? 5 : 4, ~0U, 0);
-    sigset_t all;
-    sigemptyset(&all);
-    ::sigprocmask(SIG_SETMASK, &all, nullptr);
-    for (int s = 1; s < NSIG; ++s) ::signal(s, SIG_DFL);
-    if (::chdir(workdir) != 0) {
-      const char msg[] = "traintl-worker: cannot enter the working directory\n";
-      ssize_t unused = ::write(2, msg, sizeof msg - 1);
-      (void)unused;
-      ::_exit(2);
-    }
-    ::execve(argv[0], argv.data(), envp.data());
-    const char msg[] = "traintl-worker: cannot execute the worker binary\n";
-    ssize_t unused = ::write(2, msg, sizeof msg - 1);
-    (void)unused;
-    ::_exit(3);
-  }
-  ::setpgid(pid, pid);  // also here, so signals to the group work before the child runs
+  spec.lease_fd = options_.lease_ms > 0 ? options_.lease_fd : -1;
+  Result<SpawnedProcess> process = launcher_->Spawn(spec);
+  if (!process.ok()) return process.status();
+  const pid_t pid = process->pid;
   if (options_.reaper != nullptr) options_.reaper->Track(pid);
-  ::close(log_fd);
-  ::close(null_fd);
-  ::close(sv[1]);
 
-  auto w = std::make_shared<Worker>(io_, options_.max_message_bytes);
+  auto w = std::make_shared<Worker>(
+      io_, options_.max_message_bytes, pid,
+      StopEscalation(clock_, launcher_, pid, options_.stop_grace, options_.term_grace));
   w->job_id = l.job_id;
   w->attempt = l.attempt;
   w->rank = l.rank;
-  w->pid = pid;
   w->exit.job_id = l.job_id;
   w->exit.attempt = l.attempt;
   w->exit.rank = l.rank;
   boost::system::error_code ec;
-  w->channel.assign(asio::local::stream_protocol(), sv[0], ec);
+  w->channel.assign(asio::local::stream_protocol(), process->channel_fd, ec);
   if (ec) {
-    ::close(sv[0]);
-    ::killpg(pid, SIGKILL);
+    ::close(process->channel_fd);
+    launcher_->SignalGroup(pid, SIGKILL);
     w->channel_closed = true;
   }
   workers_[pid] = w;
@@ -386,43 +226,36 @@ void WorkerPool::ReadNext(const std::shared_ptr<Worker>& w) {
 }
 
 void WorkerPool::HandleMessage(const std::shared_ptr<Worker>& w, const std::string& line) {
-  std::string_view text(line);
-  if (!text.empty() && text.back() == '\n') text.remove_suffix(1);
-  std::optional<WorkerMessage> m = ParseWorkerMessage(text);
-  if (!m) {
-    LOG_WARN << "worker pid=" << w->pid << " sent a malformed message";
+  Result<events::WorkerEvent> event = events::DecodeWorkerEvent(line, options_.max_message_bytes);
+  if (!event.ok()) {
+    // NotFound: a type of a newer worker, which an older agent ignores.
+    if (event.status().code() != Status::Code::kNotFound) {
+      LOG_WARN << "worker pid=" << w->pid << " sent a " << event.status().message();
+    }
     return;
   }
-  switch (m->type) {
-    case WorkerMessage::Type::kHello:
-      listener_->OnWorkerHello(w->job_id, w->attempt, w->rank);
-      break;
-    case WorkerMessage::Type::kReport:
-      listener_->OnWorkerReport(w->job_id, w->attempt, w->rank, static_cast<int>(m->seq),
-                                m->metrics, m->checkpoint);
-      break;
-    case WorkerMessage::Type::kDone:
-      w->exit.done_seen = true;
-      w->exit.done_ok = m->ok;
-      w->exit.done_error = std::move(m->error);
-      w->exit.retryable = m->retryable;
-      break;
-    case WorkerMessage::Type::kUnknown:
-      break;  // newer workers may send more
+  if (std::holds_alternative<events::Hello>(*event)) {
+    listener_->OnWorkerHello(w->job_id, w->attempt, w->rank);
+  } else if (const auto* report = std::get_if<events::Report>(&*event)) {
+    listener_->OnWorkerReport(w->job_id, w->attempt, w->rank, report->seq, report->metrics,
+                              report->checkpoint);
+  } else if (auto* done = std::get_if<events::Done>(&*event)) {
+    w->exit.done_seen = true;
+    w->exit.done_ok = done->ok;
+    w->exit.done_error = std::move(done->error);
+    w->exit.retryable = done->retryable;
   }
 }
 
 void WorkerPool::ReapChildren() {
-  for (;;) {
-    int status = 0;
-    pid_t pid = ::waitpid(-1, &status, WNOHANG);
-    if (pid <= 0) break;
-    auto it = workers_.find(pid);
+  while (std::optional<ChildExit> child = launcher_->ReapAny()) {
+    auto it = workers_.find(child->pid);
     if (it == workers_.end()) continue;  // an orphan the daemon inherited, now reaped
     auto w = it->second;
     w->exited = true;
-    if (WIFEXITED(status)) w->exit.exit_code = WEXITSTATUS(status);
-    if (WIFSIGNALED(status)) w->exit.signal = WTERMSIG(status);
+    w->exit.exit_code = child->exit_code;
+    w->exit.signal = child->signal;
+    w->stop.Exited();
     // Whatever the user's code left behind goes with its worker.
     KillLeftovers(*w);
     w->grace_timer.cancel();
@@ -445,7 +278,7 @@ void WorkerPool::MaybeFinish(const std::shared_ptr<Worker>& w) {
   if (w->finished || !w->exited || !w->channel_closed) return;
   w->finished = true;
   w->drain_timer.cancel();
-  w->exit.stopped_by_agent = w->stopping;
+  w->exit.stopped_by_agent = w->stop.requested();
   workers_.erase(w->pid);
   LOG_INFO << "worker exited job=" << w->job_id << " attempt=" << w->attempt << " rank=" << w->rank
            << " pid=" << w->pid
@@ -455,9 +288,9 @@ void WorkerPool::MaybeFinish(const std::shared_ptr<Worker>& w) {
   listener_->OnWorkerExit(w->exit);
 }
 
-void WorkerPool::Send(const std::shared_ptr<Worker>& w, const json& msg) {
+void WorkerPool::Send(const std::shared_ptr<Worker>& w, const events::AgentMessage& msg) {
   if (w->channel_closed) return;
-  auto data = std::make_shared<std::string>(msg.dump() + "\n");
+  auto data = std::make_shared<std::string>(events::Encode(msg));
   asio::async_write(w->channel, asio::buffer(*data),
                     [data](const boost::system::error_code&, size_t) {});
 }
@@ -466,26 +299,28 @@ void WorkerPool::StopAttempt(const std::string& job_id, int attempt) {
   for (auto& entry : workers_) {
     // A copy of the pointer, not a structured binding: lambdas capture it (C++17).
     std::shared_ptr<Worker> w = entry.second;
-    if (w->job_id != job_id || w->attempt != attempt || w->stopping || w->exited) continue;
-    w->stopping = true;
-    Send(w, json{{"type", "stop"}});
-    w->grace_timer.expires_after(options_.stop_grace);
-    w->grace_timer.async_wait([this, w](const boost::system::error_code& ec) {
-      if (ec || w->exited) return;
-      ::killpg(w->pid, SIGTERM);
-      w->grace_timer.expires_after(options_.term_grace);
-      w->grace_timer.async_wait([w](const boost::system::error_code& ec2) {
-        if (ec2 || w->exited) return;
-        ::killpg(w->pid, SIGKILL);
-      });
-    });
+    if (w->job_id != job_id || w->attempt != attempt || w->exited) continue;
+    if (!w->stop.Request()) continue;  // already stopping: the grace runs on
+    Send(w, events::Stop{});
+    ArmGraceTimer(w);
   }
+}
+
+void WorkerPool::ArmGraceTimer(const std::shared_ptr<Worker>& w) {
+  std::optional<StopEscalation::TimePoint> due = w->stop.NextDeadline();
+  if (!due) return;
+  // The timer only schedules; the escalation reads the clock itself.
+  w->grace_timer.expires_after(*due - clock_->Now());
+  w->grace_timer.async_wait([this, w](const boost::system::error_code& ec) {
+    if (ec || w->exited) return;
+    w->stop.Poll();
+    ArmGraceTimer(w);
+  });
 }
 
 void WorkerPool::Ack(const std::string& job_id, int attempt, int rank, int seq) {
   for (auto& [pid, w] : workers_) {
-    if (w->job_id == job_id && w->attempt == attempt && w->rank == rank)
-      Send(w, json{{"type", "ack"}, {"seq", seq}});
+    if (w->job_id == job_id && w->attempt == attempt && w->rank == rank) Send(w, events::Ack{seq});
   }
 }
 
@@ -512,10 +347,9 @@ std::vector<pid_t> WorkerPool::LivePids() const {
 }
 
 void WorkerPool::KillAll() {
-  for (auto& [pid, w] : workers_) ::killpg(pid, SIGKILL);
+  for (auto& [pid, w] : workers_) launcher_->SignalGroup(pid, SIGKILL);
   for (auto& [pid, w] : workers_) {
-    int status;
-    ::waitpid(pid, &status, 0);
+    launcher_->Reap(pid);
     if (!w->exited) KillLeftovers(*w);
   }
   workers_.clear();
@@ -531,7 +365,7 @@ nlohmann::json WorkerPool::LeaseContext(const std::string& job_id, int attempt, 
 }
 
 void WorkerPool::KillLeftovers(const Worker& w) {
-  ::killpg(w.pid, SIGKILL);
+  launcher_->SignalGroup(w.pid, SIGKILL);
   if (options_.reaper != nullptr) options_.reaper->Untrack(w.pid);
   if (options_.cgroups != nullptr && options_.cgroups->enabled()) {
     Status st = options_.cgroups->KillWorker(w.job_id, w.attempt, w.rank);
@@ -541,10 +375,10 @@ void WorkerPool::KillLeftovers(const Worker& w) {
   // Without cgroups the daemon is a child subreaper: what left the worker's process
   // group (setsid) and lost its parent is the daemon's child now. Live children that are
   // not workers are such orphans.
-  for (pid_t orphan : OrphanChildren()) {
+  for (pid_t orphan : launcher_->OrphanChildren()) {
     bool is_worker = workers_.count(orphan) != 0;
     if (!is_worker && orphan != (options_.reaper ? options_.reaper->pid() : -1)) {
-      ::kill(orphan, SIGKILL);
+      launcher_->Signal(orphan, SIGKILL);
     }
   }
 }

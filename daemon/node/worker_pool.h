@@ -1,8 +1,10 @@
 // WorkerPool: the agent's side of the worker processes on this node. It starts one
 // traintl-worker per local rank (own process group, PR_SET_PDEATHSIG, log file as
 // stdout/stderr, a socketpair on fd 3 - docs/WORKER_PROTOCOL.md, optionally as an
-// unprivileged user, with exactly the environment it is given), reads their messages,
-// stops them (stop message, grace, SIGTERM, SIGKILL) and reaps them.
+// unprivileged user, with exactly the environment it is given), reads their messages
+// (proto/worker_events.h), stops them (stop message, grace, SIGTERM, SIGKILL:
+// StopEscalation) and reaps them. Processes are started, signalled and reaped through a
+// ProcessLauncher, and the stop graces measured on a Clock.
 //
 // Nothing a worker starts outlives it: with WorkerCgroups each worker runs in a cgroup of
 // its own, killed as a whole when the worker exits (setsid and double-forked children
@@ -24,14 +26,16 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "common/clock.h"
 #include "common/result.h"
 #include "common/status.h"
+#include "daemon/node/process_launcher.h"
 #include "daemon/node/worker_cgroups.h"
+#include "proto/worker_events.h"
 
 namespace traintl {
 
@@ -57,8 +61,8 @@ struct WorkerPoolOptions {
   // How long to wait for a worker's channel to drain after its process exited; 1 s.
   std::chrono::milliseconds drain_timeout{1000};
   // Longest accepted message line from a worker; a longer one (or that much data without
-  // a newline) closes the channel. Default 4 MiB.
-  size_t max_message_bytes = 4 << 20;
+  // a newline) closes the channel. Default 4 MiB (events::kMaxEventBytes).
+  size_t max_message_bytes = events::kMaxEventBytes;
   // The account every worker runs as, unless its WorkerLaunch::user says otherwise
   // (traintld --worker-user). Default: unset (workers run as the daemon's user).
   std::optional<WorkerUser> worker_user;
@@ -72,6 +76,11 @@ struct WorkerPoolOptions {
   // -1 / 0: no lease. Default: none.
   int lease_fd = -1;
   int lease_ms = 0;
+  // Not owned. Starts, signals and reaps the workers. Default: null
+  // (PosixProcessLauncher::Get(), the real processes).
+  ProcessLauncher* launcher = nullptr;
+  // Not owned. What the stop graces are measured on. Default: null (SystemClock::Get()).
+  const Clock* clock = nullptr;
 };
 
 // One rank to start.
@@ -98,27 +107,6 @@ struct WorkerLaunch {
   // the worker switches user. Not recursive: only the directories themselves change owner.
   std::vector<std::string> user_dirs;
 };
-
-// One decoded message from a worker (docs/WORKER_PROTOCOL.md).
-struct WorkerMessage {
-  enum class Type { kHello, kReport, kDone, kUnknown };
-  Type type = Type::kUnknown;
-  std::string type_name;  // as sent; for kUnknown, what an older agent ignores
-  // report
-  int64_t seq = 0;
-  nlohmann::json metrics = nlohmann::json::object();  // always an object
-  std::string checkpoint;                             // "" = none
-  // done
-  bool ok = false;
-  std::string error;
-  bool retryable = true;
-};
-
-// Decodes one line (without its newline) from a worker. Returns nullopt for anything
-// malformed: not JSON, not an object, "type" missing or not a string, a report without an
-// integer "seq" in [0, 2^31). Fields of the wrong type are treated as absent. Never throws:
-// the line comes from user code.
-std::optional<WorkerMessage> ParseWorkerMessage(std::string_view line);
 
 // How a worker ended, as the agent saw it.
 struct WorkerExit {
@@ -174,7 +162,9 @@ class WorkerPool {
   void ReadNext(const std::shared_ptr<Worker>& w);
   void HandleMessage(const std::shared_ptr<Worker>& w, const std::string& line);
   void MaybeFinish(const std::shared_ptr<Worker>& w);
-  void Send(const std::shared_ptr<Worker>& w, const nlohmann::json& msg);
+  void Send(const std::shared_ptr<Worker>& w, const events::AgentMessage& msg);
+  // Runs the worker's stop escalation when its next step is due.
+  void ArmGraceTimer(const std::shared_ptr<Worker>& w);
   // Kills whatever the exited worker `w` left: its cgroup, or its process group and the
   // orphans the daemon inherited.
   void KillLeftovers(const Worker& w);
@@ -183,6 +173,8 @@ class WorkerPool {
   boost::asio::io_context& io_;
   const WorkerPoolOptions options_;
   WorkerPoolListener* const listener_;
+  ProcessLauncher* const launcher_;  // options_.launcher or the real one
+  const Clock* const clock_;         // options_.clock or the system's
 
   // Owned by the io_context thread.
   boost::asio::signal_set sigchld_;

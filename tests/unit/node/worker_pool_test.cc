@@ -1,12 +1,12 @@
-// WorkerPool: decoding of worker messages (never throwing on what user code sends),
-// the process it starts (exact environment, own process group, parent-death signal,
-// optional unprivileged user), and the limit on message size.
+// WorkerPool: the process it starts (exact environment, own process group, parent-death
+// signal, optional unprivileged user), ill-typed messages (decoded by
+// proto/worker_events.h; tests/unit/proto/worker_events_test.cc), and the limit on message
+// size.
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <chrono>
-#include <climits>
 #include <string>
 #include <vector>
 
@@ -87,49 +87,6 @@ WorkerPoolOptions PoolOptions() {
 }
 
 }  // namespace
-
-TEST_CASE("ParseWorkerMessage decodes the protocol and never throws on odd input") {
-  auto hello = ParseWorkerMessage(R"({"type":"hello","rank":0,"pid":5})");
-  REQUIRE(hello);
-  CHECK(hello->type == WorkerMessage::Type::kHello);
-
-  auto report =
-      ParseWorkerMessage(R"({"type":"report","seq":3,"metrics":{"loss":1},"checkpoint":"/s"})");
-  REQUIRE(report);
-  CHECK(report->type == WorkerMessage::Type::kReport);
-  CHECK(report->seq == 3);
-  CHECK(report->metrics == json{{"loss", 1}});
-  CHECK(report->checkpoint == "/s");
-
-  auto done = ParseWorkerMessage(R"({"type":"done","ok":false,"error":"boom","retryable":false})");
-  REQUIRE(done);
-  CHECK(!done->ok);
-  CHECK(done->error == "boom");
-  CHECK(!done->retryable);
-
-  // Ill-typed fields count as absent (this used to throw out of the io_context).
-  auto odd = ParseWorkerMessage(R"({"type":"done","ok":"yes","error":7,"retryable":"no"})");
-  REQUIRE(odd);
-  CHECK(!odd->ok);
-  CHECK(odd->error.empty());
-  CHECK(odd->retryable);
-  auto odd_report = ParseWorkerMessage(R"({"type":"report","seq":1,"metrics":[1],"checkpoint":5})");
-  REQUIRE(odd_report);
-  CHECK(odd_report->metrics == json::object());
-  CHECK(odd_report->checkpoint.empty());
-
-  CHECK(!ParseWorkerMessage("not json"));
-  CHECK(!ParseWorkerMessage("[1]"));
-  CHECK(!ParseWorkerMessage(R"({"type":7})"));
-  CHECK(!ParseWorkerMessage(R"({"type":"report","seq":"1"})"));
-  CHECK(!ParseWorkerMessage(R"({"type":"report","seq":-1})"));
-  CHECK(!ParseWorkerMessage(R"({"type":"report","seq":2147483648})"));
-  CHECK(!ParseWorkerMessage(R"({"type":"report","seq":18446744073709551615})"));
-  CHECK(ParseWorkerMessage(R"({"type":"report","seq":2147483647})")->seq == INT_MAX);
-  auto future = ParseWorkerMessage(R"({"type":"future"})");
-  REQUIRE(future);
-  CHECK(future->type == WorkerMessage::Type::kUnknown);
-}
 
 TEST_CASE("a worker gets exactly its environment, its own process group and PDEATHSIG") {
   TempDir dir;

@@ -1,0 +1,105 @@
+// The messages of the agent <-> worker channel (fd 3; docs/WORKER_PROTOCOL.md is the
+// contract, field names there are the names here): what traintl-worker sends its node
+// agent (`WorkerEvent`: hello, report, done) and what the agent sends back
+// (`AgentMessage`: ack, stop), as C++ structs with one codec for both ends. The worker
+// writes through Encode and reads through DecodeAgentMessage (worker/agent_channel.cc);
+// the agent writes through Encode and reads through DecodeWorkerEvent
+// (daemon/node/worker_pool.cc).
+//
+// The wire format: one JSON object per line, keys in sorted order (nlohmann's dump), a
+// "type" naming the message. Encode never fails; invalid UTF-8 in a string (user metrics,
+// an exception's message) is replaced, never thrown. A worker runs user code, so Decode
+// treats every byte as untrusted and never throws: a line longer than the limit, text
+// nested deeper than kMaxJsonDepth, not an object, no string "type", or a field the
+// message cannot do without (hello's rank and pid, report's and ack's seq in [0, INT_MAX])
+// missing or of the wrong type is InvalidArgument naming the message type and the field
+// ("malformed report event: seq: out of range (-1)"). A type this release does not know
+// (a newer peer's) is NotFound: both ends ignore it. Optional fields of the wrong type are
+// taken as absent, as they always were: one ill-typed field does not cost a report.
+//
+// Thread-safety: plain values and free functions.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include <nlohmann/json.hpp>
+
+#include "common/result.h"
+
+namespace traintl::events {
+
+// The longest line (newline included) the agent reads from a worker by default
+// (WorkerPoolOptions::max_message_bytes): 4 MiB.
+inline constexpr size_t kMaxEventBytes = 4 << 20;
+
+// ---- worker -> agent ----
+
+// Sent once the library is loaded and the entry point found, just before it is called.
+struct Hello {
+  static constexpr std::string_view kType = "hello";
+  int rank = 0;     // the world rank
+  int64_t pid = 0;  // the worker's process id
+  bool operator==(const Hello& o) const { return rank == o.rank && pid == o.pid; }
+};
+
+// The seq-th (0-based) report() call of this attempt; the worker then waits for Ack{seq}.
+struct Report {
+  static constexpr std::string_view kType = "report";
+  int seq = 0;                                        // in [0, INT_MAX]
+  nlohmann::json metrics = nlohmann::json::object();  // always an object
+  std::string checkpoint;  // the staged checkpoint directory; "" = none (null on the wire)
+  bool operator==(const Report& o) const {
+    return seq == o.seq && metrics == o.metrics && checkpoint == o.checkpoint;
+  }
+};
+
+// The entry point returned (ok) or failed. On the wire a successful done carries only
+// "ok" (unless its other fields differ from their defaults); a failed one also "error"
+// and "retryable".
+struct Done {
+  static constexpr std::string_view kType = "done";
+  bool ok = false;
+  std::string error;      // the failure's message; "" when ok
+  bool retryable = true;  // false: retrying cannot help (e.g. the library cannot load)
+  bool operator==(const Done& o) const {
+    return ok == o.ok && error == o.error && retryable == o.retryable;
+  }
+};
+
+using WorkerEvent = std::variant<Hello, Report, Done>;
+
+// ---- agent -> worker ----
+
+// Report `seq` was accepted; the worker's report() returns.
+struct Ack {
+  static constexpr std::string_view kType = "ack";
+  int seq = 0;  // in [0, INT_MAX]
+  bool operator==(const Ack& o) const { return seq == o.seq; }
+};
+
+// should_stop() returns true from now on.
+struct Stop {
+  static constexpr std::string_view kType = "stop";
+  bool operator==(const Stop&) const { return true; }
+};
+
+using AgentMessage = std::variant<Ack, Stop>;
+
+// The "type" of a message (its struct's kType).
+std::string_view TypeOf(const WorkerEvent& e);
+std::string_view TypeOf(const AgentMessage& m);
+
+// One line of the channel, newline included.
+std::string Encode(const WorkerEvent& e);
+std::string Encode(const AgentMessage& m);
+
+// Decodes one line (with or without its newline); see the file comment for the errors.
+// `max_bytes` bounds the line, newline included.
+Result<WorkerEvent> DecodeWorkerEvent(std::string_view line, size_t max_bytes = kMaxEventBytes);
+Result<AgentMessage> DecodeAgentMessage(std::string_view line, size_t max_bytes = kMaxEventBytes);
+
+}  // namespace traintl::events

@@ -1,0 +1,167 @@
+// traintl-worker and its agent: reports and their acks, checkpoint staging and restore, the
+// stop message, the end of the channel, and the lease that fences a worker of a frozen daemon.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/file_util.h"
+#include "common/lease_clock.h"
+#include "proto/rank_context.h"
+
+#include "tests/unit/worker/worker_run.h"
+
+using nlohmann::json;
+using namespace traintl;
+using namespace traintl::worker_test;
+
+TEST_CASE("reports arrive in order, wait for acks, and stage checkpoints") {
+  Fixture f;
+  json ctx = f.Context(TEST_TRAIN_LIB, "", {{"epochs", 3}, {"sleep_ms", 0}});
+  ctx["world_rank"] = 1;
+  ctx["world_size"] = 2;
+  WorkerRun& run = f.Start(ctx);
+  ExpectHello(run, 1);
+  for (int k = 0; k < 3; ++k) {
+    json report = ExpectMessage(run, "report");
+    CHECK(report["seq"] == k);
+    CHECK(report["metrics"]["epoch"] == k);
+    CHECK(report["metrics"]["rank"] == 1);
+    CHECK(report["metrics"]["world_size"] == 2);
+    CHECK(report["metrics"]["restored_epoch"] == -1);
+    CHECK(report["metrics"]["loss"].get<double>() == Approx(1.0 / (k + 1)));
+    const std::string staged = f.staging() + "/seq_" + std::to_string(k) + "/rank_1";
+    REQUIRE(report["checkpoint"] == staged);
+    auto state = ReadFile(staged + "/state.json");
+    REQUIRE(state.ok());
+    CHECK(json::parse(*state) == json{{"epoch", k}, {"rank", 1}});
+    auto files = ListFilesRecursive(staged);
+    REQUIRE(files.ok());
+    CHECK(*files == std::vector<std::string>{"rank_1.json", "state.json"});
+    if (k == 0) {
+      // Blocked in report() until the ack: nothing more may arrive (epochs take no time).
+      CHECK_FALSE(run.Next(300).has_value());
+    }
+    run.Send({{"type", "ack"}, {"seq", k}});
+  }
+  json done = ExpectMessage(run, "done");
+  CHECK(done["ok"] == true);
+  CHECK(run.WaitExitCode() == 0);
+  CHECK(run.Log().find("epoch 2 rank 1 loss") != std::string::npos);
+}
+
+TEST_CASE("get_checkpoint returns the context's checkpoint_dir") {
+  Fixture f;
+  const std::string ckpt = f.dir() + "/restore";
+  REQUIRE(MakeDirs(ckpt).ok());
+  REQUIRE(WriteFileAtomic(ckpt + "/state.json", R"({"epoch": 1, "rank": 0})").ok());
+  json ctx = f.Context(TEST_TRAIN_LIB, "train_loop",
+                       {{"epochs", 3}, {"sleep_ms", 0}, {"checkpoint_every", 0}});
+  ctx["checkpoint_dir"] = ckpt;
+  ctx["attempt"] = 2;
+  WorkerRun& run = f.Start(ctx);
+  ExpectHello(run, 0);
+  json report = ExpectMessage(run, "report");
+  CHECK(report["seq"] == 0);  // the counter is per attempt
+  CHECK(report["metrics"]["epoch"] == 2);
+  CHECK(report["metrics"]["attempt"] == 2);
+  CHECK(report["metrics"]["restored_epoch"] == 1);
+  CHECK(report["metrics"]["restored_path"] == ckpt);
+  CHECK(report["checkpoint"].is_null());
+  run.Send({{"type", "ack"}, {"seq", 0}});
+  CHECK(ExpectMessage(run, "done")["ok"] == true);
+  CHECK(run.WaitExitCode() == 0);
+}
+
+TEST_CASE("a stop message makes should_stop() true") {
+  Fixture f;
+  WorkerRun& run = f.Start(f.Context(
+      TEST_TRAIN_LIB, "", {{"epochs", 100000}, {"sleep_ms", 10}, {"checkpoint_every", 0}}));
+  ExpectHello(run, 0);
+  CHECK(ExpectMessage(run, "report")["seq"] == 0);
+  // The stop is read before the ack, so the loop sees it right after report() returns.
+  run.Send({{"type", "stop"}});
+  run.Send({{"type", "ack"}, {"seq", 0}});
+  CHECK(ExpectMessage(run, "done")["ok"] == true);
+  CHECK(run.WaitExitCode() == 0);
+  CHECK(run.Log().find("rank 0 stopping after epoch 0") != std::string::npos);
+}
+
+TEST_CASE("the worker exits when the agent's end closes") {
+  Fixture f;
+  WorkerRun& run = f.Start(f.Context(
+      TEST_TRAIN_LIB, "", {{"sleep_ms", 0}, {"fail_at_epoch", 0}, {"fail_mode", "hang"}}));
+  ExpectHello(run, 0);
+  run.CloseChannel();
+  int status = run.Wait();
+  INFO("log:\n" << run.Log());
+  CHECK(WIFEXITED(status));
+  CHECK(run.Log().find("the agent closed the channel") != std::string::npos);
+}
+
+TEST_CASE("the worker exits when the agent closes while a report waits for its ack") {
+  Fixture f;
+  WorkerRun& run = f.Start(f.Context(TEST_TRAIN_LIB, "", {{"sleep_ms", 0}}));
+  ExpectHello(run, 0);
+  ExpectMessage(run, "report");
+  run.CloseChannel();
+  CHECK(WIFEXITED(run.Wait()));
+}
+
+// A stopped daemon (SIGSTOP) keeps the channel open but cannot fence its workers: without
+// the lease they outlived it and overlapped the next head's attempt.
+TEST_CASE("the worker ends its process group when the daemon's lease clock stops") {
+  LeaseClock clock;
+  REQUIRE(clock.Start().ok());
+  Fixture f;
+  json ctx = f.Context(
+      TEST_TRAIN_LIB, "",
+      {{"sleep_ms", 0}, {"fail_at_epoch", 0}, {"fail_mode", "hang"}, {"spawn_child", "group"}});
+  ctx["lease"] = {{"fd", 4}, {"ms", 300}, {"cgroup_kill", nullptr}};
+  WorkerRun& run = f.Start(ctx, clock.read_only_fd());
+  ExpectHello(run, 0);
+  // The clock ticks: it lives on, well past the lease.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  REQUIRE(::waitpid(run.pid(), nullptr, WNOHANG) == 0);
+  std::optional<pid_t> child;
+  for (int i = 0; i < 500 && !child; ++i) {
+    auto text = ReadFile(f.dir() + "/child_a1_r0.pid");
+    if (text.ok() && !text->empty()) child = std::stoi(*text);
+    if (!child) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  REQUIRE(child);
+  clock.Pause();  // the daemon froze
+  int status = run.Wait();
+  INFO("log:\n" << run.Log());
+  CHECK(WIFSIGNALED(status));
+  CHECK(WTERMSIG(status) == SIGKILL);
+  CHECK(run.Log().find("lease lapsed") != std::string::npos);
+  bool child_gone = false;
+  for (int i = 0; i < 500 && !child_gone; ++i) {
+    auto stat = ReadFile("/proc/" + std::to_string(*child) + "/stat");
+    child_gone = !stat.ok() || stat->find(") Z") != std::string::npos;
+    if (!child_gone) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(child_gone);
+}
+
+TEST_CASE("a lease in the context must name an fd and a positive time") {
+  Fixture f;
+  json ctx = f.Context(TEST_TRAIN_LIB, "");
+  ctx["lease"] = {{"fd", 4}, {"ms", 0}};
+  CHECK_FALSE(ParseRankContext(ctx.dump()).ok());
+  ctx["lease"] = {{"fd", 4}, {"ms", 2000}, {"cgroup_kill", "/sys/fs/cgroup/x/cgroup.kill"}};
+  auto parsed = ParseRankContext(ctx.dump());
+  REQUIRE(parsed.ok());
+  CHECK(parsed->lease_fd == 4);
+  CHECK(parsed->lease_ms == 2000);
+  CHECK(parsed->cgroup_kill == "/sys/fs/cgroup/x/cgroup.kill");
+}
