@@ -1,7 +1,7 @@
 // The fixture of the http::Server tests (http_server*_test.cc): TestServer, a server on
 // 127.0.0.1 port 0 with its io_context on a background thread, and blocking raw-socket
 // helpers that drive it byte by byte (each socket has a receive timeout, only as a guard
-// against a hung server).
+// against a hung server; tls_test.cc uses them too).
 //
 // Thread-safety: a TestServer belongs to the test's thread; OnIo runs work on its io
 // thread and waits for the result. The socket helpers act only on the descriptor they are
