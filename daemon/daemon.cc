@@ -380,7 +380,9 @@ void Daemon::StopWorkers() {
 
 void Daemon::BeginShutdown(int sig) {
   LOG_INFO << "received " << (sig == SIGTERM ? "SIGTERM" : "SIGINT") << "; shutting down";
-  notifier_->Stopping("stopping: handing over, stopping this node's workers");
+  // Notifications are best effort: systemd may not be listening, and nothing here depends
+  // on it having heard.
+  notifier_->Stopping("stopping: handing over, stopping this node's workers").IgnoreError();
   jobs_->Shutdown();  // schedules nothing more
   server_->Stop();    // accepts no more requests
   int voters = 0;
@@ -419,7 +421,7 @@ void Daemon::BeginShutdown(int sig) {
 void Daemon::Reload() {
   // Re-parses the same command line and config file (the command line still wins); what
   // can change at run time is applied: the log level.
-  notifier_->Reloading("reloading the configuration");
+  notifier_->Reloading("reloading the configuration").IgnoreError();  // best effort
   DaemonConfig fresh;
   int exit_code = 0;
   if (ParseDaemonConfig(argc_, argv_, &fresh, &exit_code)) {
@@ -428,7 +430,7 @@ void Daemon::Reload() {
   } else {
     LOG_WARN << "reload: the configuration is invalid; keeping the running settings";
   }
-  notifier_->Ready(service_status_->last_status());
+  notifier_->Ready(service_status_->last_status()).IgnoreError();  // best effort
 }
 
 void Daemon::InstallSignals() {

@@ -16,7 +16,13 @@
 // may close an anonymous connection that is waiting for a request (or an authenticated
 // idle one) to make room for a new connection (EvictionRank).
 //
-// Thread-safety: not thread-safe; every method runs on the server's io_context thread.
+// Where it is: connection.cc holds the lifetime (start and TLS handshake, waits and
+// eviction, timers, keep-alive or lingering close after an answer, closing),
+// connection_read.cc reading a request (limits, routing, authentication), and
+// connection_respond.cc answering it (the handler, responses and streams, the write queue).
+//
+// Thread-safety: not thread-safe; every method, the destructor included, runs on the
+// server's io_context thread (Responders post there; RunningInIoThread checks it).
 #pragma once
 
 #include <cstdint>
@@ -50,12 +56,17 @@ class Connection;
 
 // What a Server shares with its connections; it outlives the Server while connections
 // (kept by pending Responders) still refer to it.
+//
+// Thread-safety: none of its own; it is used only on the server's io_context thread.
 struct ServerState {
+  // Set by the Server's constructor (tls_context by Start); constant once it accepts.
   boost::asio::io_context* io_context = nullptr;
   ServerOptions options;
   std::shared_ptr<Router> router;
   // Set when the server speaks TLS.
   std::shared_ptr<boost::asio::ssl::context> tls_context;
+
+  // Changed by the Server and its connections on the io_context thread.
   // Open connections by id (ids grow with accept order).
   std::unordered_map<uint64_t, std::weak_ptr<Connection>> connections;
   // Open anonymous connections per source address (max_anonymous_per_source).
@@ -166,13 +177,18 @@ class Connection : public std::enable_shared_from_this<Connection> {
                                      const std::string& content_type);
   static void InvokeCallback(const std::function<void(bool)>& cb, bool ok);
 
+  // The transport, set up in the constructor (the objects, not their state, are fixed).
   boost::asio::ip::tcp::socket socket_;
   // The TLS layer over socket_, when the server speaks TLS.
   std::optional<boost::asio::ssl::stream<boost::asio::ip::tcp::socket&>> tls_;
+
+  // Constant after construction.
   std::shared_ptr<ServerState> server_;
   uint64_t id_;
-  std::string remote_;
+  std::string remote_;  // "ip:port" of the peer, for logs and Request::remote
   boost::asio::ip::address source_;
+
+  // Everything below changes on the io_context thread only (see Thread-safety above).
   // Presented the valid bearer token in some request.
   bool authenticated_ = false;
   // Counted in ServerState::anonymous_by_source.

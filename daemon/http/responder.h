@@ -69,8 +69,11 @@ class Responder {
   enum class State { kNone, kSent, kStreaming, kEnded };
   void CheckThread() const;
 
+  // Constant after construction.
   std::shared_ptr<internal::Connection> conn_;
   uint64_t request_seq_;
+
+  // Changed on the io_context thread only (CheckThread).
   State state_ = State::kNone;
   std::vector<std::pair<std::string, std::string>> headers_;
 };

@@ -82,6 +82,7 @@ class Router {
   RouteMatch Match(const std::string& method, std::string_view raw_path) const;
 
  private:
+  // Appended to by Add before the server starts; read-only (Match) afterwards.
   std::vector<std::unique_ptr<Route>> routes_;
 };
 

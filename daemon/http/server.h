@@ -159,6 +159,9 @@ class Server {
   bool PressureLogDue();
   std::string PressureSuffix();
 
+  // io_context_ and the state_ pointer are constant after construction; local_endpoint_ is
+  // written by Start only (and read from any thread after it returned); everything else,
+  // and what state_ points to, changes on the io_context thread.
   boost::asio::io_context& io_context_;
   boost::asio::ip::tcp::acceptor acceptor_;
   std::shared_ptr<internal::ServerState> state_;

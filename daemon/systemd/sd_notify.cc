@@ -192,7 +192,7 @@ Watchdog::~Watchdog() { Stop(); }
 void Watchdog::Start() {
   if (!enabled() || running_) return;
   running_ = true;
-  if (!options_.healthy || options_.healthy()) notifier_->WatchdogPing();
+  if (!options_.healthy || options_.healthy()) notifier_->WatchdogPing().IgnoreError();
   Arm();
 }
 
@@ -207,7 +207,7 @@ void Watchdog::Arm() {
     if (ec || !running_) return;
     // A failed ping is not retried early: the next tick pings again, and systemd
     // tolerates one missed interval (pings come at half of WATCHDOG_USEC).
-    if (!options_.healthy || options_.healthy()) notifier_->WatchdogPing();
+    if (!options_.healthy || options_.healthy()) notifier_->WatchdogPing().IgnoreError();
     Arm();
   });
 }

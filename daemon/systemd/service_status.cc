@@ -21,10 +21,12 @@ std::string ServiceStatus::Update(const NodeState& state) {
   std::string sent;
   if (!ready_ && IsReady(state)) {
     ready_ = true;
-    notifier_->Ready(text);
+    // Best effort, like every notification: a status systemd missed is sent again with
+    // the next change.
+    notifier_->Ready(text).IgnoreError();
     sent = "READY=1\nSTATUS=" + text;
   } else if (text != last_) {
-    notifier_->SetStatus(text);
+    notifier_->SetStatus(text).IgnoreError();
     sent = "STATUS=" + text;
   }
   last_ = text;

@@ -1,8 +1,6 @@
 // TLS tests of traintl::http::Server and Fetch with a CA and a server certificate generated
 // by the test (test_certs.h): verified round trips, refused peers, and a server that stays
 // healthy whatever a client does at the TLS layer.
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -31,9 +29,11 @@
 #include "daemon/http/router.h"
 #include "daemon/http/server.h"
 #include "tests/unit/http/test_certs.h"
+#include "tests/unit/http/test_server.h"
 
 using namespace traintl::http;
 using nlohmann::json;
+using traintl::testing::ConnectRaw;
 
 namespace {
 
@@ -106,17 +106,6 @@ class TlsServer {
 
 std::map<std::string, std::string> Auth() {
   return {{"Authorization", std::string("Bearer ") + kToken}};
-}
-
-int ConnectRaw(uint16_t port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
-  return fd;
 }
 
 // True when the server closes the connection within `limit` (a hang guard, not a timing
