@@ -6,6 +6,7 @@ add_library(traintl_head STATIC
   head/attempt_tracker.cc
   head/node_client.cc
   head/job_manager.cc
+  head/job_manager_nodes.cc
   head/job_queue.cc
   head/launch_plans.cc
   head/node_registry.cc

@@ -79,7 +79,8 @@ void CheckpointCommitter::Remove(std::string trial_dir, std::vector<std::string>
 
 void CheckpointCommitter::CleanUpAttempt(std::string staging_dir, std::string trial_dir) {
   Post([staging_dir = std::move(staging_dir), trial_dir = std::move(trial_dir)] {
-    RemoveAll(staging_dir);
+    if (Status st = RemoveAll(staging_dir); !st.ok())
+      LOG_WARN << "could not remove " << staging_dir << ": " << st.message();
     CleanupUncommitted(trial_dir);
   });
 }

@@ -96,7 +96,7 @@ void CleanupUncommitted(const std::string& trial_dir) {
   if (!names.ok()) return;
   for (const auto& n : *names) {
     if (n.size() > 4 && n.rfind("checkpoint_", 0) == 0 && n.substr(n.size() - 4) == ".tmp")
-      RemoveAllAt(*trial, n);
+      RemoveAllAt(*trial, n).IgnoreError();  // what is left is tried again next time
   }
 }
 

@@ -10,6 +10,9 @@
 // attempts the store still calls active are ended as lost (LostAttemptReason names why)
 // and restarted from their latest checkpoint.
 //
+// The implementation is in two files: job_manager.cc (the job lifecycle) and
+// job_manager_nodes.cc (the node registry, snapshots, node loss, launchers).
+//
 // Thread-safety: not thread-safe; every method and callback runs on the io_context thread.
 #pragma once
 

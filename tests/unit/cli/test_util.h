@@ -55,7 +55,7 @@ class TempDir {
     REQUIRE(mkdtemp(tmpl) != nullptr);
     path_ = tmpl;
   }
-  ~TempDir() { RemoveAll(path_); }
+  ~TempDir() { RemoveAll(path_).IgnoreError(); }
   const std::string& path() const { return path_; }
   std::string Write(const std::string& name, const std::string& content) const {
     std::string p = JoinPath(path_, name);

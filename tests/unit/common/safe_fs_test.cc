@@ -41,8 +41,8 @@ TEST_CASE("MakeDirs refuses a symlink planted in a directory others can write") 
   auto job = MakeJobDir(shared + "/job-1", 0755, OwnerPolicy{});
   CHECK(job.status().code() == Status::Code::kPermissionDenied);
   CHECK(Snapshot(victim) == before);
-  RemoveAll(shared);
-  RemoveAll(victim);
+  RemoveAll(shared).IgnoreError();
+  RemoveAll(victim).IgnoreError();
 }
 
 TEST_CASE("the trusted prefix follows symlinks that only root or this user can have made") {
@@ -64,7 +64,7 @@ TEST_CASE("the trusted prefix follows symlinks that only root or this user can h
   CHECK(IsDirectory(top + "/real/a/b/c"));
   CHECK(MakeDirsBelow(*dir, "../x", 0755, OwnerPolicy{}).status().code() ==
         Status::Code::kInvalidArgument);
-  RemoveAll(top);
+  RemoveAll(top).IgnoreError();
 }
 
 TEST_CASE("MakeDirsBelow refuses a symlink at any component and keeps the victim") {
@@ -81,8 +81,8 @@ TEST_CASE("MakeDirsBelow refuses a symlink at any component and keeps the victim
   CHECK(OpenDirBelow(*root, "trial/.staging", OwnerPolicy{}).status().code() ==
         Status::Code::kPermissionDenied);
   CHECK(Snapshot(victim) == before);
-  RemoveAll(top);
-  RemoveAll(victim);
+  RemoveAll(top).IgnoreError();
+  RemoveAll(victim).IgnoreError();
 }
 
 TEST_CASE("components owned by a stranger are refused; the worker user's are accepted") {
@@ -100,7 +100,7 @@ TEST_CASE("components owned by a stranger are refused; the worker user's are acc
   OwnerPolicy worker;
   worker.also_allowed.push_back(kNobodyUid);
   CHECK(MakeJobDir(shared + "/job-1", 0755, worker).ok());
-  RemoveAll(shared);
+  RemoveAll(shared).IgnoreError();
 }
 
 TEST_CASE("RemoveAll never follows a symlink above, at or below the path") {
@@ -131,11 +131,11 @@ TEST_CASE("RemoveAll never follows a symlink above, at or below the path") {
   CHECK(!PathExists(top + "/tree"));
   CHECK(Snapshot(victim) == before_ckpt);
   CHECK(RemoveAll(top + "/missing/deeper").ok());
-  RemoveAll(top);
-  RemoveAll(shared);
+  RemoveAll(top).IgnoreError();
+  RemoveAll(shared).IgnoreError();
   REQUIRE(RemoveAll(victim + "/checkpoint_x").ok());
   CHECK(Snapshot(victim) == before);
-  RemoveAll(victim);
+  RemoveAll(victim).IgnoreError();
 }
 
 TEST_CASE("ChownNoFollow refuses symlinks and hard-linked files; the victim keeps its owner") {
@@ -169,8 +169,8 @@ TEST_CASE("ChownNoFollow refuses symlinks and hard-linked files; the victim keep
   struct stat st;
   REQUIRE(::stat((top + "/real/ctx").c_str(), &st) == 0);
   CHECK(st.st_uid == to_uid);
-  RemoveAll(top);
-  RemoveAll(victim);
+  RemoveAll(top).IgnoreError();
+  RemoveAll(victim).IgnoreError();
 }
 
 TEST_CASE("RenameFileNoFollow moves regular files only, never onto a symlink") {
@@ -198,8 +198,8 @@ TEST_CASE("RenameFileNoFollow moves regular files only, never onto a symlink") {
   CHECK(size == 7);
   CHECK(*ReadFile(top + "/to/model.pt") == "weights");
   CHECK(Snapshot(victim) == before);
-  RemoveAll(top);
-  RemoveAll(victim);
+  RemoveAll(top).IgnoreError();
+  RemoveAll(victim).IgnoreError();
 }
 
 TEST_CASE("OpenAppendNoFollow refuses a planted link, FIFO or hard link at a log path") {
@@ -232,9 +232,9 @@ TEST_CASE("OpenAppendNoFollow refuses a planted link, FIFO or hard link at a log
     REQUIRE(::write(fd->get(), line, 4) == 4);
   }
   CHECK(*ReadFile(top + "/rank_3.log") == "one\ntwo\n");
-  RemoveAll(top);
-  RemoveAll(shared);
-  RemoveAll(victim);
+  RemoveAll(top).IgnoreError();
+  RemoveAll(shared).IgnoreError();
+  RemoveAll(victim).IgnoreError();
 }
 
 TEST_CASE("WriteFileAtomicAt replaces a symlink at the name and never writes through it") {
@@ -250,8 +250,8 @@ TEST_CASE("WriteFileAtomicAt replaces a symlink at the name and never writes thr
   CHECK(S_ISREG(st.st_mode));
   CHECK(*ReadFile(top + "/manifest.json") == "{}");
   CHECK(Snapshot(victim) == before);
-  RemoveAll(top);
-  RemoveAll(victim);
+  RemoveAll(top).IgnoreError();
+  RemoveAll(victim).IgnoreError();
 }
 
 TEST_CASE("ListFilesNoFollow lists regular files and refuses a symlink anywhere below") {
@@ -270,8 +270,8 @@ TEST_CASE("ListFilesNoFollow lists regular files and refuses a symlink anywhere 
   auto refused = ListFilesNoFollow(*dir);
   CHECK(refused.status().code() == Status::Code::kPermissionDenied);
   CHECK(Mentions(refused.status(), top + "/a/loot"));
-  RemoveAll(top);
-  RemoveAll(victim);
+  RemoveAll(top).IgnoreError();
+  RemoveAll(victim).IgnoreError();
 }
 
 TEST_CASE("CopyTreeDurably does not write through a symlink planted at a destination file") {
@@ -284,6 +284,6 @@ TEST_CASE("CopyTreeDurably does not write through a symlink planted at a destina
   REQUIRE(::symlink((victim + "/id_rsa").c_str(), (top + "/dst/id_rsa").c_str()) == 0);
   CHECK(!CopyTreeDurably(top + "/src", top + "/dst").ok());
   CHECK(Snapshot(victim) == before);
-  RemoveAll(top);
-  RemoveAll(victim);
+  RemoveAll(top).IgnoreError();
+  RemoveAll(victim).IgnoreError();
 }

@@ -43,7 +43,7 @@ class CountingStateMachine : public StateMachine {
 
 struct DirGuard {
   std::string path;
-  ~DirGuard() { RemoveAll(path); }
+  ~DirGuard() { RemoveAll(path).IgnoreError(); }
 };
 
 std::string TempDir() {

@@ -83,7 +83,7 @@ inline std::string TempDir() {
 // Removes the directory when the test ends, however it ends.
 struct DirGuard {
   std::string path;
-  ~DirGuard() { RemoveAll(path); }
+  ~DirGuard() { RemoveAll(path).IgnoreError(); }
 };
 
 inline int FreeLoopbackPort() {

@@ -53,7 +53,7 @@ TEST_CASE("ranks' files merge; rank 0 wins a clash; manifest lists them") {
   CHECK(manifest["files"]["shard_1.pt"]["rank"] == 1);
   CHECK(manifest["metrics"]["loss"] == 0.5);
   CHECK(!PathExists(*dir + ".tmp"));
-  RemoveAll(trial);
+  RemoveAll(trial).IgnoreError();
 }
 
 TEST_CASE("a merge interrupted before its rename leaves only a .tmp that cleanup removes") {
@@ -65,7 +65,7 @@ TEST_CASE("a merge interrupted before its rename leaves only a .tmp that cleanup
   CleanupUncommitted(trial);
   CHECK(!PathExists(trial + "/checkpoint_a002_s000001.tmp"));
   CHECK(PathExists(trial + "/checkpoint_a001_s000000"));
-  RemoveAll(trial);
+  RemoveAll(trial).IgnoreError();
 }
 
 TEST_CASE("a missing staged directory fails the merge without a final directory") {
@@ -73,7 +73,7 @@ TEST_CASE("a missing staged directory fails the merge without a final directory"
   auto dir = MergeCheckpoint(trial, 1, 0, {{0, trial + "/nope"}}, nlohmann::json::object());
   CHECK(!dir.ok());
   CHECK(!PathExists(trial + "/checkpoint_a001_s000000"));
-  RemoveAll(trial);
+  RemoveAll(trial).IgnoreError();
 }
 
 TEST_CASE("a worker's planted symlink cannot make a root daemon move root's files") {
@@ -107,8 +107,8 @@ TEST_CASE("a worker's planted symlink cannot make a root daemon move root's file
   CHECK_FALSE(PathExists(trial + "/checkpoint_a001_s000001"));
   // Root's access is back after the scope.
   CHECK(ReadFile(secret_dir + "/id_rsa").ok());
-  RemoveAll(trial);
-  RemoveAll(secret_dir);
+  RemoveAll(trial).IgnoreError();
+  RemoveAll(secret_dir).IgnoreError();
 }
 
 TEST_CASE("ScopedFsIdentity checks file access as the worker, then restores root's") {
@@ -138,7 +138,7 @@ TEST_CASE("ScopedFsIdentity checks file access as the worker, then restores root
   // A null identity (no --worker-user) changes nothing.
   ScopedFsIdentity none(nullptr);
   CHECK_FALSE(none.active());
-  RemoveAll(dir);
+  RemoveAll(dir).IgnoreError();
 }
 
 // A planted symlink at each path the head creates, moves or deletes on behalf of a job:
@@ -153,8 +153,8 @@ struct Planted {
         victim(testing::MakeVictim()),
         trial(storage + "/mnist-j1") {}
   ~Planted() {
-    RemoveAll(storage);
-    RemoveAll(victim);
+    RemoveAll(storage).IgnoreError();
+    RemoveAll(victim).IgnoreError();
   }
   // A staged checkpoint of rank 0 for attempt 1, seq 1 in `base`.
   std::string Stage(const std::string& base) {

@@ -176,6 +176,6 @@ int main(int argc, char** argv) {
                         {"upload_mib", upload_mib},
                         {"uploads", uploads}};
   std::printf("%s\n", out.dump().c_str());
-  traintl::RemoveAll(dir);
+  traintl::RemoveAll(dir).IgnoreError();
   return 0;
 }

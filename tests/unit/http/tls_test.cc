@@ -45,7 +45,7 @@ struct TempDir {
     REQUIRE(mkdtemp(tmpl) != nullptr);
     path = tmpl;
   }
-  ~TempDir() { traintl::RemoveAll(path); }
+  ~TempDir() { traintl::RemoveAll(path).IgnoreError(); }
   std::string path;
 };
 

@@ -50,8 +50,8 @@ struct Node {
   }
   ~Node() {
     pool->KillAll();
-    RemoveAll(data_dir);
-    RemoveAll(storage);
+    RemoveAll(data_dir).IgnoreError();
+    RemoveAll(storage).IgnoreError();
   }
 
   NodeAttemptPlan Plan(int attempt = 1) const {
@@ -110,7 +110,7 @@ TEST_CASE("a symlink planted at a pending job's trial dir path fails the launch"
   CHECK(node.agent->LiveWorkers("j1", 1) == 0);
   // Neither created in (.staging), nor chowned to the worker user, nor written.
   CHECK(Snapshot(victim) == before);
-  RemoveAll(victim);
+  RemoveAll(victim).IgnoreError();
 }
 
 TEST_CASE("a symlink planted at a trial dir's .staging fails the launch") {
@@ -128,7 +128,7 @@ TEST_CASE("a symlink planted at a trial dir's .staging fails the launch") {
   CHECK(Mentions(st, "refusing to follow a symlink at " + trial + "/.staging"));
   CHECK(node.agent->LiveWorkers("j1", 2) == 0);
   CHECK(Snapshot(victim) == before);
-  RemoveAll(victim);
+  RemoveAll(victim).IgnoreError();
 }
 
 TEST_CASE("a symlink planted at the attempt dir below the data dir fails the launch") {
@@ -147,7 +147,7 @@ TEST_CASE("a symlink planted at the attempt dir below the data dir fails the lau
   REQUIRE(::symlink(victim.c_str(), (node.data_dir + "/data/jobs/j1/attempt_1").c_str()) == 0);
   CHECK(node.agent->Launch(node.Plan()).status().code() == Status::Code::kPermissionDenied);
   CHECK(Snapshot(victim) == before);
-  RemoveAll(victim);
+  RemoveAll(victim).IgnoreError();
 }
 
 TEST_CASE("a trial dir owned by a user other than root or the worker user is refused") {
@@ -209,7 +209,7 @@ TEST_CASE("launching attempt N removes the staging areas of attempts before N") 
   CHECK(IsDirectory(staging + "/attempt_7"));
   CHECK(IsDirectory(staging + "/attempt_x"));
   CHECK(Snapshot(victim) == before);
-  RemoveAll(victim);
+  RemoveAll(victim).IgnoreError();
 }
 
 TEST_CASE("RemoveStaleStaging leaves newer attempts and keeps going after an error") {
@@ -223,7 +223,7 @@ TEST_CASE("RemoveStaleStaging leaves newer attempts and keeps going after an err
   CHECK(!PathExists(top + "/attempt_1"));
   CHECK(IsDirectory(top + "/attempt_5"));
   CHECK(IsDirectory(top + "/attempt_12345678901"));
-  RemoveAll(top);
+  RemoveAll(top).IgnoreError();
 }
 
 TEST_CASE("the node that runs rank 0 chooses the rendezvous port on its own address") {

@@ -29,7 +29,7 @@ struct TempDir {
     path = tmpl;
     ::chmod(path.c_str(), 0755);  // the worker user must reach its files
   }
-  ~TempDir() { RemoveAll(path); }
+  ~TempDir() { RemoveAll(path).IgnoreError(); }
   std::string path;
 };
 
@@ -230,7 +230,7 @@ TEST_CASE("a symlink, FIFO or hard link planted at the log path fails the launch
   }
   CHECK(pool.LivePids().empty());
   CHECK(testing::Snapshot(victim) == before);
-  RemoveAll(victim);
+  RemoveAll(victim).IgnoreError();
 }
 
 TEST_CASE("a root daemon gives no symlinked context file or directory to the worker user") {
@@ -266,5 +266,5 @@ TEST_CASE("a root daemon gives no symlinked context file or directory to the wor
   CHECK(pool.Launch(l).code() == Status::Code::kPermissionDenied);
   CHECK(testing::Snapshot(victim) == before);
   CHECK(pool.LivePids().empty());
-  RemoveAll(victim);
+  RemoveAll(victim).IgnoreError();
 }
