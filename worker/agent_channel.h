@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "common/status.h"
+#include "common/thread_annotations.h"
 #include "proto/worker_events.h"
 
 namespace traintl {
@@ -51,10 +52,10 @@ class AgentChannel {
   void HandleLine(const std::string& line);
 
   const int fd_;
-  std::mutex write_mu_;
+  std::mutex write_mu_;  // serializes writes to fd_ (one whole line each)
   std::mutex ack_mu_;
   std::condition_variable ack_cv_;
-  std::set<int64_t> acked_;  // guarded by ack_mu_
+  std::set<int64_t> acked_ TRAINTL_GUARDED_BY(ack_mu_);
   std::atomic<bool> stop_requested_{false};
   std::thread reader_;
 };

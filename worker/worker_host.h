@@ -11,6 +11,7 @@
 #include <string>
 
 #include "common/result.h"
+#include "common/thread_annotations.h"
 #include "proto/rank_context.h"
 #include "traintl/abi.h"
 #include "worker/agent_channel.h"
@@ -54,7 +55,7 @@ class WorkerHost {
   data::DatasetService datasets_;
   traintl_host_api api_;
   std::mutex report_mu_;
-  int64_t next_seq_ = 0;  // guarded by report_mu_: K of the next report of this attempt
+  int64_t next_seq_ TRAINTL_GUARDED_BY(report_mu_) = 0;  // K of the next report of this attempt
 };
 
 }  // namespace worker

@@ -3,10 +3,11 @@
 // StateMachine with it. A single daemon is a one-voter cluster; the same code runs a
 // 3- or 5-voter cluster.
 //
-// Threading: RaftNode owns one "loop thread" that makes every libraft and libuv call and
-// runs every StateMachine method and every callback given to RaftNode (done callbacks,
-// the leadership callback, functions passed to Post/Call). Public methods are
-// thread-safe unless they say otherwise. Callbacks must not block (they stall
+// Thread-safety: RaftNode owns one "loop thread" that makes every libraft and libuv call
+// and runs every StateMachine method and every callback given to RaftNode (done
+// callbacks, the leadership callback, functions passed to Post/Call). Public methods are
+// thread-safe unless they say otherwise (SetLeadershipCallback belongs before Start; the
+// destructor must not run on the loop thread). Callbacks must not block (they stall
 // heartbeats and replication) and must not throw; they may call any public method
 // (Call and Configuration then run inline), but must not destroy the RaftNode, and
 // Stop() from a callback only requests the shutdown (see Stop).

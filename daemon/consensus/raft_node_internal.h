@@ -36,6 +36,7 @@ extern "C" {
 #include "common/logging.h"
 #include "common/result.h"
 #include "common/status.h"
+#include "common/thread_annotations.h"
 #include "daemon/consensus/disk_guard.h"
 #include "daemon/consensus/raft_node.h"
 
@@ -158,8 +159,8 @@ class RaftNode::Impl {
 
   // Caller-thread helpers of Start.
   Status ValidateOptions() const;
-  Status AcquireLock();
-  void ReleaseLock();
+  Status AcquireLock() TRAINTL_REQUIRES(lifecycle_mu_);  // lifecycle_mu_ held
+  void ReleaseLock() TRAINTL_REQUIRES(lifecycle_mu_);    // lifecycle_mu_ held (Start, Stop)
   Result<std::string> ResolveAddress();
   Result<std::vector<RaftPeer>> BootstrapConfiguration(const std::string& self_address) const;
 
@@ -224,24 +225,25 @@ class RaftNode::Impl {
   mutable std::mutex lifecycle_mu_;
   std::atomic<bool> started_{false};   // written under lifecycle_mu_
   std::atomic<bool> stopping_{false};  // Stop() called or shutdown begun
-  std::thread thread_;
-  int lock_fd_ = -1;
+  std::thread thread_ TRAINTL_GUARDED_BY(lifecycle_mu_);
+  int lock_fd_ TRAINTL_GUARDED_BY(lifecycle_mu_) = -1;  // the data dir's flock
 
   mutable std::mutex address_mu_;
-  std::string address_;  // resolved raft address
+  std::string address_ TRAINTL_GUARDED_BY(address_mu_);  // resolved raft address
 
   std::atomic<std::thread::id> loop_thread_id_{};
   std::atomic<bool> is_leader_{false};
   mutable std::mutex leader_mu_;
-  LeaderInfo leader_;
-  LeadershipCallback leadership_cb_;  // set before Start, then read on the loop thread
+  LeaderInfo leader_ TRAINTL_GUARDED_BY(leader_mu_);
+  LeadershipCallback leadership_cb_;  // set under lifecycle_mu_ before Start, then read on the
+                                      // loop thread without it (so not annotated)
 
   // Work posted to the loop thread. uv_async_send is called under qmu_ and only while
   // accepting_, which the loop thread clears (under qmu_) before it closes async_, so a
   // send never races with the close.
   std::mutex qmu_;
-  std::deque<std::function<void()>> queue_;
-  bool accepting_ = false;
+  std::deque<std::function<void()>> queue_ TRAINTL_GUARDED_BY(qmu_);
+  bool accepting_ TRAINTL_GUARDED_BY(qmu_) = false;
 
   // ---- Everything below is touched by the loop thread only. ----
   std::vector<RaftPeer> bootstrap_;  // written by Start before the thread exists

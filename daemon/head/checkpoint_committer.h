@@ -28,6 +28,7 @@
 
 #include "common/fs_identity.h"
 #include "common/result.h"
+#include "common/thread_annotations.h"
 
 namespace traintl {
 
@@ -62,10 +63,10 @@ class CheckpointCommitter {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::function<void()>> jobs_;  // guarded by mu_
-  size_t running_ = 0;                      // guarded by mu_
-  bool stopping_ = false;                   // guarded by mu_
-  std::thread thread_;                      // started last
+  std::deque<std::function<void()>> jobs_ TRAINTL_GUARDED_BY(mu_);
+  size_t running_ TRAINTL_GUARDED_BY(mu_) = 0;
+  bool stopping_ TRAINTL_GUARDED_BY(mu_) = false;
+  std::thread thread_;  // started last
 };
 
 }  // namespace traintl

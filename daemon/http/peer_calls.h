@@ -30,6 +30,7 @@
 
 #include "common/result.h"
 #include "common/status.h"
+#include "common/thread_annotations.h"
 #include "daemon/http/client.h"
 
 namespace traintl {
@@ -114,8 +115,8 @@ class BlockingCallPool {
   std::atomic<bool> stopping_{false};
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::function<void()>> work_;  // guarded by mu_
-  std::vector<std::thread> threads_;        // touched by Start and Stop only
+  std::deque<std::function<void()>> work_ TRAINTL_GUARDED_BY(mu_);
+  std::vector<std::thread> threads_;  // touched by Start and Stop only
 };
 
 }  // namespace traintl

@@ -33,6 +33,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/clock.h"
+#include "common/thread_annotations.h"
 #include "daemon/http/peer_calls.h"
 #include "daemon/node/agent.h"
 #include "daemon/node/blob_store.h"
@@ -128,10 +129,10 @@ class HeadLink {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::string head_address_;           // guarded by mu_
-  std::vector<std::string> known_;     // voter API addresses, guarded by mu_
-  std::deque<nlohmann::json> events_;  // guarded by mu_
-  HeadLease lease_;                    // guarded by mu_
+  std::string head_address_ TRAINTL_GUARDED_BY(mu_);
+  std::vector<std::string> known_ TRAINTL_GUARDED_BY(mu_);  // voter API addresses
+  std::deque<nlohmann::json> events_ TRAINTL_GUARDED_BY(mu_);
+  HeadLease lease_ TRAINTL_GUARDED_BY(mu_);
 
   std::vector<std::thread> threads_;  // touched by Start and Stop only
 };

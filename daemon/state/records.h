@@ -1,5 +1,9 @@
 // Rows of the state store: what the replicated state says about jobs, attempts,
-// checkpoints and metrics. Plain values, safe to copy between threads.
+// checkpoints and metrics.
+//
+// Thread-safety: plain values with no shared state; copies may be used on any thread,
+// and one object is safe to read from several threads as long as none writes it.
+// IsTerminalJobState is a pure function.
 #pragma once
 
 #include <cstdint>

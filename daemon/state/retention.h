@@ -1,6 +1,8 @@
 // Checkpoint retention (DESIGN §4): the latest committed checkpoint is always kept; beyond
 // it, the best `num_to_keep` by the score attribute (or the newest, without one).
-// Pure function; thread-safe.
+//
+// Thread-safety: CheckpointsToDelete is a pure function (no shared or static state); it
+// may be called from any thread.
 #pragma once
 
 #include <cstdint>

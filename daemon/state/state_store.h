@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "common/thread_annotations.h"
 #include "daemon/state/records.h"
 #include "daemon/state/sqlite_stmt.h"
 
@@ -99,15 +100,15 @@ class StateStore {
 
   void OpenFresh();
   // Brings a restored image up to kSchemaVersion (migrations are additive). mu_ held.
-  Status MigrateLocked();
-  Status MigrateTo2Locked();
-  Status MigrateTo3Locked();
+  Status MigrateLocked() TRAINTL_REQUIRES(mu_);
+  Status MigrateTo2Locked() TRAINTL_REQUIRES(mu_);
+  Status MigrateTo3Locked() TRAINTL_REQUIRES(mu_);
   // sqlite3_exec of `sql`; Internal "<what>: <sqlite's message>" when it fails. mu_ held.
-  Status ExecLocked(const char* sql, const char* what);
+  Status ExecLocked(const char* sql, const char* what) TRAINTL_REQUIRES(mu_);
 
   mutable std::mutex mu_;
-  sqlite3* db_ = nullptr;    // guarded by mu_
-  mutable StmtCache stmts_;  // guarded by mu_; statements of db_
+  sqlite3* db_ TRAINTL_GUARDED_BY(mu_) = nullptr;
+  mutable StmtCache stmts_ TRAINTL_GUARDED_BY(mu_);  // statements of db_
 };
 
 }  // namespace traintl

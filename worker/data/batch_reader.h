@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "common/thread_annotations.h"
 #include "worker/data/columns.h"
 #include "worker/data/dataset.h"
 #include "worker/data/text_formats.h"
@@ -127,18 +128,19 @@ class BatchReader {
   std::vector<std::thread> threads_;
 
   std::mutex mu_;
-  std::condition_variable cv_;                         // any change below
-  std::deque<std::unique_ptr<Unit>> work_;             // blocks for the parsers
-  std::map<int64_t, std::unique_ptr<Parsed>> parsed_;  // by sequence number
-  int64_t next_seq_ = 0;                               // of the next block the reader emits
-  int64_t in_flight_ = 0;  // blocks emitted and not yet taken by the batcher
-  int64_t max_in_flight_ = 3;
+  std::condition_variable cv_;                                      // any change below
+  std::deque<std::unique_ptr<Unit>> work_ TRAINTL_GUARDED_BY(mu_);  // blocks for the parsers
+  std::map<int64_t, std::unique_ptr<Parsed>> parsed_ TRAINTL_GUARDED_BY(mu_);  // by seq number
+  int64_t next_seq_ TRAINTL_GUARDED_BY(mu_) = 0;   // of the next block the reader emits
+  int64_t in_flight_ TRAINTL_GUARDED_BY(mu_) = 0;  // blocks emitted, not yet batched
+  int64_t max_in_flight_ = 3;  // set by Start before the threads exist, then constant
   struct Ready {
     std::unique_ptr<RowBlock> batch;
     Status status;
     bool end = false;
   };
-  std::deque<Ready> ready_;
+  std::deque<Ready> ready_ TRAINTL_GUARDED_BY(mu_);
+  // Touched by Next() only (one caller at a time), never under mu_.
   bool finished_ = false;  // Next() saw the end or an error
   Status final_status_;
 

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "common/thread_annotations.h"
 #include "worker/data/columns.h"
 #include "worker/data/npy.h"
 #include "worker/data/source.h"
@@ -162,7 +163,7 @@ class Dataset {
   std::vector<FileInfo> files_;
 
   mutable std::mutex index_mu_;
-  std::shared_ptr<const std::vector<Chunk>> index_;  // guarded by index_mu_
+  std::shared_ptr<const std::vector<Chunk>> index_ TRAINTL_GUARDED_BY(index_mu_);
 };
 
 }  // namespace data

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/status.h"
+#include "common/thread_annotations.h"
 #include "traintl/abi.h"
 
 namespace traintl {
@@ -60,8 +61,9 @@ class DatasetService {
   const nlohmann::json context_;
   traintl_dataset_api api_;
   mutable std::mutex mu_;
-  std::string bad_data_error_;  // guarded by mu_
-  std::unordered_map<const traintl_batch*, std::unique_ptr<BatchHolder>> batches_;  // mu_
+  std::string bad_data_error_ TRAINTL_GUARDED_BY(mu_);
+  std::unordered_map<const traintl_batch*, std::unique_ptr<BatchHolder>> batches_
+      TRAINTL_GUARDED_BY(mu_);
 };
 
 }  // namespace data

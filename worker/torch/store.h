@@ -30,6 +30,7 @@
 
 #include "common/result.h"
 #include "common/status.h"
+#include "common/thread_annotations.h"
 
 namespace traintl {
 namespace torch {
@@ -61,11 +62,11 @@ class StoreServer {
   std::thread accept_thread_;
 
   std::mutex mu_;
-  std::condition_variable changed_;    // a key was set or added, or stopping_
-  std::map<std::string, Bytes> data_;  // guarded by mu_
-  bool stopping_ = false;              // guarded by mu_
-  std::vector<int> connections_;       // guarded by mu_
-  std::vector<std::thread> workers_;   // guarded by mu_
+  std::condition_variable changed_;  // a key was set or added, or stopping_
+  std::map<std::string, Bytes> data_ TRAINTL_GUARDED_BY(mu_);
+  bool stopping_ TRAINTL_GUARDED_BY(mu_) = false;
+  std::vector<int> connections_ TRAINTL_GUARDED_BY(mu_);
+  std::vector<std::thread> workers_ TRAINTL_GUARDED_BY(mu_);
 };
 
 class StoreClient {
@@ -106,8 +107,8 @@ class StoreClient {
   Result<Response> Call(Op op, const std::vector<std::string>& keys, const Bytes& value,
                         const Bytes& value2, int64_t arg);
 
-  std::mutex mu_;  // one request in flight per connection
-  int fd_;
+  std::mutex mu_;                   // one request in flight per connection
+  int fd_ TRAINTL_GUARDED_BY(mu_);  // used under mu_ (Call); closed by the destructor
 };
 
 }  // namespace detail
