@@ -217,7 +217,7 @@ Status Daemon::Build() {
 
   JobManagerOptions jopts;
   jopts.node_id = node_id_;
-  jopts.node_address = ep.address().to_string();
+  jopts.host = ep.address().to_string();
   jopts.api_address = api_address_;
   jopts.default_storage_path = cfg_.data_dir + "/storage";
   jopts.node_resources = resources_.AsResourceMap();
@@ -241,7 +241,7 @@ Status Daemon::Build() {
     NodeStatus self;
     self.node_id = node_id_;
     self.api_address = api_address_;
-    self.host = jopts.node_address;
+    self.host = jopts.host;
     self.role = jopts.role;
     self.raft_id = cfg_.server ? ropts.node_id : 0;
     self.total = jopts.node_resources;
@@ -317,7 +317,7 @@ void Daemon::BuildCluster(NodeStatus self) {
 void Daemon::OnLeadership(bool leader) {
   is_head_ = leader;
   if (head_link_ != nullptr) head_link_->SetHead(leader);
-  jobs_->SetLeader(leader);
+  jobs_->SetHead(leader);
   if (api_listening_) ReportStatus();
 }
 

@@ -291,7 +291,7 @@ void RegisterApiRoutes(http::Router& router, ApiContext ctx) {
       [ctx](const Request&, ResponderPtr res) {
         json out = {{"status", "ok"},
                     {"node_id", ctx.node_id},
-                    {"role", ctx.jobs->leader() ? "head" : ctx.role_when_not_head},
+                    {"role", ctx.jobs->is_head() ? "head" : ctx.role_when_not_head},
                     {"version", ctx.version}};
         if (ctx.head_address) out["head"] = ctx.head_address();
         // Still 200: the daemon is alive and serves reads; "status" says what is wrong.
@@ -391,7 +391,7 @@ void RegisterApiRoutes(http::Router& router, ApiContext ctx) {
     for (const auto& g : ctx.node.gpus)
       gpus.push_back(
           {{"index", g.index}, {"name", g.name}, {"uuid", g.uuid}, {"memory", g.memory_bytes}});
-    if (ctx.jobs->leader()) {
+    if (ctx.jobs->is_head()) {
       res->SendJson(200, {{"nodes", ctx.jobs->NodesView()}});
       return;
     }

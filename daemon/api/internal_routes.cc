@@ -11,7 +11,7 @@
 #include "common/logging.h"
 #include "daemon/consensus/raft_node.h"
 #include "daemon/head/node_registry.h"
-#include "daemon/node/plan_json.h"
+#include "proto/launch_plan.h"
 
 namespace traintl {
 
@@ -51,7 +51,7 @@ void ApplyWorkerEvent(JobManager* jobs, const json& ev) {
 
 void RegisterHeadRoutes(http::Router& router, const InternalRoutesContext& ctx) {
   router.Add("POST", "/v1/internal/heartbeat", [ctx](const http::Request& req, ResponderPtr res) {
-    if (!ctx.jobs->leader()) {
+    if (!ctx.jobs->is_head()) {
       res->SendError(503, "not the head");
       return;
     }
@@ -64,7 +64,7 @@ void RegisterHeadRoutes(http::Router& router, const InternalRoutesContext& ctx) 
   });
 
   router.Add("POST", "/v1/internal/join", [ctx](const http::Request& req, ResponderPtr res) {
-    if (!ctx.jobs->leader() || ctx.raft == nullptr) {
+    if (!ctx.jobs->is_head() || ctx.raft == nullptr) {
       res->SendError(503, "not the head");
       return;
     }
@@ -99,7 +99,7 @@ void RegisterHeadRoutes(http::Router& router, const InternalRoutesContext& ctx) 
   router.Add(
       "POST", "/v1/internal/events",
       [ctx](const http::Request& req, ResponderPtr res) {
-        if (!ctx.jobs->leader()) {
+        if (!ctx.jobs->is_head()) {
           res->SendError(503, "not the head");
           return;
         }

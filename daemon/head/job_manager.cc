@@ -16,7 +16,7 @@
 #include "daemon/consensus/disk_guard.h"
 #include "daemon/head/checkpoint_merge.h"
 #include "daemon/head/launch_plans.h"
-#include "daemon/node/plan_json.h"
+#include "proto/launch_plan.h"
 
 namespace traintl {
 
@@ -67,21 +67,21 @@ void JobManager::Shutdown() {
   restart_timer_.cancel();
 }
 
-void JobManager::SetLeader(bool leader) {
-  if (leader == leader_) return;
-  leader_ = leader;
+void JobManager::SetHead(bool head) {
+  if (head == is_head_) return;
+  is_head_ = head;
   registry_.Clear();
   stale_stopped_.clear();
-  leader_since_ = clock_->Now();
+  head_since_ = clock_->Now();
   settle_pending_ = options_.settle.count() > 0;
   queue_.Clear();
   voter_address_proposed_.clear();
-  if (leader) {
+  if (head) {
     RefreshSelf();
     RecordVoterAddress(options_.raft_id, options_.api_address);
   }
-  LOG_INFO << (leader ? "this node is now the head" : "this node is no longer the head");
-  if (!leader) {
+  LOG_INFO << (head ? "this node is now the head" : "this node is no longer the head");
+  if (!head) {
     // Another head may start these jobs again: never let two attempts run at once.
     for (auto& [id, a] : active_) Run(a, a.tracker.OnStepDown());
   }
@@ -143,7 +143,7 @@ void JobManager::Submit(Submission sub, std::function<void(Result<std::string>)>
                       // The next pass need not read back the definition this head already has (a
                       // repeated submission_id answers with an older job, whose definition the pass
                       // reads).
-                      queue_.Submitted(id, id == job_id && leader_ ? spec : nullptr);
+                      queue_.Submitted(id, id == job_id && is_head_ ? spec : nullptr);
                       done(id);
                       ScheduleTick(/*full=*/false);
                     }));
@@ -165,13 +165,13 @@ void JobManager::Stop(const std::string& job_id, std::function<void(Result<std::
 }
 
 void JobManager::Tick() {
-  if (!leader_ || shutting_down_) return;
+  if (!is_head_ || shutting_down_) return;
   last_tick_ = std::chrono::steady_clock::now();
   const auto now = clock_->Now();
   RefreshSelf();
   for (const auto& id : registry_.ExpireLost(now)) OnNodeLost(id);
   StopStaleLocal();
-  const bool settling = now - leader_since_ < options_.settle;
+  const bool settling = now - head_since_ < options_.settle;
   if (settle_pending_) {
     // Jobs that ran before wait out the settle period: look again once it is over.
     full_pass_due_ = true;
@@ -334,7 +334,7 @@ void JobManager::LaunchCommitted(const std::string& job_id, const JobRecord& job
   auto it = active_.find(job_id);
   if (it == active_.end()) return;
   ActiveAttempt& a = it->second;
-  Run(a, a.tracker.OnLaunched(leader_ && !shutting_down_));
+  Run(a, a.tracker.OnLaunched(is_head_ && !shutting_down_));
   if (a.tracker.end_proposed()) return;
   AttemptBasics basics;
   basics.attempt = a.attempt();
@@ -347,7 +347,7 @@ void JobManager::LaunchCommitted(const std::string& job_id, const JobRecord& job
   basics.restored_from = restored_from;
   const NodeStatus* master =
       registry_.Get(a.rank_nodes().empty() ? options_.node_id : a.rank_nodes()[0]);
-  basics.master_addr = master != nullptr ? master->host : options_.node_address;
+  basics.master_addr = master != nullptr ? master->host : options_.host;
   basics.collective_timeout_s = options_.collective_timeout_s;
   // Nodes in the order of their first rank: rank 0's node first.
   std::vector<std::pair<std::string, NodeAttemptPlan>> plans =

@@ -48,14 +48,15 @@
 namespace traintl {
 
 struct JobManagerOptions {
-  std::string node_id = "node-1";          // this node (the only one, for now)
-  std::string node_address = "127.0.0.1";  // where rank 0's TCPStore listens
-  std::string default_storage_path;        // required: where trial dirs go without storage_path
-  ResourceMap node_resources;              // what this node offers
-  int num_gpus = 0;                        // GPU devices of this node (indices 0..n-1)
-  int collective_timeout_s = 300;          // bound on a collective stuck on a dead peer
-  std::chrono::milliseconds tick{250};     // how often the queue is looked at
-  size_t log_tail_bytes = 4096;            // log tail kept with a failed attempt
+  std::string node_id = "node-1";  // this node (the only one, for now)
+  // This node's host: where its workers listen (rank 0's TCPStore), as NodeStatus::host.
+  std::string host = "127.0.0.1";
+  std::string default_storage_path;     // required: where trial dirs go without storage_path
+  ResourceMap node_resources;           // what this node offers
+  int num_gpus = 0;                     // GPU devices of this node (indices 0..n-1)
+  int collective_timeout_s = 300;       // bound on a collective stuck on a dead peer
+  std::chrono::milliseconds tick{250};  // how often the queue is looked at
+  size_t log_tail_bytes = 4096;         // log tail kept with a failed attempt
   // Multi-node (see SetCluster). This node's API address and role ("voter" | "agent") as
   // the node registry shows them.
   std::string api_address;
@@ -96,9 +97,9 @@ class JobManager : public WorkerPoolListener {
   }
   void Start();  // starts the scheduling tick
   void Shutdown();
-  // Called when this node becomes the ready leader (true) or stops being leader.
-  void SetLeader(bool leader);
-  bool leader() const { return leader_; }
+  // Called when this node becomes the head (the ready Raft leader: true) or stops being it.
+  void SetHead(bool head);
+  bool is_head() const { return is_head_; }
 
   // Validated submission: proposes the job and calls `done` with its id (or the error).
   struct Submission {
@@ -227,7 +228,7 @@ class JobManager : public WorkerPoolListener {
   std::map<std::string, std::chrono::steady_clock::time_point> reconcile_not_before_;
   // Failures in a row of attempts shorter than max_restart_backoff_s, per job.
   std::map<std::string, int> quick_failures_;
-  bool leader_ = false;
+  bool is_head_ = false;
   bool shutting_down_ = false;
   bool tick_queued_ = false;
   bool full_pass_due_ = true;
@@ -240,7 +241,7 @@ class JobManager : public WorkerPoolListener {
   std::map<std::string, ActiveAttempt> active_;  // job id -> its live attempt
   std::set<std::string> reconciling_;            // jobs whose lost attempt is being ended
   NodeRegistry registry_;
-  std::chrono::steady_clock::time_point leader_since_{};
+  std::chrono::steady_clock::time_point head_since_{};
   std::set<std::pair<std::string, int>> stale_stopped_;
   std::set<std::string> voter_address_proposed_;  // local stale attempts told to stop
 };

@@ -15,7 +15,7 @@ void JobManager::RefreshSelf() {
   NodeStatus self;
   self.node_id = options_.node_id;
   self.api_address = options_.api_address;
-  self.host = options_.node_address;
+  self.host = options_.host;
   self.role = options_.role;
   self.raft_id = options_.raft_id;
   self.total = options_.node_resources;
@@ -92,7 +92,7 @@ std::vector<NodeSnapshot> JobManager::Snapshots(SnapshotView view) const {
     if (view == SnapshotView::kAvailableNow && !n.alive) continue;
     NodeSnapshot s;
     s.node_id = id;
-    s.address = n.host;
+    s.host = n.host;
     s.total = n.total;
     s.available = n.total;
     s.gpu_free.assign(static_cast<size_t>(n.num_gpus), 1.0);
@@ -107,7 +107,7 @@ std::vector<NodeSnapshot> JobManager::Snapshots(SnapshotView view) const {
     // Before the first tick registered this node (a submission right after start).
     NodeSnapshot self;
     self.node_id = options_.node_id;
-    self.address = options_.node_address;
+    self.host = options_.host;
     self.total = options_.node_resources;
     self.available = self.total;
     self.gpu_free.assign(static_cast<size_t>(options_.num_gpus), 1.0);

@@ -1,5 +1,5 @@
 // The launch plans of an attempt: what each node is told to start (NodeAttemptPlan,
-// daemon/node/agent.h; its wire form is daemon/node/plan_json.h). Built from the job's
+// proto/launch_plan.h, with its wire form). Built from the job's
 // record and definition and the scheduler's placement, with no I/O: unit-tested.
 //
 // Thread-safety: free functions over values.

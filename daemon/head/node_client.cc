@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "daemon/node/plan_json.h"
+#include "proto/launch_plan.h"
 
 namespace traintl {
 

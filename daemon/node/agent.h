@@ -16,32 +16,11 @@
 #include "common/safe_fs.h"
 #include "common/status.h"
 #include "daemon/node/worker_pool.h"
+#include "proto/launch_plan.h"
 
 namespace traintl {
 
 // The part of an attempt that runs on this node.
-struct NodeAttemptPlan {
-  std::string job_id;
-  std::string job_name;
-  int attempt = 0;
-  int world_size = 1;
-  int node_rank = 0;
-  std::vector<int> world_ranks;             // ranks on this node, in local-rank order
-  std::vector<std::vector<int>> rank_gpus;  // GPU devices per local rank (may be empty)
-  std::string library_path;
-  std::string library_sha256;  // "" when library_path is used as-is (single node)
-  std::string function;
-  nlohmann::json config = nlohmann::json::object();
-  std::string checkpoint_dir;  // "" = none
-  std::string trial_dir;
-  std::string master_addr;  // the address of rank 0's node
-  int master_port = 0;      // 0: rank 0's node chooses it (Agent::Launch)
-  int collective_timeout_s = 300;
-  bool use_gpu = false;
-  nlohmann::json datasets = nlohmann::json::object();
-  std::map<std::string, std::string> user_env;  // spec.env
-  double cpus_per_worker = 1;
-};
 
 struct AgentOptions {
   std::string data_dir;  // logs and contexts go to <data_dir>/jobs/<job>/attempt_<n>/

@@ -24,7 +24,7 @@ using ResourceMap = std::map<std::string, double>;
 
 struct NodeSnapshot {
   std::string node_id;
-  std::string address;  // where its workers can be reached (rank 0's node = DDP master)
+  std::string host;  // where its workers can be reached (rank 0's node = DDP master)
   ResourceMap total;
   ResourceMap available;
   // Free fraction of each GPU device (index = device). A worker asking for a fraction

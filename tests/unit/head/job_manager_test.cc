@@ -78,7 +78,7 @@ struct IdleHead {
         pool(io, PoolOptions(), nullptr),
         agent(AgentOpts(dir), &pool),
         jobs(io, HeadOptions(dir, cpus, clock), &store, &log, &agent) {
-    jobs.SetLeader(true);
+    jobs.SetHead(true);
     jobs.Start();
   }
   ~IdleHead() {
@@ -213,7 +213,7 @@ TEST_CASE("a job that waited starts once the attempt before it ended and freed i
   opts.tick = std::chrono::milliseconds(5);
   JobManager jobs(io, opts, &store, &log, &agent);
   forward.target = &jobs;
-  jobs.SetLeader(true);
+  jobs.SetHead(true);
   jobs.Start();
 
   auto spec = ParseJobSpecText(R"({"name": "one", "entrypoint": {"library": "/x.so"}})");
@@ -269,7 +269,7 @@ struct FailingHead {
         agent(IdleHead::AgentOpts(dir), &pool),
         jobs(io, IdleHead::HeadOptions(dir, 1), &store, &log, &agent) {
     forward.target = &jobs;
-    jobs.SetLeader(true);
+    jobs.SetHead(true);
     jobs.Start();
   }
   ~FailingHead() {

@@ -38,7 +38,7 @@ JobRecord Pending(const std::string& id, int attempt = 0, int priority = 0, int6
 NodeSnapshot Node(const std::string& id, double cpus) {
   NodeSnapshot n;
   n.node_id = id;
-  n.address = "10.0.0.1";
+  n.host = "10.0.0.1";
   n.total = {{"CPU", cpus}, {"GPU", 0}};
   n.available = n.total;
   return n;

@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "daemon/daemon_config.h"
-#include "daemon/node/plan_json.h"
+#include "proto/launch_plan.h"
 
 namespace traintl {
 namespace {
@@ -117,12 +117,18 @@ TEST_CASE("launch plans round-trip and bad ones are refused") {
   CHECK(back->node_rank == 1);
   auto j = NodeAttemptPlanToJson(p);
   j["world_ranks"] = {4};
-  CHECK_FALSE(NodeAttemptPlanFromJson(j).ok());
+  CHECK(NodeAttemptPlanFromJson(j).status().message() ==
+        "launch plan: world_ranks: rank 4 outside the world");
   j = NodeAttemptPlanToJson(p);
   j["trial_dir"] = "relative";
-  CHECK_FALSE(NodeAttemptPlanFromJson(j).ok());
+  CHECK(NodeAttemptPlanFromJson(j).status().message() ==
+        "launch plan: trial_dir: must be an absolute path");
   j.erase("job_id");
-  CHECK_FALSE(NodeAttemptPlanFromJson(j).ok());
+  CHECK(NodeAttemptPlanFromJson(j).status().message() == "launch plan: job_id: missing");
+  j = NodeAttemptPlanToJson(p);
+  j["master_port"] = "80";
+  CHECK(NodeAttemptPlanFromJson(j).status().message() ==
+        "launch plan: master_port: wrong type (string)");
 }
 
 TEST_CASE("joining voters get stable raft ids other than the bootstrap voter's") {

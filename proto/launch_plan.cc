@@ -1,0 +1,74 @@
+#include "proto/launch_plan.h"
+
+#include "proto/json_fields.h"
+
+namespace traintl {
+
+using nlohmann::json;
+using proto_internal::FieldError;
+using proto_internal::Fields;
+
+json NodeAttemptPlanToJson(const NodeAttemptPlan& p) {
+  return {{"job_id", p.job_id},
+          {"job_name", p.job_name},
+          {"attempt", p.attempt},
+          {"world_size", p.world_size},
+          {"node_rank", p.node_rank},
+          {"world_ranks", p.world_ranks},
+          {"rank_gpus", p.rank_gpus},
+          {"library_path", p.library_path},
+          {"library_sha256", p.library_sha256},
+          {"function", p.function},
+          {"config", p.config},
+          {"checkpoint_dir", p.checkpoint_dir},
+          {"trial_dir", p.trial_dir},
+          {"master_addr", p.master_addr},
+          {"master_port", p.master_port},
+          {"collective_timeout_s", p.collective_timeout_s},
+          {"use_gpu", p.use_gpu},
+          {"datasets", p.datasets},
+          {"user_env", p.user_env},
+          {"cpus_per_worker", p.cpus_per_worker}};
+}
+
+Result<NodeAttemptPlan> NodeAttemptPlanFromJson(const json& j) {
+  NodeAttemptPlan p;
+  try {
+    Fields f(j, "");
+    f.Req("job_id", &p.job_id);
+    f.Req("job_name", &p.job_name);
+    f.Req("attempt", &p.attempt);
+    f.Req("world_size", &p.world_size);
+    f.Req("node_rank", &p.node_rank);
+    f.Req("world_ranks", &p.world_ranks);
+    f.Req("rank_gpus", &p.rank_gpus);
+    f.Req("library_path", &p.library_path);
+    f.Opt("library_sha256", &p.library_sha256);
+    f.Req("function", &p.function);
+    p.config = f.At("config");
+    f.Req("checkpoint_dir", &p.checkpoint_dir);
+    f.Req("trial_dir", &p.trial_dir);
+    f.Req("master_addr", &p.master_addr);
+    f.Req("master_port", &p.master_port);
+    f.Req("collective_timeout_s", &p.collective_timeout_s);
+    f.Req("use_gpu", &p.use_gpu);
+    p.datasets = f.At("datasets");
+    f.Req("user_env", &p.user_env);
+    f.Req("cpus_per_worker", &p.cpus_per_worker);
+    if (p.job_id.empty()) throw FieldError(f.Name("job_id") + "empty");
+    if (p.attempt < 1) throw FieldError(f.Name("attempt") + "must be >= 1");
+    if (p.world_size < 1) throw FieldError(f.Name("world_size") + "must be >= 1");
+    if (p.world_ranks.empty()) throw FieldError(f.Name("world_ranks") + "empty");
+    for (int r : p.world_ranks)
+      if (r < 0 || r >= p.world_size)
+        throw FieldError(f.Name("world_ranks") + "rank " + std::to_string(r) +
+                         " outside the world");
+    if (p.trial_dir.empty() || p.trial_dir[0] != '/')
+      throw FieldError(f.Name("trial_dir") + "must be an absolute path");
+  } catch (const FieldError& e) {
+    return Status::InvalidArgument(std::string("launch plan: ") + e.what());
+  }
+  return p;
+}
+
+}  // namespace traintl

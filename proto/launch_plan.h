@@ -1,0 +1,46 @@
+// NodeAttemptPlan: what the head tells one node to start of an attempt (its ranks, the
+// library, the rendezvous), and its JSON form, the body of POST /v1/internal/launch
+// (WIRE.md). Built by daemon/head/launch_plans.h, carried out by the node's Agent.
+//
+// Thread-safety: plain values and free functions.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/result.h"
+
+namespace traintl {
+
+struct NodeAttemptPlan {
+  std::string job_id;
+  std::string job_name;
+  int attempt = 0;
+  int world_size = 1;
+  int node_rank = 0;
+  std::vector<int> world_ranks;             // ranks on this node, in local-rank order
+  std::vector<std::vector<int>> rank_gpus;  // GPU devices per local rank (may be empty)
+  std::string library_path;
+  std::string library_sha256;  // "" when library_path is used as-is (single node)
+  std::string function;
+  nlohmann::json config = nlohmann::json::object();
+  std::string checkpoint_dir;  // "" = none
+  std::string trial_dir;
+  std::string master_addr;  // the address of rank 0's node
+  int master_port = 0;      // 0: rank 0's node chooses it (Agent::Launch)
+  int collective_timeout_s = 300;
+  bool use_gpu = false;
+  nlohmann::json datasets = nlohmann::json::object();
+  std::map<std::string, std::string> user_env;  // spec.env
+  double cpus_per_worker = 1;
+};
+
+nlohmann::json NodeAttemptPlanToJson(const NodeAttemptPlan& plan);
+// InvalidArgument "launch plan: <field>: ..." naming what is missing, mistyped or out of
+// range (ranks outside the world, a relative trial dir).
+Result<NodeAttemptPlan> NodeAttemptPlanFromJson(const nlohmann::json& j);
+
+}  // namespace traintl
