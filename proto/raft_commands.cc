@@ -24,7 +24,6 @@ json Opt(const std::optional<int>& v) { return v ? json(*v) : json(nullptr); }
 void Put(const SubmitJob& c, json& j) {
   j["job"] = {{"id", c.job_id},
               {"name", c.name},
-              {"spec", c.spec},
               {"definition", c.definition},
               {"policy",
                {{"max_failures", c.policy.max_failures},
@@ -36,6 +35,9 @@ void Put(const SubmitJob& c, json& j) {
               {"library_path", c.library_path},
               {"trial_dir", c.trial_dir},
               {"submitted_at", c.submitted_at}};
+  // The spec only travels when there is no definition (an entry as older releases wrote
+  // it): the definition says everything the spec did, at half the size of both.
+  if (c.definition.is_null()) j["job"]["spec"] = c.spec;
   j["submission_id"] = c.submission_id;
 }
 void Take(const json& j, SubmitJob* c) {
@@ -44,13 +46,15 @@ void Take(const json& j, SubmitJob* c) {
   Fields f(top.At("job"), "job.");
   f.Req("id", &c->job_id);
   f.Req("name", &c->name);
-  c->spec = f.At("spec");
   if (auto d = j.at("job").find("definition"); d != j.at("job").end() && !d->is_null()) {
     if (!d->is_object()) throw FieldError(f.Name("definition") + "must be an object");
     c->definition = *d;
-  } else if (auto from_spec = JobDefinitionFromSpec(c->spec); from_spec.ok()) {
+    f.Opt("spec", &c->spec);
+  } else {
     // Written before definitions existed: the one time the spec is validated again.
-    c->definition = std::move(*from_spec);
+    c->spec = f.At("spec");
+    if (auto from_spec = JobDefinitionFromSpec(c->spec); from_spec.ok())
+      c->definition = std::move(*from_spec);
   }
   f.Req("priority", &c->priority);
   f.Req("library_sha256", &c->library_sha256);

@@ -48,10 +48,12 @@ struct SubmitJob {
   static constexpr std::string_view kOp = "submit_job";
   std::string job_id;
   std::string name;
-  nlohmann::json spec;  // the canonical spec (JobSpecToJson), kept for display
-  // What the head runs (proto/job_definition.h). Entries written before definitions
-  // existed get one from their spec when decoded; null when this release refuses that spec.
+  // What the head runs, and what views show as the job's spec (proto/job_definition.h).
+  // Entries written before definitions existed get one from their spec when decoded; null
+  // when this release refuses that spec.
   nlohmann::json definition;
+  // The user's spec, only in entries without a definition (older releases); null else.
+  nlohmann::json spec;
   JobPolicy policy;
   int priority = 0;
   std::string library_sha256;

@@ -1,6 +1,7 @@
 #include "daemon/api/views.h"
 
 #include "common/json_depth.h"
+#include "proto/job_definition.h"
 
 namespace traintl {
 
@@ -18,13 +19,31 @@ json ParseOr(const std::string& text, json fallback) {
   return j.is_discarded() ? fallback : j;
 }
 
+// The job's spec as views show it: its definition's (every default filled in), or the
+// stored spec text of a job that has none (stored by an older release).
+json DisplaySpec(const JobRecord& job) {
+  if (!job.definition.empty()) {
+    auto spec = JobDefinitionFromJson(ParseJsonBounded(job.definition));
+    if (spec.ok()) return JobSpecToJson(*spec);
+  }
+  return ParseOr(job.spec, json::object());
+}
+
+// scaling_config.num_workers of the job, without building its whole spec (lists show it
+// for every job).
+int NumWorkers(const JobRecord& job) {
+  json d = ParseOr(job.definition.empty() ? job.spec : job.definition, json::object());
+  const char* section = job.definition.empty() ? "scaling_config" : "scaling";
+  auto it = d.find(section);
+  if (it == d.end() || !it->is_object()) return 1;
+  auto n = it->find("num_workers");
+  return n != it->end() && n->is_number_integer() ? n->get<int>() : 1;
+}
+
 }  // namespace
 
 json JobSummaryJson(const JobRecord& job) {
-  json spec = ParseOr(job.spec, json::object());
-  int workers = 1;
-  if (spec.contains("scaling_config") && spec["scaling_config"].is_object())
-    workers = spec["scaling_config"].value("num_workers", 1);
+  const int workers = NumWorkers(job);
   return json{{"job_id", job.id},
               {"name", job.name},
               {"state", job.state},
@@ -63,7 +82,7 @@ json CheckpointJson(const CheckpointRecord& c, bool latest) {
 
 json JobDetailJson(const JobRecord& job, const StateStore& store) {
   json out = JobSummaryJson(job);
-  json spec = ParseOr(job.spec, json::object());
+  json spec = DisplaySpec(job);
   out["spec"] = spec;
   int max_failures = 0;
   if (spec.contains("run_config") && spec["run_config"].contains("failure_config"))

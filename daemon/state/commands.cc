@@ -28,18 +28,18 @@ cmd::SubmitJob SubmitJobOf(const JobRecord& job, const std::string& submission_i
 
 std::string SubmitJob(const JobRecord& job, const std::string& submission_id) {
   cmd::SubmitJob c = SubmitJobOf(job, submission_id);
-  c.spec = json::parse(job.spec);
   if (!job.definition.empty()) {
     c.definition = json::parse(job.definition);
-  } else if (auto d = JobDefinitionFromSpec(c.spec); d.ok()) {
+  } else if (auto d = JobDefinitionFromSpec(json::parse(job.spec)); d.ok()) {
     c.definition = std::move(*d);
+  } else {
+    c.spec = json::parse(job.spec);  // as an older release wrote it
   }
   return cmd::Encode(std::move(c));
 }
 
 std::string SubmitJob(const JobRecord& job, const JobSpec& spec, const std::string& submission_id) {
   cmd::SubmitJob c = SubmitJobOf(job, submission_id);
-  c.spec = JobSpecToJson(spec);
   c.definition = JobDefinitionToJson(spec);
   return cmd::Encode(std::move(c));
 }

@@ -22,10 +22,11 @@ using cmd::AttemptOutcome;
 using cmd::NowMs;
 
 // `job` holds id, name, spec, definition, policy, priority, library_sha256, library_path,
-// trial_dir, submitted_at; the FSM sets the state. An empty job.definition is made from the
-// spec, as the decoder does for entries of releases without definitions.
+// trial_dir, submitted_at; the FSM sets the state. An empty job.definition is made from
+// job.spec, as the decoder does for entries of releases without definitions; the spec
+// itself travels only when no definition can be made of it.
 std::string SubmitJob(const JobRecord& job, const std::string& submission_id);
-// The head's submission: spec and definition both from the validated `spec` (job.spec and
+// The head's submission: the definition of the validated `spec` (job.spec and
 // job.definition are ignored).
 std::string SubmitJob(const JobRecord& job, const JobSpec& spec, const std::string& submission_id);
 // Many reasons in one command (job id -> reason): one commit per scheduling pass instead

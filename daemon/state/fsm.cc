@@ -24,8 +24,13 @@ Result<cmd::SubmitJob::Answer> ApplyCommand(StateStore::Tx& tx, int64_t, const c
   JobRecord job;
   job.id = c.job_id;
   job.name = c.name;
-  job.spec = c.spec.dump();
-  if (!c.definition.is_null()) job.definition = c.definition.dump();
+  // The definition is what views show as the spec; the spec text is kept only for jobs
+  // without one (a spec this release refuses), so that they still show what was sent.
+  if (!c.definition.is_null()) {
+    job.definition = c.definition.dump();
+  } else if (!c.spec.is_null()) {
+    job.spec = c.spec.dump();
+  }
   job.policy = c.policy;
   job.priority = c.priority;
   job.library_sha256 = c.library_sha256;

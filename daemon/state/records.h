@@ -27,10 +27,13 @@ bool IsTerminalJobState(const std::string& state);
 struct JobRecord {
   std::string id;
   std::string name;
-  std::string spec;  // canonical JSON (JobSpecToJson), for display only
-  // What the head runs: the validated spec, typed and versioned (proto/job_definition.h),
-  // as JSON text. "" when the job was stored by a release whose spec this one refuses.
+  // What the head runs and views show: the validated spec, typed and versioned
+  // (proto/job_definition.h), as JSON text. "" when the job was stored by a release whose
+  // spec this one refuses.
   std::string definition;
+  // The user's spec as an older release stored it (JSON text); "" for jobs that have a
+  // definition (views show the definition's spec then).
+  std::string spec;
   std::string state;
   int attempt = 0;   // the latest attempt number, 0 before the first start
   int failures = 0;  // failed attempts so far

@@ -134,10 +134,14 @@ TEST_CASE("submit_job carries the job's definition; older entries get one from t
   auto back = cmd::Decode(cmd::Encode(c));
   REQUIRE(back.ok());
   CHECK(std::get<cmd::SubmitJob>(back->body).definition == c.definition);
+  // With a definition the spec does not travel: the definition says it all.
+  CHECK_FALSE(json::parse(cmd::Encode(c))["job"].contains("spec"));
+  CHECK(std::get<cmd::SubmitJob>(back->body).spec.is_null());
 
   // Written before definitions: made from the spec when this release accepts it ...
   json old = json::parse(cmd::Encode(c));
   old["job"].erase("definition");
+  old["job"]["spec"] = c.spec;
   auto made = cmd::Decode(old.dump());
   REQUIRE(made.ok());
   const json& d = std::get<cmd::SubmitJob>(made->body).definition;
