@@ -3,14 +3,16 @@
 #include <boost/asio/post.hpp>
 #include <utility>
 
-#include "common/file_util.h"
 #include "common/logging.h"
-#include "daemon/head/checkpoint_merge.h"
 
 namespace traintl {
 
-CheckpointCommitter::CheckpointCommitter(boost::asio::io_context& io, std::optional<FsIdentity> fs)
-    : io_(io), fs_(std::move(fs)), thread_([this] { Main(); }) {}
+CheckpointCommitter::CheckpointCommitter(boost::asio::io_context& io, std::optional<FsIdentity> fs,
+                                         CheckpointFiles* files)
+    : io_(io),
+      fs_(std::move(fs)),
+      files_(files != nullptr ? files : DiskCheckpointFiles::Get()),
+      thread_([this] { Main(); }) {}
 
 CheckpointCommitter::~CheckpointCommitter() {
   {
@@ -60,7 +62,7 @@ void CheckpointCommitter::Merge(std::string trial_dir, int attempt, int seq,
                                 std::function<void(Result<std::string>)> done) {
   Post([this, trial_dir = std::move(trial_dir), attempt, seq, rank_dirs = std::move(rank_dirs),
         metrics = std::move(metrics), done = std::move(done)]() mutable {
-    Result<std::string> merged = MergeCheckpoint(trial_dir, attempt, seq, rank_dirs, metrics);
+    Result<std::string> merged = files_->Merge(trial_dir, attempt, seq, rank_dirs, metrics);
     boost::asio::post(io_, [done = std::move(done), merged = std::move(merged)]() mutable {
       done(std::move(merged));
     });
@@ -68,20 +70,19 @@ void CheckpointCommitter::Merge(std::string trial_dir, int attempt, int seq,
 }
 
 void CheckpointCommitter::Remove(std::string trial_dir, std::vector<std::string> dirs) {
-  Post([trial_dir = std::move(trial_dir), dirs = std::move(dirs)] {
+  Post([this, trial_dir = std::move(trial_dir), dirs = std::move(dirs)] {
     for (const auto& dir : dirs) {
       // Records go first, files after: a crash in between leaves only garbage.
-      if (Status st = RemoveCheckpoint(trial_dir, dir); !st.ok())
+      if (Status st = files_->Remove(trial_dir, dir); !st.ok())
         LOG_WARN << "cannot delete checkpoint " << dir << ": " << st.message();
     }
   });
 }
 
 void CheckpointCommitter::CleanUpAttempt(std::string staging_dir, std::string trial_dir) {
-  Post([staging_dir = std::move(staging_dir), trial_dir = std::move(trial_dir)] {
-    if (Status st = RemoveAll(staging_dir); !st.ok())
-      LOG_WARN << "could not remove " << staging_dir << ": " << st.message();
-    CleanupUncommitted(trial_dir);
+  Post([this, staging_dir = std::move(staging_dir), trial_dir = std::move(trial_dir)] {
+    if (Status st = files_->CleanUpAttempt(staging_dir, trial_dir); !st.ok())
+      LOG_WARN << "could not clean up " << staging_dir << ": " << st.message();
   });
 }
 

@@ -29,18 +29,22 @@
 #include "common/fs_identity.h"
 #include "common/result.h"
 #include "common/thread_annotations.h"
+#include "daemon/head/checkpoint_files.h"
 
 namespace traintl {
 
 class CheckpointCommitter {
  public:
-  // `fs`: the worker file identity, or nullopt for the daemon's own.
-  CheckpointCommitter(boost::asio::io_context& io, std::optional<FsIdentity> fs);
+  // `fs`: the worker file identity, or nullopt for the daemon's own. `files`: what does the
+  // file work (default null: DiskCheckpointFiles); it must outlive this.
+  CheckpointCommitter(boost::asio::io_context& io, std::optional<FsIdentity> fs,
+                      CheckpointFiles* files = nullptr);
   ~CheckpointCommitter();
   CheckpointCommitter(const CheckpointCommitter&) = delete;
   CheckpointCommitter& operator=(const CheckpointCommitter&) = delete;
 
-  // MergeCheckpoint (checkpoint_merge.h) on the committer thread; `done` runs on the
+  // CheckpointFiles::Merge (on disk: MergeCheckpoint, checkpoint_merge.h) on the committer
+  // thread; `done` runs on the
   // io_context with the final directory or the error.
   void Merge(std::string trial_dir, int attempt, int seq, std::map<int, std::string> rank_dirs,
              nlohmann::json metrics, std::function<void(Result<std::string>)> done);
@@ -60,6 +64,7 @@ class CheckpointCommitter {
   // Constant after construction.
   boost::asio::io_context& io_;
   const std::optional<FsIdentity> fs_;
+  CheckpointFiles* const files_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

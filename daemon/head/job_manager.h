@@ -76,6 +76,9 @@ struct JobManagerOptions {
   // What node-loss timeouts, settle periods and attempt durations are measured with;
   // timers that only schedule passes use the real clock. Default: null (SystemClock).
   const Clock* clock = nullptr;
+  // The checkpoint file work (merges, retention deletes, cleanup). Default: null
+  // (DiskCheckpointFiles); tests pass fakes. Must outlive the JobManager.
+  CheckpointFiles* checkpoint_files = nullptr;
   // This daemon process's run id, recorded with every attempt it starts (see
   // LostAttemptReason). Default "": a random one.
   std::string run_id;

@@ -4,8 +4,10 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <boost/asio.hpp>
 #include <catch2/catch.hpp>
+#include <mutex>
 #include <thread>
 
 #include "common/file_util.h"
@@ -73,4 +75,69 @@ TEST_CASE("merges run off the io thread and answer on it, in order; cleanup come
   CHECK(PathExists(outside));
   RemoveAll(outside).IgnoreError();
   RemoveAll(trial).IgnoreError();
+}
+
+namespace {
+
+// CheckpointFiles that touch no disk: each call is recorded, merges fail when told to.
+class RecordingFiles : public CheckpointFiles {
+ public:
+  Result<std::string> Merge(const std::string& trial_dir, int attempt, int seq,
+                            const std::map<int, std::string>& rank_dirs,
+                            const nlohmann::json&) override {
+    Record("merge " + std::to_string(seq) + " of " + std::to_string(rank_dirs.size()));
+    if (fail_merges) return Status::Internal("fsync failed: Input/output error");
+    return trial_dir + "/checkpoint_" + std::to_string(seq);
+  }
+  Status Remove(const std::string&, const std::string& checkpoint_dir) override {
+    Record("remove " + checkpoint_dir);
+    return Status::PermissionDenied("not ours");
+  }
+  Status CleanUpAttempt(const std::string& staging_dir, const std::string&) override {
+    Record("cleanup " + staging_dir);
+    return Status::Ok();
+  }
+  std::vector<std::string> calls() {
+    std::lock_guard<std::mutex> l(mu_);
+    return calls_;
+  }
+  std::atomic<bool> fail_merges{false};
+
+ private:
+  void Record(std::string call) {
+    std::lock_guard<std::mutex> l(mu_);
+    calls_.push_back(std::move(call));
+  }
+  std::mutex mu_;
+  std::vector<std::string> calls_;
+};
+
+}  // namespace
+
+TEST_CASE("a merge the files refuse answers its error; file work keeps its order") {
+  boost::asio::io_context io;
+  auto work = boost::asio::make_work_guard(io);
+  RecordingFiles files;
+  files.fail_merges = true;
+  CheckpointCommitter committer(io, std::nullopt, &files);
+  std::vector<Result<std::string>> answers;
+  committer.Merge("/t", 1, 0, {{0, "/s/r0"}, {1, "/s/r1"}}, nlohmann::json::object(),
+                  [&](Result<std::string> r) { answers.push_back(std::move(r)); });
+  committer.Remove("/t", {"/t/checkpoint_000000"});  // its failure is only logged
+  committer.CleanUpAttempt("/t/.staging/attempt_1", "/t");
+  committer.Merge("/t", 2, 1, {{0, "/s/r0"}}, nlohmann::json::object(),
+                  [&](Result<std::string> r) { answers.push_back(std::move(r)); });
+  while (answers.size() < 2) io.run_one();
+  REQUIRE_FALSE(answers[0].ok());
+  CHECK(answers[0].status().message() == "fsync failed: Input/output error");
+  REQUIRE_FALSE(answers[1].ok());
+  CHECK(files.calls() == std::vector<std::string>{"merge 0 of 2", "remove /t/checkpoint_000000",
+                                                  "cleanup /t/.staging/attempt_1", "merge 1 of 1"});
+
+  files.fail_merges = false;
+  committer.Merge("/t", 2, 2, {{0, "/s/r0"}}, nlohmann::json::object(),
+                  [&](Result<std::string> r) { answers.push_back(std::move(r)); });
+  while (answers.size() < 3) io.run_one();
+  REQUIRE(answers[2].ok());
+  CHECK(*answers[2] == "/t/checkpoint_2");
 }

@@ -1,0 +1,46 @@
+// CheckpointFiles: the file-system seam of the head's checkpoint work - merging a report's
+// staged rank directories, deleting what retention dropped, cleaning up after an attempt.
+// The CheckpointCommitter runs them on its thread; DiskCheckpointFiles does them on disk
+// (checkpoint_merge.h), and tests substitute fakes that fail or record, to drive what a
+// real disk cannot be made to do on demand (an fsync that fails, a merge that errors).
+//
+// Thread-safety: implementations are called from the committer's thread only.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "common/result.h"
+#include "common/status.h"
+
+namespace traintl {
+
+class CheckpointFiles {
+ public:
+  virtual ~CheckpointFiles() = default;
+  // The merged checkpoint's final directory, durable, or why not (nothing recorded then).
+  virtual Result<std::string> Merge(const std::string& trial_dir, int attempt, int seq,
+                                    const std::map<int, std::string>& rank_dirs,
+                                    const nlohmann::json& metrics) = 0;
+  // Deletes a checkpoint directory below <trial_dir>/checkpoint_ that is no longer recorded.
+  virtual Status Remove(const std::string& trial_dir, const std::string& checkpoint_dir) = 0;
+  // Removes an ended attempt's staging area and the trial dir's uncommitted merges.
+  virtual Status CleanUpAttempt(const std::string& staging_dir, const std::string& trial_dir) = 0;
+};
+
+// The real one: checkpoint_merge.h on the file system.
+class DiskCheckpointFiles : public CheckpointFiles {
+ public:
+  Result<std::string> Merge(const std::string& trial_dir, int attempt, int seq,
+                            const std::map<int, std::string>& rank_dirs,
+                            const nlohmann::json& metrics) override;
+  Status Remove(const std::string& trial_dir, const std::string& checkpoint_dir) override;
+  Status CleanUpAttempt(const std::string& staging_dir, const std::string& trial_dir) override;
+
+  // The process-wide instance (stateless).
+  static DiskCheckpointFiles* Get();
+};
+
+}  // namespace traintl
