@@ -4,6 +4,8 @@
 #include <boost/program_options.hpp>
 #include <sstream>
 
+#include "common/spelling.h"
+
 namespace traintl {
 namespace cli {
 namespace {
@@ -87,12 +89,12 @@ po::options_description GlobalDescription(GlobalOptions* g) {
                   "the traintld to talk to (default: $TRAINTL_ADDRESS, else the config "
                   "files' address, else <data-dir>/api_address, else 127.0.0.1:7450)")(
       "token-file", po::value<std::string>(&g->token_file)->value_name("PATH"),
-      "file holding the API token (default: $TRAINTL_TOKEN, else the config files' "
-      "token-file, else <data-dir>/token)")(
-      "data-dir", po::value<std::string>(&g->data_dir)->value_name("DIR"),
-      "the daemon's data directory (default: $TRAINTL_DATA_DIR, else the config files' "
-      "data-dir, else /var/lib/traintl when its token is readable, else "
-      "$XDG_STATE_HOME/traintl or ~/.local/state/traintl)")(
+      "file holding the API token (default: the config files' token-file, else "
+      "<data-dir>/token). $TRAINTL_TOKEN, when set, holds the token itself and wins over "
+      "any file")("data-dir", po::value<std::string>(&g->data_dir)->value_name("DIR"),
+                  "the daemon's data directory (default: $TRAINTL_DATA_DIR, else the config files' "
+                  "data-dir, else /var/lib/traintl when its token is readable, else "
+                  "$XDG_STATE_HOME/traintl or ~/.local/state/traintl)")(
       "ca-file", po::value<std::string>(&g->ca_file)->value_name("PATH"),
       "PEM CA certificates to verify an https:// daemon with (default: $TRAINTL_CA_FILE, "
       "else the config files' ca-file, else the system's store)")(
@@ -153,8 +155,13 @@ Result<CommandLine> ParseCommandLine(const std::vector<std::string>& args) {
   if (!cl.verb.empty()) {
     verb = FindVerb(cl.verb);
     if (verb == nullptr) {
-      return Status::InvalidArgument("unknown command '" + cl.verb +
-                                     "' (run 'traintl --help' for the list)");
+      std::vector<std::string> names;
+      for (const auto& v : Verbs()) names.push_back(v.name);
+      const std::string near = Closest(cl.verb, names);
+      return Status::InvalidArgument(
+          "unknown command '" + cl.verb + "'" +
+          (near.empty() ? " (run 'traintl --help' for the list)"
+                        : " (did you mean '" + near + "'? run 'traintl --help' for the list)"));
     }
   }
 

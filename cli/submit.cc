@@ -75,6 +75,13 @@ bool ReadSpec(const std::string& path, CliContext& ctx, nlohmann::json* spec, in
     *ctx.err << "traintl: " << path << ": the job spec must be a JSON object\n";
     return false;
   }
+  // The parse above keeps the last of duplicate keys silently; the daemon refuses them, so
+  // say it here, with the key's path, before anything is uploaded.
+  SpecError strict;
+  if (!ParseJsonStrict(*text, kMaxSpecDepth, kMaxSpecTextBytes, &strict).ok()) {
+    *ctx.err << "traintl: " << path << ": invalid job spec: " << strict.ToString() << "\n";
+    return false;
+  }
   return true;
 }
 

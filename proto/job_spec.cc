@@ -29,7 +29,6 @@ using spec_internal::json;
 using spec_internal::JsonDepth;
 using spec_internal::kMaxMemoryBytes;
 using spec_internal::kMaxNameLen;
-using spec_internal::Lower;
 using spec_internal::ParseDatasets;
 using spec_internal::ParseEntrypoint;
 using spec_internal::ParseEnv;

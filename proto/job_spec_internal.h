@@ -20,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/spelling.h"
 #include "common/status.h"
 #include "proto/job_spec.h"
 
@@ -54,10 +55,7 @@ std::string Describe(const json& v);
 // A number as JSON writes it (integral values without ".0").
 std::string FormatNumber(double x);
 
-// Did-you-mean hints.
-std::string Lower(std::string s);
-// The closest candidate within a distance that still looks like a typo, or "".
-std::string Closest(const std::string& key, const std::vector<std::string>& candidates);
+// Did-you-mean hints: Lower and Closest (common/spelling.h).
 // Where each field of the structural objects lives, to point at a misplaced one
 // ({"num_workers": 2} at the top level).
 const std::map<std::string, std::string>& FieldHomes();
@@ -142,25 +140,30 @@ class Checker {
   }
 
   // An integer in [min, max]; a float with an integral value (2.0) counts.
+  // A whole number above `max` is "too large", naming the bound, rather than `expect`.
   bool Int(const std::string& path, const json& v, std::int64_t min, std::int64_t max,
            std::int64_t* out, const std::string& expect) {
     std::string got = ", got " + Describe(v);
+    auto too_large = [&] {
+      return Fail(path, "is too large: at most " + std::to_string(max) + got);
+    };
     if (v.is_number_unsigned()) {
       auto u = v.get<std::uint64_t>();
-      if (u > static_cast<std::uint64_t>(max)) return Fail(path, expect + got);
+      if (u > static_cast<std::uint64_t>(max)) return too_large();
       *out = static_cast<std::int64_t>(u);
     } else if (v.is_number_integer()) {
       *out = v.get<std::int64_t>();
     } else if (v.is_number_float()) {
       double d = v.get<double>();
-      if (!std::isfinite(d) || d != std::floor(d) || d < -9.0e18 || d > 9.0e18) {
-        return Fail(path, expect + got);
-      }
+      if (!std::isfinite(d) || d != std::floor(d)) return Fail(path, expect + got);
+      if (d > static_cast<double>(max)) return too_large();
+      if (d < -9.0e18) return Fail(path, expect + got);
       *out = static_cast<std::int64_t>(d);
     } else {
       return Fail(path, expect + got);
     }
-    if (*out < min || *out > max) return Fail(path, expect + got);
+    if (*out > max) return too_large();
+    if (*out < min) return Fail(path, expect + got);
     return true;
   }
 

@@ -117,13 +117,8 @@ bool ParseScaling(Checker& c, const json& doc, JobSpec* spec) {
     }
     if (const json* v = Find(*sc, "num_workers")) {
       std::int64_t n = 0;
-      if (!c.Int("scaling_config.num_workers", *v, 1, std::numeric_limits<int>::max(), &n,
-                 "must be an integer >= 1")) {
+      if (!c.Int("scaling_config.num_workers", *v, 1, kMaxWorkers, &n, "must be an integer >= 1")) {
         return false;
-      }
-      if (n > kMaxWorkers) {
-        return c.Fail("scaling_config.num_workers",
-                      "must be at most " + std::to_string(kMaxWorkers) + ", got " + Describe(*v));
       }
       spec->num_workers = static_cast<int>(n);
     }

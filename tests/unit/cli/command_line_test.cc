@@ -115,6 +115,10 @@ TEST_CASE("--help works alone, per verb, and as a verb") {
 TEST_CASE("bad command lines are errors") {
   CHECK_THAT(ParseError({}), Catch::Contains("no command"));
   CHECK_THAT(ParseError({"frobnicate"}), Catch::Contains("unknown command 'frobnicate'"));
+  CHECK_THAT(ParseError({"frobnicate"}), !Catch::Contains("did you mean"));
+  CHECK_THAT(ParseError({"sbumit"}),
+             Catch::Contains("unknown command 'sbumit' (did you mean 'submit'?"));
+  CHECK_THAT(ParseError({"stauts"}), Catch::Contains("did you mean 'status'?"));
   CHECK_THAT(ParseError({"list", "--bogus"}), Catch::Contains("--bogus"));
   CHECK_THAT(ParseError({"list", "--bogus"}), Catch::Contains("traintl list --help"));
   // Options of one verb are not options of another.

@@ -64,6 +64,20 @@ TEST_CASE("submit reports JSON syntax errors with line and column") {
   CHECK_THAT(t.err.str(), Catch::Contains("syntax error"));
 }
 
+TEST_CASE("submit refuses duplicate keys naming the key, before reading the library") {
+  TempDir dir;
+  std::string path = dir.Write(
+      "job.json", R"({"name": "a", "name": "b", "entrypoint": {"library": "/missing.so"}})");
+  auto client = NoNetwork();
+  TestContext t(&client);
+  SubmitOptions o;
+  o.spec_path = path;
+  CHECK(RunSubmit(o, t.ctx) == kExitUsage);
+  CHECK_THAT(t.err.str(), Catch::StartsWith("traintl: " + path + ": invalid job spec: name: "));
+  CHECK_THAT(t.err.str(), Catch::Contains("duplicate"));
+  CHECK_THAT(t.err.str(), !Catch::Contains("missing.so"));
+}
+
 // It used to parse without a limit and overflow the stack dumping the spec to send it.
 TEST_CASE("submit refuses a spec nested deeper than the daemon allows, without crashing") {
   TempDir dir;

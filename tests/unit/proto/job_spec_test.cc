@@ -128,9 +128,11 @@ TEST_CASE("integers given as 2.0 are accepted, 2.5 is not") {
   ExpectError(With("/scaling_config/num_workers", 2.5), "scaling_config.num_workers",
               "must be an integer >= 1, got 2.5");
   ExpectError(With("/priority", 1.5), "priority", "must be a 32-bit integer, got 1.5");
-  ExpectError(With("/priority", 1099511627776LL), "priority", "must be a 32-bit integer");
+  ExpectError(With("/priority", 1099511627776LL), "priority",
+              "is too large: at most 2147483647, got 1099511627776");
+  ExpectError(With("/priority", -1099511627776LL), "priority", "must be a 32-bit integer");
   ExpectError(With("/scaling_config/num_workers", 1e300), "scaling_config.num_workers",
-              "must be an integer >= 1");
+              "is too large: at most 4096, got 1e+300");
 }
 
 TEST_CASE("the document must be an object") {
@@ -201,7 +203,14 @@ TEST_CASE("wrong types are refused with what was expected") {
   ExpectError(With("/scaling_config/num_workers", 0), "scaling_config.num_workers",
               "must be an integer >= 1, got 0");
   ExpectError(With("/scaling_config/num_workers", 5000), "scaling_config.num_workers",
-              "at most 4096");
+              "is too large: at most 4096, got 5000");
+  // Huge numbers say they are too large, not that they are not integers >= 1.
+  ExpectError(With("/scaling_config/num_workers", 1000000000000), "scaling_config.num_workers",
+              "is too large: at most 4096, got 1000000000000");
+  ExpectError(With("/scaling_config/num_workers", 18446744073709551615ull),
+              "scaling_config.num_workers", "is too large: at most 4096");
+  ExpectError(With("/scaling_config/num_workers", 1e30), "scaling_config.num_workers",
+              "is too large: at most 4096");
   ExpectError(With("/scaling_config/use_gpu", "yes"), "scaling_config.use_gpu",
               "must be true or false, got \"yes\"");
   ExpectError(With("/scaling_config/use_gpu", 1), "scaling_config.use_gpu", "true or false");
