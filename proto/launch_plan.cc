@@ -18,6 +18,7 @@ json NodeAttemptPlanToJson(const NodeAttemptPlan& p) {
           {"rank_gpus", p.rank_gpus},
           {"library_path", p.library_path},
           {"library_sha256", p.library_sha256},
+          {"library_name", p.library_name},
           {"function", p.function},
           {"config", p.config},
           {"checkpoint_dir", p.checkpoint_dir},
@@ -44,6 +45,7 @@ Result<NodeAttemptPlan> NodeAttemptPlanFromJson(const json& j) {
     f.Req("rank_gpus", &p.rank_gpus);
     f.Req("library_path", &p.library_path);
     f.Opt("library_sha256", &p.library_sha256);
+    f.Opt("library_name", &p.library_name);
     f.Req("function", &p.function);
     p.config = f.At("config");
     f.Req("checkpoint_dir", &p.checkpoint_dir);

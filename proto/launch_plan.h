@@ -24,7 +24,9 @@ struct NodeAttemptPlan {
   std::vector<int> world_ranks;             // ranks on this node, in local-rank order
   std::vector<std::vector<int>> rank_gpus;  // GPU devices per local rank (may be empty)
   std::string library_path;
-  std::string library_sha256;  // "" when library_path is used as-is (single node)
+  std::string library_sha256;
+  std::string library_name;  // entrypoint.library as submitted, for messages  // "" when
+                             // library_path is used as-is (single node)
   std::string function;
   nlohmann::json config = nlohmann::json::object();
   std::string checkpoint_dir;  // "" = none

@@ -55,6 +55,7 @@ Result<RankContext> ParseRankContext(const std::string& text) {
   TRAINTL_RETURN_IF_ERROR(GetInt(j, "local_world_size", false, 1, &c.local_world_size));
   TRAINTL_RETURN_IF_ERROR(GetInt(j, "node_rank", false, 0, &c.node_rank));
   TRAINTL_RETURN_IF_ERROR(GetString(j, "library", true, &c.library));
+  TRAINTL_RETURN_IF_ERROR(GetString(j, "library_name", false, &c.library_name));
   TRAINTL_RETURN_IF_ERROR(GetString(j, "function", false, &c.function));
   std::string checkpoint;
   TRAINTL_RETURN_IF_ERROR(GetString(j, "checkpoint_dir", false, &checkpoint));
@@ -119,6 +120,7 @@ nlohmann::json RankContextToJson(const RankContext& c) {
           {"local_world_size", c.local_world_size},
           {"node_rank", c.node_rank},
           {"library", c.library},
+          {"library_name", c.library_name},
           {"function", c.function},
           {"config", c.config},
           {"checkpoint_dir", c.checkpoint_dir ? json(*c.checkpoint_dir) : json(nullptr)},

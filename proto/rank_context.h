@@ -27,6 +27,9 @@ struct RankContext {
   int node_rank = 0;
   // Absolute path of the training library.
   std::string library;
+  // The library as the user submitted it (entrypoint.library), for messages: `library`
+  // may be a content-addressed copy. "library_name", optional; "" = `library`.
+  std::string library_name;
   // The entry point's name; empty = the only one the library exports.
   std::string function;
   // The checkpoint get_checkpoint() returns; none on a fresh start.

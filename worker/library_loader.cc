@@ -150,25 +150,33 @@ Result<std::vector<std::string>> ListExportedFunctions(const std::string& path,
   return names;
 }
 
-Result<TrainingLibrary> LoadTrainingLibrary(const std::string& path, const std::string& function) {
-  const std::string abs = AbsolutePath(path);
-  if (!PathExists(abs)) return Status::NotFound("library not found: " + abs);
-  if (IsDirectory(abs)) return Status::InvalidArgument("library is a directory: " + abs);
+Result<TrainingLibrary> LoadTrainingLibrary(const std::string& path, const std::string& function,
+                                            const std::string& name) {
+  const std::string file = AbsolutePath(path);
+  // What messages call it: the user's name for it, not the daemon's copy.
+  const std::string shown = name.empty() ? file : name;
+  if (!PathExists(file)) return Status::NotFound("library not found: " + shown);
+  if (IsDirectory(file)) return Status::InvalidArgument("library is a directory: " + shown);
   // dlopen of a FIFO blocks until a writer comes, of a device reads it: refuse both first.
   // Opened without blocking; the check is about mistakes, and a file swapped after it is
   // still caught by the worker's load deadline.
   {
-    int fd = ::open(abs.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     struct stat st;
     const bool regular = fd >= 0 && ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
     if (fd >= 0) ::close(fd);
-    if (!regular) return Status::InvalidArgument("library is not a regular file: " + abs);
+    if (!regular) return Status::InvalidArgument("library is not a regular file: " + shown);
   }
 
   ::dlerror();
-  void* handle = ::dlopen(abs.c_str(), RTLD_NOW | RTLD_LOCAL);
+  void* handle = ::dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
-    return Status::FailedPrecondition("cannot load the library: " + DlError());
+    std::string why = DlError();
+    // dlerror() names the file it opened: say the user's name for it instead.
+    if (!name.empty())
+      for (size_t at; (at = why.find(file)) != std::string::npos;)
+        why.replace(at, file.size(), name);
+    return Status::FailedPrecondition("cannot load the library " + shown + ": " + why);
   }
 
   auto version_fn =
@@ -177,16 +185,16 @@ Result<TrainingLibrary> LoadTrainingLibrary(const std::string& path, const std::
     return Status::FailedPrecondition(
         "not a traintl training library (it does not export " TRAINTL_ABI_VERSION_SYMBOL
         "; include <traintl/train.h> and export the function with TRAINTL_ENTRYPOINT): " +
-        abs);
+        shown);
   }
   const uint32_t version = version_fn();
   if (version != TRAINTL_ABI_VERSION) {
     return Status::FailedPrecondition("library was built for traintl ABI version " +
                                       std::to_string(version) + ", this worker supports " +
-                                      std::to_string(TRAINTL_ABI_VERSION) + ": " + abs);
+                                      std::to_string(TRAINTL_ABI_VERSION) + ": " + shown);
   }
 
-  auto listed = ListExportedFunctions(abs, TRAINTL_ENTRY_SYMBOL_PREFIX);
+  auto listed = ListExportedFunctions(file, TRAINTL_ENTRY_SYMBOL_PREFIX);
   std::vector<std::string> functions;
   if (listed.ok()) {
     for (const auto& symbol : *listed) functions.push_back(symbol.substr(kPrefixLen));
@@ -202,12 +210,12 @@ Result<TrainingLibrary> LoadTrainingLibrary(const std::string& path, const std::
     }
     if (functions.empty()) {
       return Status::FailedPrecondition(
-          "the library exports no entry point (export one with TRAINTL_ENTRYPOINT): " + abs);
+          "the library exports no entry point (export one with TRAINTL_ENTRYPOINT): " + shown);
     }
     if (functions.size() > 1) {
       return Status::FailedPrecondition("the library exports several entry points (" +
                                         JoinNames(functions) +
-                                        "); name one in entrypoint.function: " + abs);
+                                        "); name one in entrypoint.function: " + shown);
     }
     lib.function = functions[0];
   } else {
@@ -223,7 +231,7 @@ Result<TrainingLibrary> LoadTrainingLibrary(const std::string& path, const std::
     std::string exports = !listed.ok()        ? ""
                           : functions.empty() ? "; it exports none"
                                               : "; it exports: " + JoinNames(functions);
-    return Status::NotFound("entry point \"" + lib.function + "\" not found in " + abs +
+    return Status::NotFound("entry point \"" + lib.function + "\" not found in " + shown +
                             " (no symbol " + symbol + ")" + exports);
   }
   return lib;

@@ -29,7 +29,10 @@ struct TrainingLibrary {
 // Loads `path` (RTLD_NOW | RTLD_LOCAL: the library's symbols stay its own), checks its ABI
 // version and resolves `function`, or the single exported entry point when it is empty.
 // The error message is one line saying what is wrong with the library.
-Result<TrainingLibrary> LoadTrainingLibrary(const std::string& path, const std::string& function);
+// `name` is how messages call the library (the path the user submitted; "" = `path`): the
+// file loaded may be the daemon's content-addressed copy, a name the user never gave.
+Result<TrainingLibrary> LoadTrainingLibrary(const std::string& path, const std::string& function,
+                                            const std::string& name = "");
 
 }  // namespace worker
 }  // namespace traintl

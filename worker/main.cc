@@ -146,7 +146,7 @@ int Run(int argc, char** argv) {
            false);
     }
   }).detach();
-  auto library = LoadTrainingLibrary(context.library, context.function);
+  auto library = LoadTrainingLibrary(context.library, context.function, context.library_name);
   bool expected = true;
   if (!loading.compare_exchange_strong(expected, false)) {
     for (;;) ::pause();  // the watchdog is failing the attempt

@@ -12,6 +12,7 @@ NodeAttemptPlan BasePlan(const JobRecord& job, const JobSpec& spec, const Attemp
   base.world_size = b.world_size;
   base.library_path = b.library_path;
   base.library_sha256 = job.library_sha256;
+  base.library_name = spec.library;
   base.function = spec.function;
   base.config = spec.train_loop_config;
   base.checkpoint_dir = b.restored_from;

@@ -126,6 +126,7 @@ Result<int> Agent::Launch(const NodeAttemptPlan& planned) {
     ctx.local_world_size = local_world;
     ctx.node_rank = plan.node_rank;
     ctx.library = plan.library_path;
+    ctx.library_name = plan.library_name;
     ctx.function = plan.function;
     ctx.config = plan.config;
     if (!plan.checkpoint_dir.empty()) ctx.checkpoint_dir = plan.checkpoint_dir;

@@ -12,6 +12,7 @@ TEST_CASE("the base plan carries the job's definition and the attempt's basics")
   job.library_sha256 = "ab";
   job.trial_dir = "/t/digits-j1";
   JobSpec spec;
+  spec.library = "build/libdigits.so";
   spec.function = "train";
   spec.train_loop_config = {{"lr", 0.1}};
   spec.use_gpu = true;
@@ -33,6 +34,7 @@ TEST_CASE("the base plan carries the job's definition and the attempt's basics")
   CHECK(p.world_size == 4);
   CHECK(p.library_path == "/blobs/ab");
   CHECK(p.library_sha256 == "ab");
+  CHECK(p.library_name == "build/libdigits.so");  // as submitted, for messages
   CHECK(p.function == "train");
   CHECK(p.config == nlohmann::json{{"lr", 0.1}});
   CHECK(p.checkpoint_dir == b.restored_from);

@@ -84,7 +84,7 @@ TEST_CASE("an unusable library ends the worker with exit code 3 and the reason")
   }
   SECTION("not a shared object") {
     library = TEST_NOT_A_LIBRARY;
-    expected = "cannot load the library: ";
+    expected = "cannot load the library " + library + ": ";
   }
   SECTION("no traintl symbols") {
     library = TEST_NOENTRY_LIB;
@@ -105,6 +105,17 @@ TEST_CASE("an unusable library ends the worker with exit code 3 and the reason")
   CHECK(error.find('\n') == std::string::npos);
   CHECK(run.WaitExitCode() == 3);
   CHECK(run.LastLogLine() == "traintl-worker: " + error);
+}
+
+TEST_CASE("load errors name the library as the user submitted it, not the daemon's copy") {
+  Fixture f;
+  json context = f.Context(TEST_NOT_A_LIBRARY, "");
+  context["library_name"] = "build/libmine.so";
+  WorkerRun& run = f.Start(context);
+  std::string error = ExpectFailedDone(run, /*retryable=*/false);
+  CHECK(error.find("cannot load the library build/libmine.so: ") != std::string::npos);
+  CHECK(error.find(TEST_NOT_A_LIBRARY) == std::string::npos);
+  CHECK(run.WaitExitCode() == 3);
 }
 
 TEST_CASE("a library that never finishes loading fails the attempt at the load deadline") {
