@@ -107,6 +107,11 @@ struct RaftOptions {
   // entries rather than the whole snapshot. Default 128 (C-Raft's default).
   unsigned snapshot_trailing = 128;
 
+  // How long the leader waits for a follower to take a snapshot it sent before sending it
+  // again. A follower that was down when a send began is not sent one before this has
+  // passed. Default 30000 ms (C-Raft's default: large snapshots on slow links).
+  unsigned install_snapshot_timeout_ms = 30000;
+
   // Delay before reconnecting to an unreachable peer. Default 50 ms (C-Raft's default is
   // 1000 ms, which slows fail-over).
   unsigned connect_retry_delay_ms = 50;

@@ -130,6 +130,7 @@ Status RaftNode::Impl::InitLoop() {
   raft_set_heartbeat_timeout(&raft_, options_.heartbeat_timeout_ms);
   raft_set_snapshot_threshold(&raft_, options_.snapshot_threshold);
   raft_set_snapshot_trailing(&raft_, options_.snapshot_trailing);
+  raft_set_install_snapshot_timeout(&raft_, options_.install_snapshot_timeout_ms);
   raft_set_pre_vote(&raft_, options_.pre_vote);
 
   if (!options_.join) {

@@ -161,6 +161,10 @@ TEST_CASE("a follower that fell behind catches up through a snapshot") {
     o.bootstrap_peers = peers;
     o.snapshot_threshold = 16;
     o.snapshot_trailing = 4;
+    // The leader may begin sending a snapshot to the lagging node while it is stopped; it
+    // then waits this long before sending again (C-Raft's 30 s default is the test's whole
+    // wait: the test failed under load when that happened).
+    o.install_snapshot_timeout_ms = 1000;
     return o;
   };
   RecordingStateMachine sms[3];
