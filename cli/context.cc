@@ -56,8 +56,12 @@ int ReportHttpError(const CliContext& ctx, const HttpResponse& response) {
   switch (response.status) {
     case 400:
       if (parsed.is_object() && parsed.contains("field") && parsed["field"].is_string()) {
-        err << "traintl: invalid job spec: " << parsed["field"].get<std::string>() << ": " << error
-            << "\n";
+        // The daemon's message may already start with the field (its SpecError text): the
+        // path is printed once.
+        const std::string field = parsed["field"].get<std::string>();
+        const bool named = !field.empty() && error.rfind(field + ": ", 0) == 0;
+        err << "traintl: invalid job spec: " << (named || field.empty() ? "" : field + ": ")
+            << error << "\n";
       } else {
         err << "traintl: " << error << "\n";
       }

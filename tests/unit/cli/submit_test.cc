@@ -224,6 +224,24 @@ TEST_CASE("submit maps a rejected spec to a field message") {
   CHECK(t.out.str().empty());
 }
 
+TEST_CASE("a daemon message that already names the field prints the path once") {
+  TempDir dir;
+  std::string lib = dir.Write("libtrain.so", "bytes");
+  ScriptedClient client([&](const HttpRequest& r) -> Result<HttpResponse> {
+    if (r.method == "HEAD") return Json(200, "");
+    json body = {{"error", "scaling_config.num_worker: unknown field (did you mean num_workers?)"},
+                 {"field", "scaling_config.num_worker"}};
+    return Json(400, body.dump());
+  });
+  TestContext t(&client);
+  SubmitOptions o;
+  o.spec_path = WriteJob(dir, lib);
+  CHECK(RunSubmit(o, t.ctx) == kExitUsage);
+  CHECK(t.err.str() ==
+        "traintl: invalid job spec: scaling_config.num_worker: unknown field (did you mean "
+        "num_workers?)\n");
+}
+
 namespace {
 
 json Detail(const std::string& state, int attempt) {
