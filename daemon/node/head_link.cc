@@ -220,8 +220,9 @@ std::vector<std::pair<std::string, int>> HeadLink::LiveAttemptsFromIo() {
   auto promise = std::make_shared<std::promise<std::vector<std::pair<std::string, int>>>>();
   auto future = promise->get_future();
   asio::post(io_, [this, promise] { promise->set_value(agent_->LiveAttempts()); });
-  if (future.wait_for(std::chrono::seconds(2)) != std::future_status::ready) return {};
-  return future.get();
+  // Not an empty list on a timeout: the head would take it for "no workers run here".
+  if (future.wait_for(kLiveAttemptsWait) == std::future_status::ready) last_running_ = future.get();
+  return last_running_;
 }
 
 bool HeadLink::Join(const std::string& head) {

@@ -109,7 +109,11 @@ class HeadLink {
   bool Join(const std::string& head);
   bool HeartbeatOnce(const std::string& head);
   void SyncBlobs(const std::string& head);
+  // The attempts with live workers here, asked of the io thread. A busy io thread
+  // (launching workers) gets kLiveAttemptsWait; then the last known list goes out, so that
+  // the heartbeat is not late: a late one made the head call a busy node LOST.
   std::vector<std::pair<std::string, int>> LiveAttemptsFromIo();
+  static constexpr std::chrono::milliseconds kLiveAttemptsWait{200};
   void SetHeadAddress(const std::string& address);
   void SetKnown(std::vector<std::string> voters);
 
@@ -133,6 +137,9 @@ class HeadLink {
   std::vector<std::string> known_ TRAINTL_GUARDED_BY(mu_);  // voter API addresses
   std::deque<nlohmann::json> events_ TRAINTL_GUARDED_BY(mu_);
   HeadLease lease_ TRAINTL_GUARDED_BY(mu_);
+
+  // The last list LiveAttemptsFromIo got; touched by the heartbeat thread only.
+  std::vector<std::pair<std::string, int>> last_running_;
 
   std::vector<std::thread> threads_;  // touched by Start and Stop only
 };
