@@ -21,7 +21,7 @@ json NodeAttemptPlanToJson(const NodeAttemptPlan& p) {
           {"library_name", p.library_name},
           {"function", p.function},
           {"config", p.config},
-          {"checkpoint_dir", p.checkpoint_dir},
+          {"restored_from", p.restored_from},
           {"trial_dir", p.trial_dir},
           {"master_addr", p.master_addr},
           {"master_port", p.master_port},
@@ -48,7 +48,9 @@ Result<NodeAttemptPlan> NodeAttemptPlanFromJson(const json& j) {
     f.Opt("library_name", &p.library_name);
     f.Req("function", &p.function);
     p.config = f.At("config");
-    f.Req("checkpoint_dir", &p.checkpoint_dir);
+    // "checkpoint_dir" in plans of releases before the name was unified.
+    f.Opt("checkpoint_dir", &p.restored_from);
+    f.Opt("restored_from", &p.restored_from);
     f.Req("trial_dir", &p.trial_dir);
     f.Req("master_addr", &p.master_addr);
     f.Req("master_port", &p.master_port);

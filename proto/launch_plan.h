@@ -29,7 +29,9 @@ struct NodeAttemptPlan {
                              // library_path is used as-is (single node)
   std::string function;
   nlohmann::json config = nlohmann::json::object();
-  std::string checkpoint_dir;  // "" = none
+  // The checkpoint the attempt starts from ("" = none), as the attempt record calls it;
+  // the rank context hands it to the worker as "checkpoint_dir".
+  std::string restored_from;
   std::string trial_dir;
   std::string master_addr;  // the address of rank 0's node
   int master_port = 0;      // 0: rank 0's node chooses it (Agent::Launch)

@@ -15,7 +15,7 @@ NodeAttemptPlan BasePlan(const JobRecord& job, const JobSpec& spec, const Attemp
   base.library_name = spec.library;
   base.function = spec.function;
   base.config = spec.train_loop_config;
-  base.checkpoint_dir = b.restored_from;
+  base.restored_from = b.restored_from;
   base.trial_dir = job.trial_dir;
   base.master_addr = b.master_addr;
   base.master_port = 0;

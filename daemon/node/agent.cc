@@ -129,7 +129,7 @@ Result<int> Agent::Launch(const NodeAttemptPlan& planned) {
     ctx.library_name = plan.library_name;
     ctx.function = plan.function;
     ctx.config = plan.config;
-    if (!plan.checkpoint_dir.empty()) ctx.checkpoint_dir = plan.checkpoint_dir;
+    if (!plan.restored_from.empty()) ctx.checkpoint_dir = plan.restored_from;
     ctx.trial_dir = plan.trial_dir;
     ctx.staging_dir = staging;
     ctx.master_addr = plan.master_addr;

@@ -37,7 +37,7 @@ TEST_CASE("the base plan carries the job's definition and the attempt's basics")
   CHECK(p.library_name == "build/libdigits.so");  // as submitted, for messages
   CHECK(p.function == "train");
   CHECK(p.config == nlohmann::json{{"lr", 0.1}});
-  CHECK(p.checkpoint_dir == b.restored_from);
+  CHECK(p.restored_from == b.restored_from);
   CHECK(p.trial_dir == "/t/digits-j1");
   CHECK(p.master_addr == "10.0.0.2");
   CHECK(p.master_port == 0);  // rank 0's node chooses it

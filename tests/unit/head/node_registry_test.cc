@@ -115,6 +115,11 @@ TEST_CASE("launch plans round-trip and bad ones are refused") {
   CHECK(back->library_sha256 == p.library_sha256);
   CHECK(back->user_env == p.user_env);
   CHECK(back->node_rank == 1);
+  // The name before it was unified still reads.
+  auto old = NodeAttemptPlanToJson(p);
+  old.erase("restored_from");
+  old["checkpoint_dir"] = "/t/checkpoint_1";
+  CHECK(NodeAttemptPlanFromJson(old)->restored_from == "/t/checkpoint_1");
   auto j = NodeAttemptPlanToJson(p);
   j["world_ranks"] = {4};
   CHECK(NodeAttemptPlanFromJson(j).status().message() ==
