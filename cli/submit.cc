@@ -1,4 +1,5 @@
-// `traintl submit JOB_JSON [--wait]`: uploads the training library content-addressed,
+// `traintl submit JOB_JSON [--wait]`: uploads the training library (or a python or command
+// job's packed working_dir) content-addressed,
 // submits the job, and optionally follows it to its end.
 
 #include <set>
@@ -7,6 +8,7 @@
 #include "cli/exit_codes.h"
 #include "cli/format.h"
 #include "cli/verbs.h"
+#include "cli/working_dir.h"
 #include "common/crypto.h"
 #include "common/file_util.h"
 #include "common/json_depth.h"
@@ -124,9 +126,9 @@ bool ReadLibrary(const nlohmann::json& spec, const std::string& spec_path, CliCo
   return false;
 }
 
-// Makes sure the daemon has the blob `sha256`; returns an exit code.
-int UploadLibrary(const std::string& library, const std::string& bytes, const std::string& sha256,
-                  CliContext& ctx) {
+// Makes sure the daemon has the blob `sha256` (`what` names it); returns an exit code.
+int UploadBlob(const std::string& what, const std::string& bytes, const std::string& sha256,
+               CliContext& ctx) {
   HttpRequest head;
   head.method = "HEAD";
   head.target = "/v1/blobs/" + sha256;
@@ -145,7 +147,7 @@ int UploadLibrary(const std::string& library, const std::string& bytes, const st
   if (!uploaded.ok()) return ReportTransportError(ctx, uploaded.status());
   if (uploaded->status / 100 != 2) return ReportHttpError(ctx, *uploaded);
   if (!ctx.json) {
-    *ctx.err << "uploaded " << library << " (" << FormatBytes(static_cast<double>(bytes.size()))
+    *ctx.err << "uploaded " << what << " (" << FormatBytes(static_cast<double>(bytes.size()))
              << ", sha256 " << sha256.substr(0, 12) << ")\n";
   }
   return kExitOk;
@@ -380,16 +382,30 @@ int RunSubmit(const SubmitOptions& options, CliContext& ctx) {
   // Validated here as the daemon will (same rules, proto/job_spec.h), before a possibly
   // large library is read and uploaded for a spec that would be refused.
   SpecError bad;
-  if (!ParseJobSpec(spec, &bad).ok()) {
+  auto parsed = ParseJobSpec(spec, &bad);
+  if (!parsed.ok()) {
     *ctx.err << "traintl: " << options.spec_path << ": invalid job spec: " << bad.ToString()
              << "\n";
     return kExitUsage;
   }
-  std::string library, bytes;
-  if (!ReadLibrary(spec, options.spec_path, ctx, &library, &bytes, &code)) return code;
-  std::string sha256 = Sha256Hex(bytes);
-  code = UploadLibrary(library, bytes, sha256, ctx);
-  if (code != kExitOk) return code;
+  // The job's code: the library, or a python or command job's packed working_dir.
+  nlohmann::json body{{"spec", spec}, {"submission_id", RandomHex(16)}};
+  if (parsed->entry_kind == EntrypointKind::kLibrary) {
+    std::string library, bytes;
+    if (!ReadLibrary(spec, options.spec_path, ctx, &library, &bytes, &code)) return code;
+    std::string sha256 = Sha256Hex(bytes);
+    code = UploadBlob(library, bytes, sha256, ctx);
+    if (code != kExitOk) return code;
+    body["library_sha256"] = sha256;
+  } else if (!parsed->working_dir.empty()) {
+    PackedWorkingDir packed;
+    if (!PackWorkingDir(*parsed, options.spec_path, ctx, &packed, &code)) return code;
+    code = UploadBlob(
+        "working_dir " + parsed->working_dir + " (" + std::to_string(packed.files) + " files)",
+        packed.bytes, packed.sha256, ctx);
+    if (code != kExitOk) return code;
+    body["working_dir_sha256"] = packed.sha256;
+  }
 
   HttpRequest post;
   post.method = "POST";
@@ -397,9 +413,7 @@ int RunSubmit(const SubmitOptions& options, CliContext& ctx) {
   post.content_type = "application/json";
   // The idempotency key makes a retry after a lost answer return the first job instead of
   // submitting a second one.
-  post.body =
-      nlohmann::json{{"spec", spec}, {"library_sha256", sha256}, {"submission_id", RandomHex(16)}}
-          .dump();
+  post.body = body.dump();
   Result<HttpResponse> response = Status::Internal("unset");
   for (int i = 0; i < kPostAttempts; ++i) {
     if (i > 0) ctx.sleep_ms(kPostRetryDelayMs);

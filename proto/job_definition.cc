@@ -17,8 +17,24 @@ void Take(const Fields& f, JobSpec* s) {
   f.Req("name", &s->name);
   f.Req("priority", &s->priority);
   Fields ep = f.Object("entrypoint");
-  ep.Req("library", &s->library);
-  ep.Req("function", &s->function);
+  std::string kind = "library";
+  ep.Opt("kind", &kind);
+  if (kind == "library") {
+    ep.Req("library", &s->library);
+    ep.Req("function", &s->function);
+  } else if (kind == "python") {
+    s->entry_kind = EntrypointKind::kPython;
+    ep.Req("python", &s->python);
+  } else if (kind == "command") {
+    s->entry_kind = EntrypointKind::kCommand;
+    ep.Req("command", &s->command);
+    if (s->command.empty()) throw FieldError(ep.Name("command") + "must not be empty");
+  } else {
+    throw FieldError(ep.Name("kind") + "unknown entry point kind \"" + kind + "\"");
+  }
+  ep.Opt("working_dir", &s->working_dir);
+  ep.Opt("excludes", &s->excludes);
+  f.Opt("framework", &s->framework);
   s->train_loop_config = f.At("train_loop_config");
   if (!s->train_loop_config.is_object())
     throw FieldError(f.Name("train_loop_config") + "must be an object");
@@ -68,28 +84,42 @@ json JobDefinitionToJson(const JobSpec& s) {
   json datasets = json::object();
   for (const auto& [name, d] : s.datasets)
     datasets[name] = {{"uri", d.uri}, {"format", d.format}, {"split", d.split}};
-  return {{"version", kJobDefinitionVersion},
-          {"name", s.name},
-          {"priority", s.priority},
-          {"entrypoint", {{"library", s.library}, {"function", s.function}}},
-          {"train_loop_config", s.train_loop_config},
-          {"scaling",
-           {{"num_workers", s.num_workers},
-            {"use_gpu", s.use_gpu},
-            {"resources_per_worker", s.resources_per_worker},
-            {"placement", PlacementStrategyName(s.placement_strategy)}}},
-          {"failure",
-           {{"max_failures", s.max_failures},
-            {"restart_backoff_s", s.restart_backoff_s},
-            {"max_restart_backoff_s", s.max_restart_backoff_s}}},
-          {"retention",
-           {{"num_to_keep", s.num_to_keep},
-            {"score_attribute", s.checkpoint_score_attribute},
-            {"score_order", s.checkpoint_score_max ? "max" : "min"}}},
-          {"storage_path", s.storage_path},
-          {"resume_from_checkpoint", s.resume_from_checkpoint},
-          {"datasets", std::move(datasets)},
-          {"env", s.env}};
+  json entrypoint;
+  if (s.entry_kind == EntrypointKind::kLibrary) {
+    entrypoint = {{"library", s.library}, {"function", s.function}};
+  } else {
+    entrypoint = {{"kind", EntrypointKindName(s.entry_kind)},
+                  {"working_dir", s.working_dir},
+                  {"excludes", s.excludes}};
+    if (s.entry_kind == EntrypointKind::kPython) entrypoint["python"] = s.python;
+    if (s.entry_kind == EntrypointKind::kCommand) entrypoint["command"] = s.command;
+  }
+  // Version 1 readers know only library entry points: they must refuse the others rather
+  // than run them as a library named "".
+  json out{{"version", s.entry_kind == EntrypointKind::kLibrary ? 1 : 2},
+           {"name", s.name},
+           {"priority", s.priority},
+           {"entrypoint", std::move(entrypoint)},
+           {"train_loop_config", s.train_loop_config},
+           {"scaling",
+            {{"num_workers", s.num_workers},
+             {"use_gpu", s.use_gpu},
+             {"resources_per_worker", s.resources_per_worker},
+             {"placement", PlacementStrategyName(s.placement_strategy)}}},
+           {"failure",
+            {{"max_failures", s.max_failures},
+             {"restart_backoff_s", s.restart_backoff_s},
+             {"max_restart_backoff_s", s.max_restart_backoff_s}}},
+           {"retention",
+            {{"num_to_keep", s.num_to_keep},
+             {"score_attribute", s.checkpoint_score_attribute},
+             {"score_order", s.checkpoint_score_max ? "max" : "min"}}},
+           {"storage_path", s.storage_path},
+           {"resume_from_checkpoint", s.resume_from_checkpoint},
+           {"datasets", std::move(datasets)},
+           {"env", s.env}};
+  if (!s.framework.empty()) out["framework"] = s.framework;
+  return out;
 }
 
 Result<JobSpec> JobDefinitionFromJson(const json& definition) {

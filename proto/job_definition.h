@@ -12,6 +12,8 @@
 // Layout (version 1; proto/WIRE.md "Job definition"):
 //   {"version": 1, "name", "priority",
 //    "entrypoint": {"library", "function"}, "train_loop_config": {...},
+//    (version 2: "entrypoint": {"kind": "python" | "command", "python" | "command",
+//     "working_dir", "excludes"}, and "framework" when set)
 //    "scaling": {"num_workers", "use_gpu", "resources_per_worker": {name: amount},
 //                "placement": "PACK" | "SPREAD" | "STRICT_PACK" | "STRICT_SPREAD"},
 //    "failure": {"max_failures", "restart_backoff_s", "max_restart_backoff_s"},
@@ -31,7 +33,10 @@
 
 namespace traintl {
 
-inline constexpr int kJobDefinitionVersion = 1;
+// Version 2 adds python and command entry points ("entrypoint": {"kind", "python" |
+// "command", "working_dir", "excludes"}) and "framework"; a library job is still written as
+// version 1, so that an older release reads it.
+inline constexpr int kJobDefinitionVersion = 2;
 
 // The definition of a validated spec. Never fails.
 nlohmann::json JobDefinitionToJson(const JobSpec& spec);

@@ -32,6 +32,7 @@ using spec_internal::kMaxNameLen;
 using spec_internal::ParseDatasets;
 using spec_internal::ParseEntrypoint;
 using spec_internal::ParseEnv;
+using spec_internal::ParseFramework;
 using spec_internal::ParseRunConfig;
 using spec_internal::ParseScaling;
 
@@ -42,8 +43,8 @@ bool ParseTopLevel(Checker& c, const json& doc, JobSpec* spec) {
     return c.Fail("", "the job spec must be a JSON object, got " + Describe(doc));
   }
   if (!c.Keys("", doc,
-              {"name", "entrypoint", "train_loop_config", "scaling_config", "run_config",
-               "datasets", "env", "priority", "resume_from_checkpoint"})) {
+              {"name", "entrypoint", "framework", "train_loop_config", "scaling_config",
+               "run_config", "datasets", "env", "priority", "resume_from_checkpoint"})) {
     return false;
   }
   if (JsonDepth(doc, kMaxSpecDepth) > kMaxSpecDepth) {
@@ -71,6 +72,7 @@ bool ParseTopLevel(Checker& c, const json& doc, JobSpec* spec) {
                   "must not start with '-' or '.' (it names a directory), got " + Describe(*name));
   }
   if (!ParseEntrypoint(c, doc, spec)) return false;
+  if (!ParseFramework(c, doc, spec)) return false;
 
   spec->train_loop_config = json::object();
   if (const json* v = Find(doc, "train_loop_config")) {
@@ -133,12 +135,26 @@ std::optional<PlacementStrategy> PlacementStrategyFromName(const std::string& na
   return std::nullopt;
 }
 
+const char* EntrypointKindName(EntrypointKind kind) {
+  switch (kind) {
+    case EntrypointKind::kLibrary:
+      return "library";
+    case EntrypointKind::kPython:
+      return "python";
+    case EntrypointKind::kCommand:
+      return "command";
+  }
+  return "library";
+}
+
 bool operator==(const DatasetSpec& a, const DatasetSpec& b) {
   return a.uri == b.uri && a.format == b.format && a.split == b.split;
 }
 
 bool operator==(const JobSpec& a, const JobSpec& b) {
-  return a.name == b.name && a.library == b.library && a.function == b.function &&
+  return a.name == b.name && a.entry_kind == b.entry_kind && a.library == b.library &&
+         a.function == b.function && a.python == b.python && a.command == b.command &&
+         a.working_dir == b.working_dir && a.excludes == b.excludes && a.framework == b.framework &&
          a.train_loop_config == b.train_loop_config && a.num_workers == b.num_workers &&
          a.use_gpu == b.use_gpu && a.resources_per_worker == b.resources_per_worker &&
          a.placement_strategy == b.placement_strategy && a.storage_path == b.storage_path &&

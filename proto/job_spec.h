@@ -26,6 +26,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -65,10 +66,34 @@ inline bool operator!=(const DatasetSpec& a, const DatasetSpec& b) { return !(a 
 // "" when it cannot be told.
 std::string InferDatasetFormat(const DatasetSpec& dataset);
 
+// What `entrypoint` runs (DESIGN §8): exactly one of a C++ library, a Python function or a
+// command.
+enum class EntrypointKind { kLibrary, kPython, kCommand };
+// "library", "python", "command".
+const char* EntrypointKindName(EntrypointKind kind);
+
+// Limits of entrypoint.command.
+inline constexpr std::size_t kMaxCommandArgs = 1024;
+inline constexpr std::size_t kMaxCommandBytes = 128 * 1024;  // all arguments together
+
 struct JobSpec {
-  std::string name;      // required, 1..128 chars of [A-Za-z0-9._-]
-  std::string library;   // entrypoint.library, required, non-empty
-  std::string function;  // entrypoint.function, "" = the only exported one
+  std::string name;  // required, 1..128 chars of [A-Za-z0-9._-]
+  EntrypointKind entry_kind = EntrypointKind::kLibrary;
+  std::string library;   // entrypoint.library: required for kLibrary, non-empty
+  std::string function;  // entrypoint.function (kLibrary only), "" = the only exported one
+  // entrypoint.python (kPython): "module:function", a dotted module path and an identifier.
+  std::string python;
+  // entrypoint.command (kCommand): the program (looked up in PATH and the working_dir) and
+  // its arguments; 1..kMaxCommandArgs non-empty strings.
+  std::vector<std::string> command;
+  // entrypoint.working_dir (kPython, kCommand; optional): the directory as the submitter
+  // named it. The CLI packs it (common/code_archive.h) and the job runs in its unpacked copy.
+  std::string working_dir;
+  // entrypoint.excludes: .gitignore-style patterns left out of the packed working_dir.
+  std::vector<std::string> excludes;
+  // Top-level "framework": "" (none) | "torch" | "tensorflow": adds that framework's
+  // environment to every rank (TF_CONFIG for tensorflow).
+  std::string framework;
   nlohmann::json train_loop_config = nlohmann::json::object();  // any object; default {}
 
   // scaling_config

@@ -204,6 +204,8 @@ int JsonDepth(const json& v, int limit);
 // after recording the (first) error in the Checker.
 
 bool ParseEntrypoint(Checker& c, const json& doc, JobSpec* spec);
+// The top-level "framework" (after ParseEntrypoint: it depends on the entry point's kind).
+bool ParseFramework(Checker& c, const json& doc, JobSpec* spec);
 bool ParseScaling(Checker& c, const json& doc, JobSpec* spec);
 bool ParseRunConfig(Checker& c, const json& doc, JobSpec* spec);
 bool ParseDatasets(Checker& c, const json& doc, JobSpec* spec);

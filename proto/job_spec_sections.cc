@@ -33,20 +33,27 @@ constexpr char kParquetRefused[] =
 
 }  // namespace
 
-bool ParseEntrypoint(Checker& c, const json& doc, JobSpec* spec) {
-  const json* ep = Find(doc, "entrypoint");
-  if (ep == nullptr) {
-    return c.Fail("entrypoint",
-                  "is required: {\"library\": \"path/to/libtrain.so\", \"function\": \"...\"}");
+namespace {
+
+// "pkg.mod:fn": a dotted module path, ':', a function name; ASCII identifiers (a C
+// identifier is a Python one), which is what modules and functions are named in practice.
+bool IsPythonEntry(const std::string& s) {
+  auto colon = s.find(':');
+  if (colon == std::string::npos || s.find(':', colon + 1) != std::string::npos) return false;
+  if (!IsCIdentifier(s.substr(colon + 1))) return false;
+  std::string module = s.substr(0, colon);
+  size_t start = 0;
+  for (;;) {
+    size_t dot = module.find('.', start);
+    std::string part = module.substr(start, dot == std::string::npos ? dot : dot - start);
+    if (!IsCIdentifier(part)) return false;
+    if (dot == std::string::npos) return true;
+    start = dot + 1;
   }
-  if (!c.Object("entrypoint", *ep, "an object {\"library\": ..., \"function\": ...}")) {
-    return false;
-  }
-  if (!c.Keys("entrypoint", *ep, {"library", "function"})) return false;
-  const json* lib = Find(*ep, "library");
-  if (lib == nullptr) {
-    return c.Fail("entrypoint.library", "is required (the path of the training library)");
-  }
+}
+
+bool ParseLibraryEntry(Checker& c, const json& ep, JobSpec* spec) {
+  const json* lib = Find(ep, "library");
   const char* lib_expect = "must be a non-empty path of a shared library";
   if (!c.String("entrypoint.library", *lib, &spec->library, lib_expect)) return false;
   if (spec->library.empty()) {
@@ -55,8 +62,7 @@ bool ParseEntrypoint(Checker& c, const json& doc, JobSpec* spec) {
   if (spec->library.size() > kMaxPathLen) {
     return c.Fail("entrypoint.library", "must be at most 4096 characters");
   }
-  spec->function.clear();
-  if (const json* fn = Find(*ep, "function"); fn != nullptr && !fn->is_null()) {
+  if (const json* fn = Find(ep, "function"); fn != nullptr && !fn->is_null()) {
     const char* fn_expect =
         "must be the name given to TRAINTL_ENTRYPOINT (a C identifier), or null for the "
         "library's only entry point";
@@ -64,6 +70,151 @@ bool ParseEntrypoint(Checker& c, const json& doc, JobSpec* spec) {
     if (!IsCIdentifier(spec->function)) {
       return c.Fail("entrypoint.function", std::string(fn_expect) + ", got " + Describe(*fn));
     }
+  }
+  return true;
+}
+
+bool ParseCommand(Checker& c, const json& v, JobSpec* spec) {
+  const char* expect = "must be a non-empty array of strings: the program and its arguments";
+  if (!v.is_array() || v.empty())
+    return c.Fail("entrypoint.command", std::string(expect) + ", got " + Describe(v));
+  if (v.size() > kMaxCommandArgs) {
+    return c.Fail("entrypoint.command",
+                  "has too many arguments: at most " + std::to_string(kMaxCommandArgs));
+  }
+  std::size_t total = 0;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const std::string path = "entrypoint.command[" + std::to_string(i) + "]";
+    std::string arg;
+    if (!c.String(path, v[i], &arg, "must be a string")) return false;
+    if (i == 0 && arg.empty()) return c.Fail(path, "must name the program to run, got \"\"");
+    total += arg.size() + 1;
+    if (total > kMaxCommandBytes) {
+      return c.Fail("entrypoint.command",
+                    "is too long: at most " + std::to_string(kMaxCommandBytes) + " bytes in all");
+    }
+    spec->command.push_back(std::move(arg));
+  }
+  return true;
+}
+
+bool ParseWorkingDir(Checker& c, const json& ep, JobSpec* spec) {
+  if (const json* wd = Find(ep, "working_dir"); wd != nullptr && !wd->is_null()) {
+    const char* expect = "must be the path of a directory (packed and shipped with the job)";
+    if (!c.String("entrypoint.working_dir", *wd, &spec->working_dir, expect)) return false;
+    if (spec->working_dir.empty()) {
+      return c.Fail("entrypoint.working_dir", std::string(expect) + ", got \"\"");
+    }
+    if (spec->working_dir.size() > kMaxPathLen) {
+      return c.Fail("entrypoint.working_dir", "must be at most 4096 characters");
+    }
+  }
+  if (const json* ex = Find(ep, "excludes"); ex != nullptr && !ex->is_null()) {
+    if (spec->working_dir.empty()) {
+      return c.Fail("entrypoint.excludes", "applies to a working_dir, and none is given");
+    }
+    if (!ex->is_array() || ex->size() > 10000) {
+      return c.Fail("entrypoint.excludes",
+                    "must be an array of .gitignore-style patterns, got " + Describe(*ex));
+    }
+    for (std::size_t i = 0; i < ex->size(); ++i) {
+      std::string pattern;
+      if (!c.String("entrypoint.excludes[" + std::to_string(i) + "]", (*ex)[i], &pattern)) {
+        return false;
+      }
+      spec->excludes.push_back(std::move(pattern));
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+bool ParseEntrypoint(Checker& c, const json& doc, JobSpec* spec) {
+  spec->entry_kind = EntrypointKind::kLibrary;
+  spec->library.clear();
+  spec->function.clear();
+  spec->python.clear();
+  spec->command.clear();
+  spec->working_dir.clear();
+  spec->excludes.clear();
+  const char* kinds =
+      "{\"library\": \"libtrain.so\"}, {\"python\": \"module:function\", \"working_dir\": "
+      "\"dir\"} or {\"command\": [\"prog\", \"arg\", ...]}";
+  const json* ep = Find(doc, "entrypoint");
+  if (ep == nullptr) return c.Fail("entrypoint", std::string("is required: ") + kinds);
+  if (!c.Object("entrypoint", *ep,
+                "an object: {\"library\": ...}, {\"python\": ...} or {\"command\": ...}")) {
+    return false;
+  }
+  if (!c.Keys("entrypoint", *ep,
+              {"library", "function", "python", "command", "working_dir", "excludes"})) {
+    return false;
+  }
+  std::vector<std::string> given;
+  for (const char* k : {"library", "python", "command"}) {
+    if (Find(*ep, k) != nullptr) given.push_back(k);
+  }
+  if (given.empty()) return c.Fail("entrypoint", std::string("needs one of ") + kinds);
+  if (given.size() > 1) {
+    return c.Fail("entrypoint", "has both \"" + given[0] + "\" and \"" + given[1] +
+                                    "\": give exactly one of library, python or command");
+  }
+  const std::string& kind = given[0];
+  if (kind != "library") {
+    if (Find(*ep, "function") != nullptr) {
+      return c.Fail("entrypoint.function",
+                    kind == "python" ? "belongs to a library entry point; a Python one names its "
+                                       "function in \"python\": \"module:function\""
+                                     : "belongs to a library entry point, not a command");
+    }
+  } else {
+    for (const char* k : {"working_dir", "excludes"}) {
+      if (Find(*ep, k) != nullptr) {
+        return c.Fail(std::string("entrypoint.") + k,
+                      "applies to python and command entry points, not to a library (which "
+                      "is uploaded by itself)");
+      }
+    }
+  }
+  if (kind == "library") return ParseLibraryEntry(c, *ep, spec);
+  if (kind == "python") {
+    spec->entry_kind = EntrypointKind::kPython;
+    const json* py = Find(*ep, "python");
+    const char* expect =
+        "must be \"module:function\" (a dotted module path in the working_dir and the "
+        "function's name, e.g. \"train:train_fn\")";
+    if (!c.String("entrypoint.python", *py, &spec->python, expect)) return false;
+    if (spec->python.size() > kMaxNameLen * 4 || !IsPythonEntry(spec->python)) {
+      return c.Fail("entrypoint.python", std::string(expect) + ", got " + Describe(*py));
+    }
+  } else {
+    spec->entry_kind = EntrypointKind::kCommand;
+    if (!ParseCommand(c, *Find(*ep, "command"), spec)) return false;
+  }
+  return ParseWorkingDir(c, *ep, spec);
+}
+
+bool ParseFramework(Checker& c, const json& doc, JobSpec* spec) {
+  spec->framework.clear();
+  const json* fw = Find(doc, "framework");
+  if (fw == nullptr || fw->is_null()) return true;
+  const char* expect = "must be \"torch\" or \"tensorflow\"";
+  if (!c.String("framework", *fw, &spec->framework, expect)) return false;
+  if (spec->framework == "xgboost") {
+    return c.Fail("framework",
+                  "\"xgboost\" needs the daemon's rabit tracker, which this release does not have "
+                  "yet; use \"torch\" or \"tensorflow\"");
+  }
+  if (spec->framework != "torch" && spec->framework != "tensorflow") {
+    std::string near = Closest(spec->framework, {"torch", "tensorflow"});
+    return c.Fail("framework", std::string(expect) + ", got " + Describe(*fw) +
+                                   (near.empty() ? "" : " (did you mean " + near + "?)"));
+  }
+  if (spec->entry_kind == EntrypointKind::kLibrary && spec->framework == "tensorflow") {
+    return c.Fail(
+        "framework",
+        "\"tensorflow\" applies to python and command entry points, not to a C++ library");
   }
   return true;
 }

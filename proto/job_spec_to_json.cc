@@ -30,9 +30,25 @@ nlohmann::json JobSpecToJson(const JobSpec& spec) {
   }
   json env = json::object();
   for (const auto& [k, v] : spec.env) env[k] = v;
-  return json{
+  json entrypoint;
+  switch (spec.entry_kind) {
+    case EntrypointKind::kLibrary:
+      entrypoint = {{"library", spec.library}, {"function", or_null(spec.function)}};
+      break;
+    case EntrypointKind::kPython:
+      entrypoint = {{"python", spec.python}};
+      break;
+    case EntrypointKind::kCommand:
+      entrypoint = {{"command", spec.command}};
+      break;
+  }
+  if (spec.entry_kind != EntrypointKind::kLibrary) {
+    entrypoint["working_dir"] = or_null(spec.working_dir);
+    if (!spec.excludes.empty()) entrypoint["excludes"] = spec.excludes;
+  }
+  json out{
       {"name", spec.name},
-      {"entrypoint", {{"library", spec.library}, {"function", or_null(spec.function)}}},
+      {"entrypoint", std::move(entrypoint)},
       {"train_loop_config", spec.train_loop_config},
       {"scaling_config",
        {{"num_workers", spec.num_workers},
@@ -51,6 +67,9 @@ nlohmann::json JobSpecToJson(const JobSpec& spec) {
       {"priority", spec.priority},
       {"resume_from_checkpoint", or_null(spec.resume_from_checkpoint)},
   };
+  // Only when set, so that the canonical form of a spec without it is what it always was.
+  if (!spec.framework.empty()) out["framework"] = spec.framework;
+  return out;
 }
 
 }  // namespace traintl

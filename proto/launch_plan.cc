@@ -9,27 +9,39 @@ using proto_internal::FieldError;
 using proto_internal::Fields;
 
 json NodeAttemptPlanToJson(const NodeAttemptPlan& p) {
-  return {{"job_id", p.job_id},
-          {"job_name", p.job_name},
-          {"attempt", p.attempt},
-          {"world_size", p.world_size},
-          {"node_rank", p.node_rank},
-          {"world_ranks", p.world_ranks},
-          {"rank_gpus", p.rank_gpus},
-          {"library_path", p.library_path},
-          {"library_sha256", p.library_sha256},
-          {"library_name", p.library_name},
-          {"function", p.function},
-          {"config", p.config},
-          {"restored_from", p.restored_from},
-          {"trial_dir", p.trial_dir},
-          {"master_addr", p.master_addr},
-          {"master_port", p.master_port},
-          {"collective_timeout_s", p.collective_timeout_s},
-          {"use_gpu", p.use_gpu},
-          {"datasets", p.datasets},
-          {"user_env", p.user_env},
-          {"cpus_per_worker", p.cpus_per_worker}};
+  json out{{"job_id", p.job_id},
+           {"job_name", p.job_name},
+           {"attempt", p.attempt},
+           {"world_size", p.world_size},
+           {"node_rank", p.node_rank},
+           {"world_ranks", p.world_ranks},
+           {"rank_gpus", p.rank_gpus},
+           {"library_path", p.library_path},
+           {"library_sha256", p.library_sha256},
+           {"library_name", p.library_name},
+           {"function", p.function},
+           {"config", p.config},
+           {"restored_from", p.restored_from},
+           {"trial_dir", p.trial_dir},
+           {"master_addr", p.master_addr},
+           {"master_port", p.master_port},
+           {"collective_timeout_s", p.collective_timeout_s},
+           {"use_gpu", p.use_gpu},
+           {"datasets", p.datasets},
+           {"user_env", p.user_env},
+           {"cpus_per_worker", p.cpus_per_worker}};
+  // Only for the newer kinds, so that a library plan reads as it always did.
+  if (p.entry_kind != "library") {
+    out["entry_kind"] = p.entry_kind;
+    out["python"] = p.python;
+    out["command"] = p.command;
+  }
+  if (!p.framework.empty()) {
+    out["framework"] = p.framework;
+    out["rank_hosts"] = p.rank_hosts;
+    out["worker_port_base"] = p.worker_port_base;
+  }
+  return out;
 }
 
 Result<NodeAttemptPlan> NodeAttemptPlanFromJson(const json& j) {
@@ -59,6 +71,22 @@ Result<NodeAttemptPlan> NodeAttemptPlanFromJson(const json& j) {
     p.datasets = f.At("datasets");
     f.Req("user_env", &p.user_env);
     f.Req("cpus_per_worker", &p.cpus_per_worker);
+    f.Opt("entry_kind", &p.entry_kind);
+    f.Opt("python", &p.python);
+    f.Opt("command", &p.command);
+    f.Opt("framework", &p.framework);
+    f.Opt("rank_hosts", &p.rank_hosts);
+    f.Opt("worker_port_base", &p.worker_port_base);
+    if (p.entry_kind != "library" && p.entry_kind != "python" && p.entry_kind != "command")
+      throw FieldError(f.Name("entry_kind") + "unknown kind \"" + p.entry_kind + "\"");
+    if (p.entry_kind == "command" && p.command.empty())
+      throw FieldError(f.Name("command") + "empty");
+    if (p.framework == "tensorflow") {
+      if (static_cast<int>(p.rank_hosts.size()) != p.world_size)
+        throw FieldError(f.Name("rank_hosts") + "must name every rank's host");
+      if (p.worker_port_base < 1 || p.worker_port_base + p.world_size > 65536)
+        throw FieldError(f.Name("worker_port_base") + "out of range");
+    }
     if (p.job_id.empty()) throw FieldError(f.Name("job_id") + "empty");
     if (p.attempt < 1) throw FieldError(f.Name("attempt") + "must be >= 1");
     if (p.world_size < 1) throw FieldError(f.Name("world_size") + "must be >= 1");

@@ -23,11 +23,21 @@ struct NodeAttemptPlan {
   int node_rank = 0;
   std::vector<int> world_ranks;             // ranks on this node, in local-rank order
   std::vector<std::vector<int>> rank_gpus;  // GPU devices per local rank (may be empty)
+  std::string entry_kind = "library";       // "library" | "python" | "command"
+  // The job's code blob: the library, or for python and command the packed working_dir
+  // (common/code_archive.h; "" = none). library_sha256 "" when library_path is used as-is
+  // (a single node).
   std::string library_path;
   std::string library_sha256;
-  std::string library_name;  // entrypoint.library as submitted, for messages  // "" when
-                             // library_path is used as-is (single node)
+  std::string library_name;  // entrypoint.library as submitted, for messages
   std::string function;
+  std::string python;                // "module:function"
+  std::vector<std::string> command;  // the program and its arguments
+  std::string framework;             // "" | "torch" | "tensorflow"
+  // tensorflow: every rank's host (world_size entries) and the first of the ports the head
+  // reserved for the job's ranks (rank r listens on worker_port_base + r).
+  std::vector<std::string> rank_hosts;
+  int worker_port_base = 0;
   nlohmann::json config = nlohmann::json::object();
   // The checkpoint the attempt starts from ("" = none), as the attempt record calls it;
   // the rank context hands it to the worker as "checkpoint_dir".

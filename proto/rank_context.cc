@@ -54,7 +54,30 @@ Result<RankContext> ParseRankContext(const std::string& text) {
   TRAINTL_RETURN_IF_ERROR(GetInt(j, "local_rank", false, 0, &c.local_rank));
   TRAINTL_RETURN_IF_ERROR(GetInt(j, "local_world_size", false, 1, &c.local_world_size));
   TRAINTL_RETURN_IF_ERROR(GetInt(j, "node_rank", false, 0, &c.node_rank));
-  TRAINTL_RETURN_IF_ERROR(GetString(j, "library", true, &c.library));
+  TRAINTL_RETURN_IF_ERROR(GetString(j, "entry_kind", false, &c.entry_kind));
+  if (c.entry_kind != "library" && c.entry_kind != "python" && c.entry_kind != "command") {
+    return Status::InvalidArgument("context: unknown \"entry_kind\" \"" + c.entry_kind + "\"");
+  }
+  TRAINTL_RETURN_IF_ERROR(GetString(j, "library", c.entry_kind == "library", &c.library));
+  TRAINTL_RETURN_IF_ERROR(GetString(j, "python", c.entry_kind == "python", &c.python));
+  if (auto cmd = j.find("command"); cmd != j.end() && !cmd->is_null()) {
+    if (!cmd->is_array()) return Status::InvalidArgument("context: \"command\" must be an array");
+    for (const auto& arg : *cmd) {
+      if (!arg.is_string())
+        return Status::InvalidArgument("context: \"command\" must hold strings");
+      c.command.push_back(arg.get<std::string>());
+    }
+  }
+  if (c.entry_kind == "command" && (c.command.empty() || c.command[0].empty())) {
+    return Status::InvalidArgument("context: \"command\" names no program");
+  }
+  TRAINTL_RETURN_IF_ERROR(GetString(j, "working_dir", false, &c.working_dir));
+  TRAINTL_RETURN_IF_ERROR(GetString(j, "framework", false, &c.framework));
+  if (auto tf = j.find("tf_config"); tf != j.end() && !tf->is_null()) {
+    if (!tf->is_object())
+      return Status::InvalidArgument("context: \"tf_config\" must be an object");
+    c.tf_config = *tf;
+  }
   TRAINTL_RETURN_IF_ERROR(GetString(j, "library_name", false, &c.library_name));
   TRAINTL_RETURN_IF_ERROR(GetString(j, "function", false, &c.function));
   std::string checkpoint;
@@ -88,7 +111,10 @@ Result<RankContext> ParseRankContext(const std::string& text) {
     return Status::InvalidArgument("context: world_rank " + std::to_string(c.world_rank) +
                                    " is not below world_size " + std::to_string(c.world_size));
   }
-  if (c.library.empty()) return Status::InvalidArgument("context: \"library\" is empty");
+  if (c.entry_kind == "library" && c.library.empty())
+    return Status::InvalidArgument("context: \"library\" is empty");
+  if (c.entry_kind == "python" && c.python.empty())
+    return Status::InvalidArgument("context: \"python\" is empty");
   if (c.staging_dir.empty()) return Status::InvalidArgument("context: \"staging_dir\" is empty");
   auto config = j.find("config");
   if (config != j.end() && !config->is_null() && !config->is_object()) {
@@ -119,9 +145,15 @@ nlohmann::json RankContextToJson(const RankContext& c) {
           {"local_rank", c.local_rank},
           {"local_world_size", c.local_world_size},
           {"node_rank", c.node_rank},
+          {"entry_kind", c.entry_kind},
           {"library", c.library},
           {"library_name", c.library_name},
           {"function", c.function},
+          {"python", c.python},
+          {"command", c.command},
+          {"working_dir", c.working_dir},
+          {"framework", c.framework},
+          {"tf_config", c.tf_config},
           {"config", c.config},
           {"checkpoint_dir", c.checkpoint_dir ? json(*c.checkpoint_dir) : json(nullptr)},
           {"trial_dir", c.trial_dir},
@@ -147,6 +179,23 @@ std::map<std::string, std::string> RankEnvironment(const RankContext& c) {
           {"TRAINTL_TRIAL_DIR", c.trial_dir},
           {"TRAINTL_MASTER_ADDR", c.master_addr},
           {"TRAINTL_MASTER_PORT", std::to_string(c.master_port)}};
+}
+
+std::map<std::string, std::string> LauncherEnvironment(const RankContext& c) {
+  std::map<std::string, std::string> env = {
+      {"MASTER_ADDR", c.master_addr},
+      {"MASTER_PORT", std::to_string(c.master_port)},
+      {"RANK", std::to_string(c.world_rank)},
+      {"WORLD_SIZE", std::to_string(c.world_size)},
+      {"LOCAL_RANK", std::to_string(c.local_rank)},
+      {"LOCAL_WORLD_SIZE", std::to_string(c.local_world_size)},
+      {"GROUP_RANK", std::to_string(c.node_rank)},
+      {"ROLE_RANK", std::to_string(c.world_rank)},
+      {"ROLE_WORLD_SIZE", std::to_string(c.world_size)},
+      {"TORCHELASTIC_RESTART_COUNT", std::to_string(c.attempt - 1)},
+      {"TORCHELASTIC_RUN_ID", c.job_id}};
+  if (c.tf_config.is_object()) env["TF_CONFIG"] = c.tf_config.dump();
+  return env;
 }
 
 }  // namespace traintl

@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -25,13 +26,26 @@ struct RankContext {
   int local_rank = 0;
   int local_world_size = 1;
   int node_rank = 0;
-  // Absolute path of the training library.
+  // What the rank runs ("entry_kind", optional): "library" (the default), "python" or
+  // "command" (DESIGN §8).
+  std::string entry_kind = "library";
+  // Absolute path of the training library; required for "library", unused otherwise.
   std::string library;
   // The library as the user submitted it (entrypoint.library), for messages: `library`
   // may be a content-addressed copy. "library_name", optional; "" = `library`.
   std::string library_name;
   // The entry point's name; empty = the only one the library exports.
   std::string function;
+  // "python": "module:function"; "command": the program and its arguments.
+  std::string python;
+  std::vector<std::string> command;
+  // The job's unpacked working_dir (absolute; "" = none): on sys.path and the process's
+  // current directory for "python" and "command".
+  std::string working_dir;
+  // The job's framework ("" | "torch" | "tensorflow") and, for "tensorflow", the TF_CONFIG
+  // object ({"cluster": {"worker": ["host:port", ...]}, "task": {...}}); null otherwise.
+  std::string framework;
+  nlohmann::json tf_config;
   // The checkpoint get_checkpoint() returns; none on a fresh start.
   std::optional<std::string> checkpoint_dir;
   std::string trial_dir;
@@ -63,12 +77,20 @@ struct RankContext {
 nlohmann::json RankContextToJson(const RankContext& c);
 
 // Parses and validates the context file's text. Missing optional fields take the defaults
-// above; "library", "world_rank", "world_size" and "staging_dir" are required.
+// above; "world_rank", "world_size" and "staging_dir" are required, and "library",
+// "python" or "command" as the entry kind needs.
 Result<RankContext> ParseRankContext(const std::string& text);
 
 // The TRAINTL_* variables a rank runs with (TRAINTL_JOB_ID, TRAINTL_WORLD_RANK,
 // TRAINTL_WORLD_SIZE, ...): the agent puts them into the worker's environment, and the
 // worker sets them again in case it was started otherwise.
 std::map<std::string, std::string> RankEnvironment(const RankContext& c);
+
+// The launcher conventions python and command ranks get on top (library ranks do not: a
+// C++ library reads its context, and nothing the user set is overridden for it): torchrun's
+// MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK,
+// ROLE_RANK, ROLE_WORLD_SIZE, TORCHELASTIC_RESTART_COUNT (attempt - 1), TORCHELASTIC_RUN_ID
+// (the job id), and TF_CONFIG when the context has one.
+std::map<std::string, std::string> LauncherEnvironment(const RankContext& c);
 
 }  // namespace traintl

@@ -2,6 +2,8 @@
 // point, and serves the SDK calls over the channel to the node agent (fd 3).
 // The contract with the agent is docs/WORKER_PROTOCOL.md.
 #include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
@@ -22,6 +24,7 @@
 #include "proto/rank_context.h"
 #include "traintl/abi.h"
 #include "worker/agent_channel.h"
+#include "worker/command_runner.h"
 #include "worker/library_loader.h"
 #include "worker/worker_host.h"
 
@@ -35,6 +38,7 @@ constexpr int kExitOk = 0;
 constexpr int kExitFailed = 1;
 constexpr int kExitUsage = 2;
 constexpr int kExitLibrary = 3;
+constexpr int kExitEntry = 4;
 // Room for an exception message with a LibTorch backtrace.
 constexpr size_t kErrorBufferSize = 64 * 1024;
 
@@ -71,10 +75,66 @@ void PrintReason(const std::string& reason) {
   Exit(code);
 }
 
-// Exposes the rank to the library and anything it starts; only TRAINTL_* names, so that
-// nothing the user set (or a launcher convention such as RANK) is overridden.
+// Exposes the rank to the library and anything it starts; for a library only TRAINTL_*
+// names, so that nothing the user set (or a launcher convention such as RANK) is
+// overridden; python and command ranks also get torchrun's (and TF_CONFIG).
 void SetEnvironment(const RankContext& c) {
   for (const auto& [name, value] : RankEnvironment(c)) ::setenv(name.c_str(), value.c_str(), 1);
+  if (c.entry_kind == "library") return;
+  for (const auto& [name, value] : LauncherEnvironment(c)) ::setenv(name.c_str(), value.c_str(), 1);
+}
+
+// <prefix>/lib/traintl beside <prefix>/bin/traintl-worker: the Python entry shim and the
+// traintl package (python/CMakeLists.txt puts them there in the build tree too).
+std::string RuntimeLibDir() {
+  char buf[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return "/usr/lib/traintl";
+  std::string exe(buf, static_cast<size_t>(n));
+  std::string bin = exe.substr(0, exe.rfind('/'));
+  return bin.substr(0, bin.rfind('/')) + "/lib/traintl";
+}
+
+// A command entry point: the program runs as this process's child and owns the channel
+// (command_runner.h); this process says hello, then done when it ends.
+[[noreturn]] void RunCommandEntry(AgentChannel* channel, const RankContext& c,
+                                  const std::string& context_path) {
+  const char* path_env = std::getenv("PATH");
+  auto program = ResolveProgram(c.command[0], path_env != nullptr ? path_env : "", c.working_dir);
+  if (!program.ok()) Fail(channel, kExitEntry, program.status().message(), false);
+  // The child reads the channel; an agent that hangs up must still end us (and with us,
+  // through PR_SET_PDEATHSIG, the child). POLLRDHUP reports the hang-up without reading.
+  std::thread([] {
+    pollfd p{kChannelFd, POLLRDHUP, 0};
+    for (;;) {
+      int n = ::poll(&p, 1, -1);
+      if (n > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0) {
+        PrintReason("the agent closed the channel; exiting");
+        Exit(AgentChannel::kAgentGoneExitCode);
+      }
+    }
+  }).detach();
+  std::string pythonpath = RuntimeLibDir() + "/python";
+  if (const char* old = std::getenv("PYTHONPATH"); old != nullptr && *old != '\0')
+    pythonpath += std::string(":") + old;
+  std::vector<std::string> argv = c.command;
+  argv[0] = *program;
+  Status hello = channel->Send(events::Hello{c.world_rank, ::getpid()});
+  if (!hello.ok()) Fail(nullptr, kExitFailed, hello.message(), true);
+  auto end =
+      RunChild(argv, c.working_dir, kChannelFd,
+               {"TRAINTL_CONTEXT_FILE=" + context_path,
+                "TRAINTL_CHANNEL_FD=" + std::to_string(kChannelFd), "PYTHONPATH=" + pythonpath});
+  if (!end.ok()) Fail(channel, kExitFailed, end.status().message(), true);
+  if (end->signal != 0) {
+    // It may have died in the middle of a line: end that line, so that "done" is whole.
+    ssize_t ignored = ::write(kChannelFd, "\n", 1);
+    (void)ignored;
+  }
+  if (!end->ok) Fail(channel, kExitFailed, end->reason, true);
+  Status ignored = channel->Send(events::Done{true, "", true});
+  (void)ignored;
+  Exit(kExitOk);
 }
 
 int Run(int argc, char** argv) {
@@ -124,10 +184,23 @@ int Run(int argc, char** argv) {
   // Before any thread exists: setenv is not thread-safe.
   SetEnvironment(context);
   SetLogTag("rank " + std::to_string(context.world_rank));
-  channel->Start();
   if (context.lease_ms > 0) {
     Status lease = StartLeaseWatchdog(context.lease_fd, context.lease_ms, context.cgroup_kill);
     if (!lease.ok()) Fail(channel, kExitUsage, lease.message(), false);
+  }
+  if (context.entry_kind == "command") RunCommandEntry(channel, context, context_path);
+  channel->Start();
+  const bool python = context.entry_kind == "python";
+  if (python) {
+    // The Python entry point is a training library too: the shim embeds the interpreter
+    // and runs module:function (python/python_entry.cc).
+    context.library = RuntimeLibDir() + "/libtraintl_python.so";
+    context.function = "python";
+    context.library_name = "";
+    if (::access(context.library.c_str(), R_OK) != 0) {
+      Fail(channel, kExitEntry,
+           "this traintl has no Python support: " + context.library + " is missing", false);
+    }
   }
 
   // A library on a hung file system (or swapped for a FIFO after the check) must fail the
@@ -151,9 +224,12 @@ int Run(int argc, char** argv) {
   if (!loading.compare_exchange_strong(expected, false)) {
     for (;;) ::pause();  // the watchdog is failing the attempt
   }
-  if (!library.ok()) Fail(channel, kExitLibrary, library.status().message(), false);
+  if (!library.ok()) {
+    Fail(channel, python ? kExitEntry : kExitLibrary, library.status().message(), false);
+  }
 
   const int rank = context.world_rank;
+  const std::string python_entry = context.python;
   auto* host = new WorkerHost(std::move(context), channel);  // lives until _exit
   Status hello = channel->Send(events::Hello{rank, ::getpid()});
   if (!hello.ok()) Fail(nullptr, kExitFailed, hello.message(), true);
@@ -170,7 +246,13 @@ int Run(int argc, char** argv) {
   }
   if (message.empty()) message = "the entry point returned " + std::to_string(rc);
   if (rc == TRAINTL_ENTRY_INCOMPATIBLE) {
+    // The Python shim says so when the module or function cannot be used.
+    if (python) Fail(channel, kExitEntry, message, false);
     Fail(channel, kExitLibrary, library->function + ": " + message, false);
+  }
+  if (python) {
+    const std::string bad_data = host->bad_data_error();
+    Fail(channel, kExitFailed, python_entry + " failed:\n" + message, bad_data.empty());
   }
   // Bad data fails every attempt alike: do not burn restarts on it.
   const std::string bad_data = host->bad_data_error();

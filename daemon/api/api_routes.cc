@@ -176,7 +176,8 @@ void HandleSubmit(const ApiContext& ctx, const Request& req, const ResponderPtr&
     return;
   }
   for (auto it = body.begin(); it != body.end(); ++it) {
-    if (it.key() != "spec" && it.key() != "library_sha256" && it.key() != "submission_id") {
+    if (it.key() != "spec" && it.key() != "library_sha256" && it.key() != "working_dir_sha256" &&
+        it.key() != "submission_id") {
       res->SendError(400, "unknown field " + it.key(), {{"field", it.key()}});
       return;
     }
@@ -192,21 +193,47 @@ void HandleSubmit(const ApiContext& ctx, const Request& req, const ResponderPtr&
     return;
   }
   JobManager::Submission sub;
-  if (body.contains("library_sha256")) {
-    if (!body["library_sha256"].is_string()) {
-      res->SendError(400, "library_sha256: must be a string", {{"field", "library_sha256"}});
+  // The job's code blob: the library, or a python or command job's packed working_dir.
+  const bool is_library = spec->entry_kind == EntrypointKind::kLibrary;
+  const char* blob_field = is_library ? "library_sha256" : "working_dir_sha256";
+  const char* other_field = is_library ? "working_dir_sha256" : "library_sha256";
+  if (body.contains(other_field)) {
+    res->SendError(400,
+                   std::string(other_field) + ": does not apply to a " +
+                       EntrypointKindName(spec->entry_kind) + " entry point (send " + blob_field +
+                       ")",
+                   {{"field", other_field}});
+    return;
+  }
+  if (body.contains(blob_field)) {
+    if (!body[blob_field].is_string()) {
+      res->SendError(400, std::string(blob_field) + ": must be a string", {{"field", blob_field}});
       return;
     }
-    sub.library_sha256 = body["library_sha256"].get<std::string>();
+    if (!is_library && spec->working_dir.empty()) {
+      res->SendError(400, std::string(blob_field) + ": the spec has no entrypoint.working_dir",
+                     {{"field", blob_field}});
+      return;
+    }
+    sub.library_sha256 = body[blob_field].get<std::string>();
     auto path = ctx.blobs->PathOf(sub.library_sha256);
     if (!path.ok()) {
       res->SendError(400,
-                     "library_sha256: " + path.status().message() +
+                     std::string(blob_field) + ": " + path.status().message() +
                          " (upload it with PUT /v1/blobs/<sha256> first)",
-                     {{"field", "library_sha256"}});
+                     {{"field", blob_field}});
       return;
     }
     sub.library_path = *path;
+  } else if (!is_library) {
+    if (!spec->working_dir.empty()) {
+      res->SendError(400,
+                     "entrypoint.working_dir: the packed directory must be uploaded (PUT "
+                     "/v1/blobs/<sha256>) and named by working_dir_sha256; traintl submit "
+                     "does both",
+                     {{"field", "entrypoint.working_dir"}});
+      return;
+    }
   } else {
     if (spec->library.empty() || spec->library[0] != '/') {
       res->SendError(400,

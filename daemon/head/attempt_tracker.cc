@@ -200,6 +200,11 @@ cmd::AttemptOutcome DescribeExit(const WorkerExit& e, const std::string& log_tai
     o.reason = r + " could not load the training library: " +
                (e.done_error.empty() ? LastLine(log_tail) : e.done_error);
     o.retryable = false;
+  } else if (e.exit_code && *e.exit_code == 4) {
+    // A python or command entry point that cannot start (a missing module or program).
+    o.reason =
+        r + " could not start: " + (e.done_error.empty() ? LastLine(log_tail) : e.done_error);
+    o.retryable = false;
   } else if (!e.done_error.empty()) {
     o.reason = r + " failed: " + e.done_error;
   } else {

@@ -350,6 +350,14 @@ void JobManager::LaunchCommitted(const std::string& job_id, const JobRecord& job
       registry_.Get(a.rank_nodes().empty() ? options_.node_id : a.rank_nodes()[0]);
   basics.master_addr = master != nullptr ? master->host : options_.host;
   basics.collective_timeout_s = options_.collective_timeout_s;
+  if (spec.framework == "tensorflow") {
+    for (const std::string& node : a.rank_nodes()) {
+      const NodeStatus* n = registry_.Get(node);
+      basics.rank_hosts.push_back(n != nullptr ? n->host : options_.host);
+    }
+    basics.worker_port_base = NextWorkerPortBase(worker_ports_end_, basics.world_size);
+    worker_ports_end_ = basics.worker_port_base + basics.world_size;
+  }
   // Nodes in the order of their first rank: rank 0's node first.
   std::vector<std::pair<std::string, NodeAttemptPlan>> plans =
       NodePlans(BasePlan(job, spec, basics), a.rank_nodes(), a.rank_gpus);

@@ -233,6 +233,7 @@ class JobManager : public WorkerPoolListener {
   std::map<std::string, int> quick_failures_;
   bool is_head_ = false;
   bool shutting_down_ = false;
+  int worker_ports_end_ = 0;  // the end of the last port block given to a tensorflow attempt
   bool tick_queued_ = false;
   bool full_pass_due_ = true;
   bool settle_pending_ = false;  // a settle period began and no full pass after its end ran

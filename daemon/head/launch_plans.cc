@@ -14,12 +14,21 @@ NodeAttemptPlan BasePlan(const JobRecord& job, const JobSpec& spec, const Attemp
   base.library_sha256 = job.library_sha256;
   base.library_name = spec.library;
   base.function = spec.function;
+  base.entry_kind = EntrypointKindName(spec.entry_kind);
+  base.python = spec.python;
+  base.command = spec.command;
+  base.framework = spec.framework;
+  if (spec.entry_kind != EntrypointKind::kLibrary) base.library_name = spec.working_dir;
   base.config = spec.train_loop_config;
   base.restored_from = b.restored_from;
   base.trial_dir = job.trial_dir;
   base.master_addr = b.master_addr;
   base.master_port = 0;
   base.collective_timeout_s = b.collective_timeout_s;
+  if (spec.framework == "tensorflow") {
+    base.rank_hosts = b.rank_hosts;
+    base.worker_port_base = b.worker_port_base;
+  }
   base.use_gpu = spec.use_gpu;
   nlohmann::json datasets = nlohmann::json::object();
   for (const auto& [name, d] : spec.datasets)
@@ -28,6 +37,12 @@ NodeAttemptPlan BasePlan(const JobRecord& job, const JobSpec& spec, const Attemp
   base.user_env = spec.env;
   auto cpu = spec.resources_per_worker.find("CPU");
   base.cpus_per_worker = cpu == spec.resources_per_worker.end() ? 1 : cpu->second;
+  return base;
+}
+
+int NextWorkerPortBase(int previous_end, int world_size) {
+  int base = previous_end < kWorkerPortLow ? kWorkerPortLow : previous_end;
+  if (base + world_size > kWorkerPortHigh) base = kWorkerPortLow;
   return base;
 }
 

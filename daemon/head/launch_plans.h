@@ -24,7 +24,20 @@ struct AttemptBasics {
   std::string restored_from;  // the checkpoint handed to get_checkpoint(), "" = none
   std::string master_addr;    // the host of rank 0's node
   int collective_timeout_s = 300;
+  // tensorflow jobs: every rank's host and the first of their reserved ports.
+  std::vector<std::string> rank_hosts;
+  int worker_port_base = 0;
 };
+
+// Ports the head hands to the ranks of tensorflow jobs (TF_CONFIG), rank r of an attempt
+// getting base + r. Below Linux's ephemeral range (32768-60999 by default), so a port the
+// kernel picks for some other socket never takes one between the head's choice and the
+// rank's bind; blocks rotate through the range, so concurrent jobs do not share one.
+inline constexpr int kWorkerPortLow = 20000;
+inline constexpr int kWorkerPortHigh = 32000;
+// The block of `world_size` ports following `previous_end` (the end of the last block
+// handed out; 0 at first), wrapping to kWorkerPortLow.
+int NextWorkerPortBase(int previous_end, int world_size);
 NodeAttemptPlan BasePlan(const JobRecord& job, const JobSpec& spec, const AttemptBasics& basics);
 
 // One plan per node, in the order of the nodes' first ranks (plan.node_rank), each with

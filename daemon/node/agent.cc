@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "common/code_archive.h"
 #include "common/file_util.h"
 #include "common/logging.h"
 #include "common/safe_fs.h"
@@ -73,6 +74,39 @@ int Agent::PickFreePort(const std::string& address) {
   return port;
 }
 
+nlohmann::json Agent::TfConfig(const NodeAttemptPlan& plan, int rank) {
+  nlohmann::json workers = nlohmann::json::array();
+  for (int r = 0; r < plan.world_size; ++r) {
+    workers.push_back(plan.rank_hosts[r] + ":" + std::to_string(plan.worker_port_base + r));
+  }
+  return {{"cluster", {{"worker", std::move(workers)}}},
+          {"task", {{"type", "worker"}, {"index", rank}}},
+          {"environment", "cloud"}};
+}
+
+Status Agent::CheckWorkerPorts(const NodeAttemptPlan& plan) {
+  for (int rank : plan.world_ranks) {
+    const std::string& host = plan.rank_hosts[rank];
+    const int port = plan.worker_port_base + rank;
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return Status::Unavailable("cannot check the ports of TF_CONFIG: no socket");
+    int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(static_cast<uint16_t>(port));
+    if (::inet_pton(AF_INET, host.c_str(), &sa.sin_addr) != 1)
+      sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    const bool free = ::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0;
+    ::close(fd);
+    if (!free) {
+      return Status::Unavailable("port " + std::to_string(port) + " on " + host + " (rank " +
+                                 std::to_string(rank) + "'s TF_CONFIG address) is in use");
+    }
+  }
+  return Status::Ok();
+}
+
 Result<int> Agent::Launch(const NodeAttemptPlan& planned) {
   NodeAttemptPlan plan = planned;
   if (plan.master_port == 0) {
@@ -113,6 +147,20 @@ Result<int> Agent::Launch(const NodeAttemptPlan& planned) {
       MakeDirsBelow(staging_root, "attempt_" + std::to_string(plan.attempt), 0755, owners));
   (void)staging_dir;
 
+  // A python or command job's working_dir, unpacked once per content for every job and
+  // attempt that ships it (read-only by convention: jobs write to their trial dir).
+  std::string working_dir;
+  if (plan.entry_kind != "library" && !plan.library_sha256.empty()) {
+    auto unpacked =
+        EnsureUnpacked(options_.data_dir + "/workdirs", plan.library_sha256, plan.library_path);
+    if (!unpacked.ok()) {
+      return Status(unpacked.status().code(),
+                    "cannot unpack the working_dir: " + unpacked.status().message());
+    }
+    working_dir = *unpacked;
+  }
+  if (plan.framework == "tensorflow") TRAINTL_RETURN_IF_ERROR(CheckWorkerPorts(plan));
+
   const int local_world = static_cast<int>(plan.world_ranks.size());
   for (int local = 0; local < local_world; ++local) {
     const int rank = plan.world_ranks[local];
@@ -125,9 +173,15 @@ Result<int> Agent::Launch(const NodeAttemptPlan& planned) {
     ctx.local_rank = local;
     ctx.local_world_size = local_world;
     ctx.node_rank = plan.node_rank;
-    ctx.library = plan.library_path;
+    ctx.entry_kind = plan.entry_kind;
+    if (plan.entry_kind == "library") ctx.library = plan.library_path;
     ctx.library_name = plan.library_name;
     ctx.function = plan.function;
+    ctx.python = plan.python;
+    ctx.command = plan.command;
+    ctx.working_dir = working_dir;
+    ctx.framework = plan.framework;
+    if (plan.framework == "tensorflow") ctx.tf_config = TfConfig(plan, rank);
     ctx.config = plan.config;
     if (!plan.restored_from.empty()) ctx.checkpoint_dir = plan.restored_from;
     ctx.trial_dir = plan.trial_dir;
@@ -168,6 +222,9 @@ Result<int> Agent::Launch(const NodeAttemptPlan& planned) {
     l.env["OMP_NUM_THREADS"] =
         std::to_string(std::max(1, static_cast<int>(std::floor(plan.cpus_per_worker))));
     for (const auto& [k, v] : plan.user_env) l.env[k] = v;
+    if (plan.entry_kind != "library") {
+      for (auto& [k, v] : LauncherEnvironment(ctx)) l.env[k] = std::move(v);
+    }
     for (auto& [k, v] : RankEnvironment(ctx)) l.env[k] = std::move(v);
     // Each worker sees only its devices (cuda:0 is then its first one).
     std::string devices;

@@ -39,6 +39,11 @@ class Agent {
   // the trial dir and its .staging/attempt_<n> the daemon's or the worker user's, and none
   // of them a symlink (PermissionDenied "refusing to follow a symlink at ..." otherwise).
   // Also removes the staging areas of earlier attempts (RemoveStaleStaging).
+  // A python or command plan with a code blob has its working_dir unpacked into
+  // <data_dir>/workdirs/<sha256> first (common/code_archive.h), shared by every job with
+  // that content. A tensorflow plan's ranks get TF_CONFIG; the ports the head reserved for
+  // this node's ranks must be free (Unavailable naming the port when not, which fails the
+  // attempt as retryable).
   // Returns the rendezvous port (TCPStore of rank 0): the plan's master_port, or, when it
   // is 0 and this node runs rank 0, a free port of master_addr chosen here (the head
   // cannot bind another machine's address). The port is not held until rank 0 binds it; a
@@ -67,9 +72,14 @@ class Agent {
   // did. Other entries are left alone. Returns the first error; removes what it can.
   static Status RemoveStaleStaging(const SafeDir& staging_root, int attempt);
 
+  // TF_CONFIG of `rank`: every rank's host:port as the cluster's "worker" list.
+  static nlohmann::json TfConfig(const NodeAttemptPlan& plan, int rank);
+
  private:
   // Who may own a job's directories besides root and the daemon's user: the worker user.
   OwnerPolicy JobOwners() const;
+  // Binds each of this node's ranks' TF_CONFIG ports once to see that it is free.
+  static Status CheckWorkerPorts(const NodeAttemptPlan& plan);
 
   const AgentOptions options_;
   WorkerPool* const pool_;

@@ -71,3 +71,60 @@ TEST_CASE("one plan per node, in the order of first ranks, ranks contiguous with
   CHECK(plans[2].second.rank_gpus == std::vector<std::vector<int>>{{0}, {}});
   CHECK(plans[2].second.job_id == "j");
 }
+
+TEST_CASE("python, command and tensorflow plans; their wire form round-trips") {
+  JobRecord job;
+  job.id = "j2";
+  job.name = "tf";
+  job.library_sha256 = std::string(64, 'a');
+  job.trial_dir = "/t/tf-j2";
+  JobSpec spec;
+  spec.entry_kind = EntrypointKind::kCommand;
+  spec.command = {"python3", "probe.py"};
+  spec.working_dir = "./src";
+  spec.framework = "tensorflow";
+  AttemptBasics b;
+  b.attempt = 1;
+  b.world_size = 2;
+  b.library_path = "/blobs/aaa";
+  b.master_addr = "127.0.0.1";
+  b.rank_hosts = {"127.0.0.1", "127.0.0.2"};
+  b.worker_port_base = NextWorkerPortBase(0, 2);
+  NodeAttemptPlan p = BasePlan(job, spec, b);
+  CHECK(p.entry_kind == "command");
+  CHECK(p.command == spec.command);
+  CHECK(p.library_name == "./src");  // what messages call the code blob
+  CHECK(p.framework == "tensorflow");
+  CHECK(p.rank_hosts == b.rank_hosts);
+  CHECK(p.worker_port_base == kWorkerPortLow);
+  p.world_ranks = {0, 1};
+  p.rank_gpus = {{}, {}};
+  auto back = NodeAttemptPlanFromJson(NodeAttemptPlanToJson(p));
+  REQUIRE(back.ok());
+  CHECK(back->command == p.command);
+  CHECK(back->rank_hosts == p.rank_hosts);
+  CHECK(back->worker_port_base == p.worker_port_base);
+
+  auto j = NodeAttemptPlanToJson(p);
+  j["rank_hosts"] = {"127.0.0.1"};
+  CHECK_THAT(NodeAttemptPlanFromJson(j).status().message(), Catch::Contains("rank_hosts"));
+  j = NodeAttemptPlanToJson(p);
+  j["entry_kind"] = "cobol";
+  CHECK_THAT(NodeAttemptPlanFromJson(j).status().message(), Catch::Contains("entry_kind"));
+
+  spec.entry_kind = EntrypointKind::kPython;
+  spec.python = "train:fn";
+  spec.framework = "";
+  p = BasePlan(job, spec, b);
+  CHECK(p.entry_kind == "python");
+  CHECK(p.python == "train:fn");
+  CHECK(p.rank_hosts.empty());
+  CHECK(!NodeAttemptPlanToJson(p).contains("rank_hosts"));
+}
+
+TEST_CASE("TF_CONFIG port blocks rotate below the ephemeral range") {
+  CHECK(NextWorkerPortBase(0, 4) == kWorkerPortLow);
+  CHECK(NextWorkerPortBase(kWorkerPortLow + 4, 4) == kWorkerPortLow + 4);
+  CHECK(NextWorkerPortBase(kWorkerPortHigh - 2, 4) == kWorkerPortLow);
+  CHECK(NextWorkerPortBase(kWorkerPortHigh - 4, 4) == kWorkerPortHigh - 4);
+}

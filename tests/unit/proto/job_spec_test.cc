@@ -162,7 +162,7 @@ TEST_CASE("entrypoint: library required, function an identifier") {
   doc.erase("entrypoint");
   ExpectError(doc, "entrypoint", "is required");
   ExpectError(With("/entrypoint", "/x.so"), "entrypoint", "must be an object");
-  ExpectError(With("/entrypoint", json::object()), "entrypoint.library", "is required");
+  ExpectError(With("/entrypoint", json::object()), "entrypoint", "needs one of {\"library\"");
   ExpectError(With("/entrypoint/library", ""), "entrypoint.library", "non-empty");
   ExpectError(With("/entrypoint/library", 3), "entrypoint.library", "got 3");
   ExpectError(With("/entrypoint/function", "train loop"), "entrypoint.function", "C identifier");

@@ -85,3 +85,63 @@ TEST_CASE("a context with a malformed datasets object is refused") {
   REQUIRE(!r.ok());
   CHECK(r.status().message() == "context: \"datasets\" must be an object");
 }
+
+TEST_CASE("python and command contexts round-trip; the library is then not required") {
+  RankContext c;
+  c.entry_kind = "command";
+  c.command = {"python3", "train.py", "--epochs", "3"};
+  c.working_dir = "/data/workdirs/ab";
+  c.framework = "tensorflow";
+  c.tf_config = {{"cluster", {{"worker", {"127.0.0.1:20000", "127.0.0.1:20001"}}}},
+                 {"task", {{"type", "worker"}, {"index", 1}}}};
+  c.world_rank = 1;
+  c.world_size = 2;
+  c.staging_dir = "/s";
+  auto back = ParseRankContext(RankContextToJson(c).dump());
+  REQUIRE(back.ok());
+  CHECK(back->entry_kind == "command");
+  CHECK(back->command == c.command);
+  CHECK(back->working_dir == c.working_dir);
+  CHECK(back->tf_config == c.tf_config);
+  CHECK(back->library.empty());
+
+  c.entry_kind = "python";
+  c.python = "train:train_fn";
+  back = ParseRankContext(RankContextToJson(c).dump());
+  REQUIRE(back.ok());
+  CHECK(back->python == "train:train_fn");
+
+  json j = RankContextToJson(c);
+  j["python"] = "";
+  CHECK_THAT(ParseRankContext(j.dump()).status().message(), Catch::Contains("\"python\""));
+  j["entry_kind"] = "command";
+  j["command"] = json::array();
+  CHECK_THAT(ParseRankContext(j.dump()).status().message(), Catch::Contains("no program"));
+  j["entry_kind"] = "cobol";
+  CHECK_THAT(ParseRankContext(j.dump()).status().message(), Catch::Contains("entry_kind"));
+}
+
+TEST_CASE("the launcher environment: torchrun's names and TF_CONFIG") {
+  RankContext c;
+  c.job_id = "ab12";
+  c.attempt = 3;
+  c.world_rank = 1;
+  c.world_size = 4;
+  c.local_rank = 1;
+  c.local_world_size = 2;
+  c.node_rank = 0;
+  c.master_addr = "127.0.0.1";
+  c.master_port = 4000;
+  auto env = LauncherEnvironment(c);
+  CHECK(env.at("MASTER_ADDR") == "127.0.0.1");
+  CHECK(env.at("MASTER_PORT") == "4000");
+  CHECK(env.at("RANK") == "1");
+  CHECK(env.at("WORLD_SIZE") == "4");
+  CHECK(env.at("LOCAL_RANK") == "1");
+  CHECK(env.at("LOCAL_WORLD_SIZE") == "2");
+  CHECK(env.at("GROUP_RANK") == "0");
+  CHECK(env.at("TORCHELASTIC_RESTART_COUNT") == "2");
+  CHECK(env.count("TF_CONFIG") == 0);
+  c.tf_config = {{"cluster", {{"worker", {"h:1"}}}}};
+  CHECK(json::parse(LauncherEnvironment(c).at("TF_CONFIG")) == c.tf_config);
+}
