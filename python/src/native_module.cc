@@ -354,7 +354,8 @@ std::unique_ptr<Shard> OpenShard(const std::string& name, const std::string& opt
                        &shard, err, sizeof err);
   }
   if (rc != TRAINTL_DATA_OK) ThrowDataError(rc, err);
-  return std::make_unique<Shard>(name, std::make_shared<ShardRef>(ShardRef{&api, shard}));
+  // Constructed in place: a temporary ShardRef would close the shard.
+  return std::make_unique<Shard>(name, std::shared_ptr<ShardRef>(new ShardRef{&api, shard}));
 }
 
 }  // namespace

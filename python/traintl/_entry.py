@@ -9,6 +9,7 @@ train_loop_config, and says how it went. Not for users.
 
 import importlib
 import inspect
+import os
 import sys
 import traceback
 
@@ -29,9 +30,26 @@ def _describe(exc):
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
+_IMPORTLIB_DIR = os.path.dirname(importlib.__file__)
+
+
+def _is_plumbing(filename):
+    """True for a frame of this module or of the import machinery: not the user's code."""
+    return (filename == __file__ or filename.startswith("<frozen importlib")
+            or os.path.dirname(filename) == _IMPORTLIB_DIR)
+
+
 def _log_traceback():
-    """Prints the exception being handled to stderr (the rank's log) and returns the text."""
-    text = traceback.format_exc()
+    """Prints the exception being handled to stderr (the rank's log), without the frames of
+    traintl and importlib, and returns the text."""
+    exc = sys.exc_info()[1]
+    try:
+        te = traceback.TracebackException.from_exception(exc)
+        te.stack = traceback.StackSummary.from_list(
+            [f for f in te.stack if not _is_plumbing(f.filename)])
+        text = "".join(te.format())
+    except Exception:
+        text = traceback.format_exc()
     sys.stderr.write(text)
     return text
 
