@@ -11,6 +11,7 @@ PACKAGES=(
   libtorch-dev libgloo-dev libopenblas0-pthread
   catch2 libsystemd-dev
   python3 procps
+  pybind11-dev libpython3.11-dev python3-numpy python3-torch
   lintian systemd-container file
 )
 

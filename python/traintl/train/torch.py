@@ -1,0 +1,240 @@
+"""traintl.train.torch: PyTorch data-parallel training, as ray.train.torch does it.
+
+    from traintl import train
+
+    def train_func(config):
+        model = train.torch.prepare_model(MyNet())           # device + DistributedDataParallel
+        loader = train.torch.prepare_data_loader(DataLoader(ds, batch_size=64, shuffle=True))
+        for epoch in range(config["epochs"]):
+            for x, y in loader:                              # this rank's part, on its device
+                ...
+
+Mirrors: prepare_model -> ray.train.torch.prepare_model, prepare_data_loader ->
+ray.train.torch.prepare_data_loader, get_device -> ray.train.torch.get_device,
+get_devices -> ray.train.torch.get_devices. The process group (gloo on CPU, nccl on GPU)
+is set up from the job's context: by the worker before a {"python": ...} function runs
+when its module imports torch (as Ray's TorchTrainer does), otherwise on first use of
+prepare_model or prepare_data_loader.
+"""
+
+import datetime
+import os
+import socket
+import threading
+from collections.abc import Mapping
+
+import torch
+import torch.distributed as dist
+from torch.utils.data import (DataLoader, DistributedSampler, IterableDataset,
+                              RandomSampler)
+
+from traintl.train import _session
+
+__all__ = ["get_device", "get_devices", "prepare_data_loader", "prepare_model"]
+
+_group_lock = threading.Lock()
+
+
+def _context_int(key, default):
+    value = _session.context().get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def _use_gpu():
+    return _session.context().get("use_gpu") is True and torch.cuda.is_available()
+
+
+def _is_loopback(host):
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except OSError:
+        return False
+    return bool(infos) and all(
+        info[4][0].startswith("127.") or info[4][0] == "::1" for info in infos)
+
+
+def _ensure_process_group():
+    """Initializes torch.distributed's default process group from the job's context, as
+    Ray's TorchTrainer does before the training function runs: backend nccl when the job
+    uses GPUs, else gloo; rendezvous at master_addr:master_port (a single rank needs
+    none); timeout collective_timeout_s. Does nothing when a group exists (set up by the
+    worker, or by the program itself). Returns the default group."""
+    with _group_lock:
+        if dist.is_initialized():
+            return dist.group.WORLD
+        rank = _context_int("world_rank", 0)
+        world_size = _context_int("world_size", 1)
+        timeout_s = _context_int("collective_timeout_s", 0)
+        kwargs = {"rank": rank, "world_size": world_size}
+        if timeout_s > 0:
+            kwargs["timeout"] = datetime.timedelta(seconds=timeout_s)
+        if _use_gpu():
+            backend = "nccl"
+            torch.cuda.set_device(get_device())
+        else:
+            backend = "gloo"
+        master_addr = _session.context().get("master_addr") or "127.0.0.1"
+        if world_size == 1:
+            # Nothing to meet: no port to bind (as traintl::torch does).
+            kwargs["store"] = dist.HashStore()
+        else:
+            master_port = _context_int("master_port", 0)
+            if master_port <= 0:
+                raise RuntimeError("the job's context has no master_port for the rendezvous")
+            kwargs["init_method"] = f"tcp://{master_addr}:{master_port}"
+        if backend == "gloo" and not os.environ.get("GLOO_SOCKET_IFNAME"):
+            # Gloo otherwise binds to what the host name resolves to, which need not reach
+            # a master on the loopback interface.
+            loopback = [n for _, n in socket.if_nameindex() if n == "lo"]
+            if loopback and (world_size == 1 or _is_loopback(master_addr)):
+                os.environ["GLOO_SOCKET_IFNAME"] = loopback[0]
+        dist.init_process_group(backend=backend, **kwargs)
+        return dist.group.WORLD
+
+
+def get_device():
+    """The torch.device this rank computes on: cuda:<local_rank mod visible GPUs> when the
+    job uses GPUs, else cpu. Mirrors ray.train.torch.get_device()."""
+    if _use_gpu():
+        count = torch.cuda.device_count()
+        return torch.device("cuda", _context_int("local_rank", 0) % max(count, 1))
+    return torch.device("cpu")
+
+
+def get_devices():
+    """[get_device()]. Mirrors ray.train.torch.get_devices()."""
+    return [get_device()]
+
+
+def prepare_model(model, move_to_device=True, parallel_strategy="ddp",
+                  parallel_strategy_kwargs=None):
+    """Prepares a torch.nn.Module for data-parallel training: moves it to get_device()
+    (or to `move_to_device` when that is a device) and, when the job has several ranks,
+    wraps it in DistributedDataParallel (parallel_strategy "ddp"), FullyShardedDataParallel
+    ("fsdp") or nothing (None). DDP's constructor broadcasts rank 0's parameters.
+    Mirrors ray.train.torch.prepare_model().
+    """
+    if parallel_strategy not in ("ddp", "fsdp", None):
+        raise ValueError(
+            f"parallel_strategy must be 'ddp', 'fsdp' or None, got {parallel_strategy!r}")
+    _ensure_process_group()
+    device = get_device()
+    if isinstance(move_to_device, (torch.device, str)):
+        device = torch.device(move_to_device)
+        move_to_device = True
+    if move_to_device:
+        model = model.to(device)
+    if dist.get_world_size() <= 1 or parallel_strategy is None:
+        return model
+    kwargs = dict(parallel_strategy_kwargs or {})
+    if parallel_strategy == "fsdp":
+        from torch.distributed.fsdp import FullyShardedDataParallel
+
+        return FullyShardedDataParallel(model, **kwargs)
+    if device.type == "cuda":
+        kwargs.setdefault("device_ids", [device])
+        kwargs.setdefault("output_device", device)
+    return torch.nn.parallel.DistributedDataParallel(model, **kwargs)
+
+
+def prepare_data_loader(data_loader, add_dist_sampler=True, move_to_device=True,
+                        auto_transfer=True):
+    """Prepares a DataLoader for data-parallel training: when the job has several ranks,
+    rebuilds it with a DistributedSampler (shuffling when the original used a
+    RandomSampler) so that each rank reads its own part, keeping batch_size, num_workers,
+    collate_fn, pin_memory, drop_last, timeout, worker_init_fn, ...; and returns a loader
+    that moves every batch (tensors, nested in lists, tuples and dicts) to get_device()
+    and advances the sampler's epoch on every new pass. Mirrors
+    ray.train.torch.prepare_data_loader().
+    """
+    _ensure_process_group()
+    world_size = dist.get_world_size()
+    rank = dist.get_rank()
+    sampler_added = False
+    if (add_dist_sampler and world_size > 1
+            and not isinstance(data_loader.sampler, DistributedSampler)
+            and not isinstance(data_loader.dataset, IterableDataset)
+            and data_loader.batch_size is not None):
+        data_loader = _with_distributed_sampler(data_loader, rank, world_size)
+        sampler_added = True
+    device = get_device() if move_to_device else None
+    if isinstance(move_to_device, (torch.device, str)):
+        device = torch.device(move_to_device)
+    if device is None and not sampler_added:
+        return data_loader
+    return _WrappedDataLoader(data_loader, device, auto_transfer)
+
+
+def _with_distributed_sampler(loader, rank, world_size):
+    shuffle = isinstance(loader.sampler, RandomSampler)
+    kwargs = {
+        "dataset": loader.dataset,
+        "batch_size": loader.batch_size,
+        "shuffle": False,
+        "sampler": DistributedSampler(loader.dataset, num_replicas=world_size, rank=rank,
+                                      shuffle=shuffle),
+        "num_workers": loader.num_workers,
+        "collate_fn": loader.collate_fn,
+        "pin_memory": loader.pin_memory,
+        "drop_last": loader.drop_last,
+        "timeout": loader.timeout,
+        "worker_init_fn": loader.worker_init_fn,
+        "multiprocessing_context": loader.multiprocessing_context,
+        "generator": loader.generator,
+        "persistent_workers": loader.persistent_workers,
+    }
+    if loader.num_workers > 0:
+        kwargs["prefetch_factor"] = loader.prefetch_factor
+    pin_memory_device = getattr(loader, "pin_memory_device", "")
+    if pin_memory_device:
+        kwargs["pin_memory_device"] = pin_memory_device
+    return DataLoader(**kwargs)
+
+
+def _move_to_device(item, device, non_blocking=False):
+    """`item` with every tensor in it (also inside lists, tuples, namedtuples and dicts)
+    on `device`."""
+    if device is None:
+        return item
+    if isinstance(item, torch.Tensor):
+        return item.to(device, non_blocking=non_blocking) if item.device != device else item
+    if isinstance(item, tuple) and hasattr(item, "_fields"):  # a namedtuple
+        return type(item)(*(_move_to_device(v, device, non_blocking) for v in item))
+    if isinstance(item, (list, tuple)):
+        return type(item)(_move_to_device(v, device, non_blocking) for v in item)
+    if isinstance(item, Mapping):
+        moved = {k: _move_to_device(v, device, non_blocking) for k, v in item.items()}
+        try:
+            return type(item)(moved)
+        except TypeError:
+            return moved
+    return item
+
+
+class _WrappedDataLoader(DataLoader):
+    """A DataLoader whose batches arrive on the rank's device and whose DistributedSampler
+    gets set_epoch(n) before the n-th pass (0-based), as Ray's _WrappedDataLoader."""
+
+    def __init__(self, base_dataloader, device, auto_transfer=True):
+        # A DataLoader refuses to set some attributes after construction; take the base's
+        # state as it is instead of constructing anew.
+        self.__dict__.update(getattr(base_dataloader, "__dict__", {}))
+        self.__dict__["_traintl_base"] = base_dataloader
+        self.__dict__["_traintl_device"] = device
+        self.__dict__["_traintl_non_blocking"] = bool(
+            auto_transfer and device is not None and device.type == "cuda"
+            and base_dataloader.pin_memory)
+        self.__dict__["_traintl_epoch"] = 0
+
+    def __len__(self):
+        return len(self._traintl_base)
+
+    def __iter__(self):
+        sampler = self._traintl_base.sampler
+        if isinstance(sampler, DistributedSampler):
+            sampler.set_epoch(self._traintl_epoch)
+        self.__dict__["_traintl_epoch"] = self._traintl_epoch + 1
+        device = self._traintl_device
+        non_blocking = self._traintl_non_blocking
+        for batch in iter(self._traintl_base):
+            yield _move_to_device(batch, device, non_blocking)
