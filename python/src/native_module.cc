@@ -193,6 +193,8 @@ void Log(int level, const std::string& message) {
 
 // ---- Datasets
 
+// Owns one host shard; closes it with the last reference (a Shard's iterators do not need
+// it).
 struct ShardRef {
   const traintl_dataset_api* api;
   traintl_dataset_shard* shard;
@@ -270,6 +272,8 @@ py::dict BatchToDict(const traintl_dataset_api* api, const traintl_batch* batch)
   return out;
 }
 
+// One epoch of a shard (_native.BatchIterator). next() may be called from any thread;
+// calls are serialized, and the GIL is released while one waits for its batch.
 class BatchIter {
  public:
   BatchIter(const traintl_dataset_api* api, traintl_batch_iter* iter) : api_(api), iter_(iter) {}
@@ -324,6 +328,7 @@ class BatchIter {
   traintl_batch_iter* iter_;  // guarded by mu_; null once closed
 };
 
+// This rank's shard of a dataset (_native.Shard). Thread-safe.
 class Shard {
  public:
   Shard(std::string name, std::shared_ptr<ShardRef> ref)
