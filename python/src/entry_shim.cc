@@ -28,7 +28,6 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
-#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -141,24 +140,26 @@ std::string StartInterpreter(const std::string& module) {
   return failure;
 }
 
-// Sets sys.path (working_dir, then the package) and attaches traintl._native to `api`.
-// Returns "" or what failed.
-std::string PrepareTraintl(const traintl_host_api* api, const std::string& working_dir,
-                           const std::string& package_dir) {
+// Puts `dir` first on sys.path; returns "" or what failed.
+std::string PrependToSysPath(const std::string& dir) {
   PyObject* path = PySys_GetObject("path");  // borrowed
   if (path == nullptr || !PyList_Check(path)) return "sys.path is not a list";
-  std::vector<std::string> front;
-  if (!working_dir.empty()) front.push_back(working_dir);
-  front.push_back(package_dir);
-  for (size_t i = front.size(); i-- > 0;) {
-    PyObject* entry = PyUnicode_FromString(front[i].c_str());
-    if (entry == nullptr || PyList_Insert(path, 0, entry) != 0) {
-      Py_XDECREF(entry);
-      return "extending sys.path: " + FetchPythonError();
-    }
-    Py_DECREF(entry);
+  PyObject* entry = PyUnicode_FromString(dir.c_str());
+  if (entry == nullptr || PyList_Insert(path, 0, entry) != 0) {
+    Py_XDECREF(entry);
+    return "extending sys.path: " + FetchPythonError();
   }
+  Py_DECREF(entry);
+  return "";
+}
 
+// Makes sys.path start with working_dir, then the package, and attaches traintl._native
+// to `api`. Returns "" or what failed.
+std::string PrepareTraintl(const traintl_host_api* api, const std::string& working_dir,
+                           const std::string& package_dir) {
+  std::string failure = PrependToSysPath(package_dir);
+  if (!failure.empty()) return failure;
+  // Imported before working_dir joins sys.path: a traintl.py of the user's cannot hide it.
   PyObject* native = PyImport_ImportModule("traintl._native");
   if (native == nullptr) {
     return "cannot load the traintl Python package from " + package_dir + ": " + FetchPythonError();
@@ -167,11 +168,16 @@ std::string PrepareTraintl(const traintl_host_api* api, const std::string& worki
       PyCapsule_New(const_cast<traintl_host_api*>(api), "traintl_host_api", nullptr);
   PyObject* result =
       capsule != nullptr ? PyObject_CallMethod(native, "_attach", "O", capsule) : nullptr;
-  std::string failure;
   if (result == nullptr) failure = "attaching traintl._native to the worker: " + FetchPythonError();
   Py_XDECREF(result);
   Py_XDECREF(capsule);
   Py_DECREF(native);
+  if (failure.empty()) {
+    PyObject* train = PyImport_ImportModule("traintl.train");
+    if (train == nullptr) failure = "cannot load traintl.train: " + FetchPythonError();
+    Py_XDECREF(train);
+  }
+  if (failure.empty() && !working_dir.empty()) failure = PrependToSysPath(working_dir);
   return failure;
 }
 

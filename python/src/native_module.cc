@@ -55,6 +55,23 @@ const traintl_host_api* g_api = nullptr;
 
 [[noreturn]] void ThrowRuntime(const std::string& message) { throw std::runtime_error(message); }
 
+// TRAINTL_CHANNEL_FD's value as a descriptor number; -1 when it is not one.
+int ParseFd(const char* text) {
+  char* end = nullptr;
+  const long fd = std::strtol(text, &end, 10);
+  if (end == text || *end != '\0' || fd < 0 || fd > 1 << 20) return -1;
+  return static_cast<int>(fd);
+}
+
+// Programs this one starts (exec) must not inherit the agent's channel, even before the
+// first SDK call builds the host.
+void CloseChannelOnExec() {
+  const char* text = std::getenv("TRAINTL_CHANNEL_FD");
+  const int fd = text != nullptr ? ParseFd(text) : -1;
+  const int flags = fd >= 0 ? ::fcntl(fd, F_GETFD) : -1;
+  if (flags >= 0) ::fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
+}
+
 // Builds the standalone host (see the file comment). Nothing is created unless every check
 // passed, so a failed call may be retried.
 const traintl_host_api* StartStandaloneHost() {
@@ -68,12 +85,11 @@ const traintl_host_api* StartStandaloneHost() {
         "traintl.train is only available inside a traintl job (TRAINTL_CONTEXT_FILE is set "
         "but TRAINTL_CHANNEL_FD is not)");
   }
-  char* end = nullptr;
-  const long fd = std::strtol(fd_text, &end, 10);
-  if (end == fd_text || *end != '\0' || fd < 0 || fd > 1 << 20) {
+  const int fd = ParseFd(fd_text);
+  if (fd < 0) {
     ThrowRuntime(std::string("TRAINTL_CHANNEL_FD is not a file descriptor: '") + fd_text + "'");
   }
-  const int flags = ::fcntl(static_cast<int>(fd), F_GETFD);
+  const int flags = ::fcntl(fd, F_GETFD);
   if (flags < 0) {
     ThrowRuntime("TRAINTL_CHANNEL_FD " + std::to_string(fd) +
                  " (the channel to the traintl agent) is not open in this process");
@@ -87,10 +103,10 @@ const traintl_host_api* StartStandaloneHost() {
   if (!context.ok()) ThrowRuntime(std::string(context_file) + ": " + context.status().message());
 
   // Programs this one starts must not keep the agent's channel open.
-  ::fcntl(static_cast<int>(fd), F_SETFD, flags | FD_CLOEXEC);
+  ::fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
   SetLogTag("rank " + std::to_string(context->world_rank));
   // Both live until the process exits: the channel's reader thread is detached.
-  auto* channel = new worker::AgentChannel(static_cast<int>(fd));
+  auto* channel = new worker::AgentChannel(fd);
   channel->Start();
   auto* host = new worker::WorkerHost(std::move(context).value(), channel);
   return host->api();
@@ -177,6 +193,8 @@ void Log(int level, const std::string& message) {
 
 // ---- Datasets
 
+// Owns one host shard; closes it with the last reference (a Shard's iterators do not need
+// it).
 struct ShardRef {
   const traintl_dataset_api* api;
   traintl_dataset_shard* shard;
@@ -254,6 +272,8 @@ py::dict BatchToDict(const traintl_dataset_api* api, const traintl_batch* batch)
   return out;
 }
 
+// One epoch of a shard (_native.BatchIterator). next() may be called from any thread;
+// calls are serialized, and the GIL is released while one waits for its batch.
 class BatchIter {
  public:
   BatchIter(const traintl_dataset_api* api, traintl_batch_iter* iter) : api_(api), iter_(iter) {}
@@ -308,6 +328,7 @@ class BatchIter {
   traintl_batch_iter* iter_;  // guarded by mu_; null once closed
 };
 
+// This rank's shard of a dataset (_native.Shard). Thread-safe.
 class Shard {
  public:
   Shard(std::string name, std::shared_ptr<ShardRef> ref)
@@ -364,6 +385,7 @@ std::unique_ptr<Shard> OpenShard(const std::string& name, const std::string& opt
 
 PYBIND11_MODULE(_native, m) {
   using namespace traintl::python;
+  CloseChannelOnExec();
   m.doc() = "traintl's bindings over the worker's C ABI (traintl/abi.h); use traintl.train.";
 
   m.attr("ABI_VERSION") = TRAINTL_ABI_VERSION;
