@@ -80,12 +80,13 @@ set(CPACK_STRIP_FILES ON)
 # Libraries the binaries link, from dpkg-shlibdeps (on Debian 12: libc6, libstdc++6,
 # libgcc-s1, libboost-program-options1.74.0, libsqlite3-0, libraft0, libuv1, libssl3,
 # libtorch1.13 and libc10 through libtraintl_torch.so), plus what the package itself uses:
-# adduser (postinst) and the headers the SDK's headers include.
+# adduser (postinst), the headers the SDK's headers include, and what Python entry points
+# import (libpython3.11 comes from the shim's shlibdeps; numpy from the traintl package).
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
-set(CPACK_DEBIAN_PACKAGE_DEPENDS "adduser, nlohmann-json3-dev (>= 3.10)")
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "adduser, nlohmann-json3-dev (>= 3.10), python3-numpy")
 # Building a training library: a C++17 compiler and CMake; LibTorch for traintl::torch.
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS
-  "systemd, g++ (>= 4:12), cmake (>= 3.18), libtorch-dev, libopenblas0-pthread")
+  "systemd, g++ (>= 4:12), cmake (>= 3.18), libtorch-dev, libopenblas0-pthread, python3-torch")
 set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA
   ${CMAKE_CURRENT_LIST_DIR}/debian/conffiles
   ${CMAKE_CURRENT_LIST_DIR}/debian/triggers
