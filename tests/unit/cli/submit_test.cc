@@ -109,12 +109,12 @@ TEST_CASE("submit rejects unreadable specs and libraries before any request") {
     CHECK(RunSubmit(o, t.ctx) == kExitUsage);
     CHECK_THAT(t.err.str(), Catch::Contains("must be a JSON object"));
   }
-  SECTION("no entrypoint.library") {
+  SECTION("an entrypoint without a kind") {
     TestContext t(&client);
     o.spec_path = dir.Write("job.json", R"({"name":"x","entrypoint":{}})");
     CHECK(RunSubmit(o, t.ctx) == kExitUsage);
     CHECK_THAT(t.err.str(), Catch::StartsWith("traintl: " + o.spec_path +
-                                              ": invalid job spec: entrypoint.library: "));
+                                              ": invalid job spec: entrypoint: needs one of "));
   }
   SECTION("an invalid spec is refused before its library is read, naming the field") {
     TestContext t(&client);
