@@ -251,8 +251,16 @@ int Run(int argc, char** argv) {
     Fail(channel, kExitLibrary, library->function + ": " + message, false);
   }
   if (python) {
-    const std::string bad_data = host->bad_data_error();
-    Fail(channel, kExitFailed, python_entry + " failed:\n" + message, bad_data.empty());
+    // The shim printed the traceback to the log already: the reason line there is its
+    // last line; `done` (and so `traintl status`) carries the whole traceback.
+    std::string last = message;
+    while (!last.empty() && last.back() == '\n') last.pop_back();
+    if (auto nl = last.rfind('\n'); nl != std::string::npos) last = last.substr(nl + 1);
+    PrintReason(python_entry + " failed: " + last);
+    Status ignored = channel->Send(
+        events::Done{false, python_entry + " failed:\n" + message, host->bad_data_error().empty()});
+    (void)ignored;
+    Exit(kExitFailed);
   }
   // Bad data fails every attempt alike: do not burn restarts on it.
   const std::string bad_data = host->bad_data_error();
