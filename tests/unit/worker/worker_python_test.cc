@@ -1,0 +1,100 @@
+// traintl-worker running a python entry point: the worker loads the Python shim from
+// <prefix>/lib/traintl beside itself, and a Python function's outcomes map onto the
+// protocol as a C++ library's do (a crash is the worker's crash; an import error is exit
+// code 4, not retryable; an exception is exit 1 with the traceback in done).
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "common/file_util.h"
+#include "tests/unit/worker/worker_run.h"
+
+using nlohmann::json;
+using namespace traintl;
+using namespace traintl::worker_test;
+
+namespace {
+
+// A context running `entry` from a working_dir holding train.py = `source`.
+json PythonContext(const Fixture& f, const std::string& entry, const std::string& source) {
+  const std::string wd = f.dir() + "/wd";
+  REQUIRE(MakeDirs(wd, 0755).ok());
+  REQUIRE(WriteFileAtomic(wd + "/train.py", source, 0644).ok());
+  json c = f.Context("", "", {{"epochs", 2}});
+  c.erase("library");
+  c["entry_kind"] = "python";
+  c["python"] = entry;
+  c["working_dir"] = wd;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("a python function runs with its config and reports through the same channel") {
+  Fixture f;
+  WorkerRun& run = f.Start(PythonContext(f, "train:fn",
+                                         "import os\n"
+                                         "from traintl import train\n"
+                                         "def fn(config):\n"
+                                         "    for e in range(config['epochs']):\n"
+                                         "        train.report({'epoch': e, 'cwd': os.getcwd(),\n"
+                                         "                      'rank': os.environ['RANK']})\n"));
+  ExpectHello(run, 0);
+  for (int seq = 0; seq < 2; ++seq) {
+    json report = ExpectMessage(run, "report");
+    CHECK(report["seq"] == seq);
+    CHECK(report["metrics"]["epoch"] == seq);
+    CHECK(report["metrics"]["cwd"] == f.dir() + "/wd");
+    CHECK(report["metrics"]["rank"] == "0");
+    run.Send({{"type", "ack"}, {"seq", seq}});
+  }
+  CHECK(ExpectMessage(run, "done")["ok"] == true);
+  CHECK(run.WaitExitCode() == 0);
+}
+
+TEST_CASE("python failures: exception, crash, sys.exit, import errors") {
+  Fixture f;
+  SECTION("an exception: retryable, the traceback in done, its last line logged") {
+    WorkerRun& run =
+        f.Start(PythonContext(f, "train:fn", "def fn(config):\n    raise ValueError('bad lr')\n"));
+    ExpectHello(run, 0);
+    std::string error = ExpectFailedDone(run, true);
+    CHECK_THAT(error, Catch::StartsWith("train:fn failed:") && Catch::Contains("Traceback") &&
+                          Catch::Contains("ValueError: bad lr"));
+    CHECK(run.WaitExitCode() == 1);
+    CHECK(run.LastLogLine() == "traintl-worker: train:fn failed: ValueError: bad lr");
+  }
+  SECTION("a segfault kills the worker as a C++ library's would") {
+    WorkerRun& run = f.Start(
+        PythonContext(f, "train:fn", "import ctypes\ndef fn(config):\n    ctypes.string_at(0)\n"));
+    ExpectHello(run, 0);
+    int status = run.Wait();
+    REQUIRE(WIFSIGNALED(status));
+    CHECK(WTERMSIG(status) == SIGSEGV);
+  }
+  SECTION("sys.exit(3) fails the attempt; sys.exit(0) succeeds") {
+    WorkerRun& run =
+        f.Start(PythonContext(f, "train:fn", "import sys\ndef fn(config):\n    sys.exit(3)\n"));
+    ExpectHello(run, 0);
+    CHECK_THAT(ExpectFailedDone(run, true), Catch::Contains("sys.exit(3)"));
+    CHECK(run.WaitExitCode() == 1);
+  }
+  SECTION("a missing function: exit code 4, not retryable") {
+    WorkerRun& run = f.Start(PythonContext(f, "train:nope", "def fn(config):\n    pass\n"));
+    // The module is imported by the shim's entry point, after hello.
+    ExpectHello(run, 0);
+    CHECK_THAT(ExpectFailedDone(run, false), Catch::Contains("nope"));
+    CHECK(run.WaitExitCode() == 4);
+  }
+  SECTION("a module that does not import: exit code 4, naming the error") {
+    WorkerRun& run = f.Start(PythonContext(f, "train:fn", "import no_such_module_xyz\n"));
+    ExpectHello(run, 0);
+    CHECK_THAT(ExpectFailedDone(run, false), Catch::Contains("no_such_module_xyz"));
+    CHECK(run.WaitExitCode() == 4);
+  }
+}
