@@ -91,8 +91,9 @@ struct JobSpec {
   std::string working_dir;
   // entrypoint.excludes: .gitignore-style patterns left out of the packed working_dir.
   std::vector<std::string> excludes;
-  // Top-level "framework": "" (none) | "torch" | "tensorflow": adds that framework's
-  // environment to every rank (TF_CONFIG for tensorflow).
+  // Top-level "framework": "" (none) | "torch" | "tensorflow" | "xgboost": adds that
+  // framework's environment to every rank (TF_CONFIG for tensorflow; the DMLC_* of the
+  // attempt's rabit tracker, which the daemon runs, for xgboost).
   std::string framework;
   nlohmann::json train_loop_config = nlohmann::json::object();  // any object; default {}
 

@@ -199,22 +199,18 @@ bool ParseFramework(Checker& c, const json& doc, JobSpec* spec) {
   spec->framework.clear();
   const json* fw = Find(doc, "framework");
   if (fw == nullptr || fw->is_null()) return true;
-  const char* expect = "must be \"torch\" or \"tensorflow\"";
+  const char* expect = "must be \"torch\", \"tensorflow\" or \"xgboost\"";
   if (!c.String("framework", *fw, &spec->framework, expect)) return false;
-  if (spec->framework == "xgboost") {
-    return c.Fail("framework",
-                  "\"xgboost\" needs the daemon's rabit tracker, which this release does not have "
-                  "yet; use \"torch\" or \"tensorflow\"");
-  }
-  if (spec->framework != "torch" && spec->framework != "tensorflow") {
-    std::string near = Closest(spec->framework, {"torch", "tensorflow"});
+  const std::vector<std::string> known = {"torch", "tensorflow", "xgboost"};
+  if (std::find(known.begin(), known.end(), spec->framework) == known.end()) {
+    std::string near = Closest(spec->framework, known);
     return c.Fail("framework", std::string(expect) + ", got " + Describe(*fw) +
                                    (near.empty() ? "" : " (did you mean " + near + "?)"));
   }
   if (spec->entry_kind == EntrypointKind::kLibrary && spec->framework == "tensorflow") {
-    return c.Fail(
-        "framework",
-        "\"tensorflow\" applies to python and command entry points, not to a C++ library");
+    return c.Fail("framework",
+                  "\"tensorflow\" applies to python and command entry points, not to a C++ "
+                  "library");
   }
   return true;
 }

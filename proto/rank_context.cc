@@ -194,7 +194,24 @@ std::map<std::string, std::string> LauncherEnvironment(const RankContext& c) {
       {"ROLE_WORLD_SIZE", std::to_string(c.world_size)},
       {"TORCHELASTIC_RESTART_COUNT", std::to_string(c.attempt - 1)},
       {"TORCHELASTIC_RUN_ID", c.job_id}};
-  if (c.tf_config.is_object()) env["TF_CONFIG"] = c.tf_config.dump();
+  return env;
+}
+
+std::map<std::string, std::string> FrameworkEnvironment(const RankContext& c) {
+  std::map<std::string, std::string> env;
+  if (c.framework == "tensorflow" && c.tf_config.is_object()) {
+    env["TF_CONFIG"] = c.tf_config.dump();
+  } else if (c.framework == "xgboost") {
+    env["DMLC_TRACKER_URI"] = c.master_addr;
+    env["DMLC_TRACKER_PORT"] = std::to_string(c.master_port);
+    env["DMLC_NUM_WORKER"] = std::to_string(c.world_size);
+    env["DMLC_TASK_ID"] = std::to_string(c.world_rank);
+    env["DMLC_WORKER_STOP_PROCESS_ON_ERROR"] = "false";
+    if (c.collective_timeout_s > 0) {
+      env["rabit_timeout"] = "1";
+      env["rabit_timeout_sec"] = std::to_string(c.collective_timeout_s);
+    }
+  }
   return env;
 }
 

@@ -90,7 +90,16 @@ std::map<std::string, std::string> RankEnvironment(const RankContext& c);
 // C++ library reads its context, and nothing the user set is overridden for it): torchrun's
 // MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK,
 // ROLE_RANK, ROLE_WORLD_SIZE, TORCHELASTIC_RESTART_COUNT (attempt - 1), TORCHELASTIC_RUN_ID
-// (the job id), and TF_CONFIG when the context has one.
+// (the job id).
 std::map<std::string, std::string> LauncherEnvironment(const RankContext& c);
+
+// The framework's environment every rank of such a job gets, whatever its entry kind:
+// "tensorflow": TF_CONFIG; "xgboost": what XGBoost's rabit collective reads to join the
+// attempt's tracker (DMLC_TRACKER_URI and DMLC_TRACKER_PORT: the tracker runs beside rank
+// 0 on master_addr:master_port; DMLC_NUM_WORKER; DMLC_TASK_ID, the world rank, which
+// traintl's tracker makes the XGBoost rank; rabit_timeout / rabit_timeout_sec from
+// collective_timeout_s; DMLC_WORKER_STOP_PROCESS_ON_ERROR=false, so that a failed
+// collective is an error the code sees rather than exit()). Empty for other frameworks.
+std::map<std::string, std::string> FrameworkEnvironment(const RankContext& c);
 
 }  // namespace traintl

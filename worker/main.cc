@@ -77,9 +77,12 @@ void PrintReason(const std::string& reason) {
 
 // Exposes the rank to the library and anything it starts; for a library only TRAINTL_*
 // names, so that nothing the user set (or a launcher convention such as RANK) is
-// overridden; python and command ranks also get torchrun's (and TF_CONFIG).
+// overridden (but the framework's: TF_CONFIG, DMLC_*); python and command ranks also get
+// torchrun's.
 void SetEnvironment(const RankContext& c) {
   for (const auto& [name, value] : RankEnvironment(c)) ::setenv(name.c_str(), value.c_str(), 1);
+  for (const auto& [name, value] : FrameworkEnvironment(c))
+    ::setenv(name.c_str(), value.c_str(), 1);
   if (c.entry_kind == "library") return;
   for (const auto& [name, value] : LauncherEnvironment(c)) ::setenv(name.c_str(), value.c_str(), 1);
 }

@@ -7,6 +7,7 @@ Ray's TorchTrainer does before it calls train_loop_per_worker), calls the functi
 train_loop_config, and says how it went. Not for users.
 """
 
+import contextlib
 import importlib
 import inspect
 import os
@@ -129,6 +130,20 @@ def _takes_config(fn, name):
     return any(p.kind in positional + (inspect.Parameter.VAR_POSITIONAL,) for p in params)
 
 
+@contextlib.contextmanager
+def _xgboost_collective():
+    """Joins the attempt's rabit tracker around the function, as Ray's XGBoostTrainer does,
+    when the job runs with "framework": "xgboost" and the module imported xgboost; the
+    communicator reads the DMLC_* environment the daemon set."""
+    if "xgboost" not in sys.modules or not os.environ.get("DMLC_TRACKER_URI"):
+        yield
+        return
+    import xgboost.collective
+
+    with xgboost.collective.CommunicatorContext():
+        yield
+
+
 def run(module_name, function_name, working_dir):
     """Runs module_name:function_name; returns (code, message, keep_end): an ENTRY_* code,
     the failure's message ("" on success), and whether the message's end is what matters
@@ -154,10 +169,11 @@ def run(module_name, function_name, working_dir):
                 return (ENTRY_FAILED,
                         f"setting up torch.distributed failed:\n{text.rstrip()}", True)
         try:
-            if takes_config:
-                fn(config)
-            else:
-                fn()
+            with _xgboost_collective():
+                if takes_config:
+                    fn(config)
+                else:
+                    fn()
         except SystemExit as exc:
             return _exit_outcome(exc)
         except BaseException:

@@ -98,7 +98,7 @@ TEST_CASE("entrypoint: exactly one kind") {
   CHECK(JobDefinitionToJson(lib)["version"] == 1);
 }
 
-TEST_CASE("framework: torch or tensorflow") {
+TEST_CASE("framework: torch, tensorflow or xgboost") {
   json doc = WithEntry({{"command", {"python3", "t.py"}}});
   doc["framework"] = "tensorflow";
   JobSpec s = MustParse(doc);
@@ -110,15 +110,17 @@ TEST_CASE("framework: torch or tensorflow") {
 
   doc["framework"] = "tensorflw";
   ExpectError(doc, "framework", "did you mean tensorflow?");
-  doc["framework"] = "xgboost";
-  ExpectError(doc, "framework", "rabit tracker");
+  doc["framework"] = "xgbost";
+  ExpectError(doc, "framework", "did you mean xgboost?");
   doc["framework"] = 1;
-  ExpectError(doc, "framework", "must be \"torch\" or \"tensorflow\"");
+  ExpectError(doc, "framework", "must be \"torch\", \"tensorflow\" or \"xgboost\"");
   json lib = Minimal();
   lib["framework"] = "tensorflow";
   ExpectError(lib, "framework", "not to a C++ library");
   lib["framework"] = "torch";
   CHECK(MustParse(lib).framework == "torch");
+  lib["framework"] = "xgboost";
+  CHECK(MustParse(lib).framework == "xgboost");
 }
 
 TEST_CASE("job definition: a version 2 record with an unknown kind is refused") {

@@ -142,6 +142,17 @@ TEST_CASE("the launcher environment: torchrun's names and TF_CONFIG") {
   CHECK(env.at("GROUP_RANK") == "0");
   CHECK(env.at("TORCHELASTIC_RESTART_COUNT") == "2");
   CHECK(env.count("TF_CONFIG") == 0);
+  CHECK(FrameworkEnvironment(c).empty());
+  c.framework = "tensorflow";
   c.tf_config = {{"cluster", {{"worker", {"h:1"}}}}};
-  CHECK(json::parse(LauncherEnvironment(c).at("TF_CONFIG")) == c.tf_config);
+  CHECK(json::parse(FrameworkEnvironment(c).at("TF_CONFIG")) == c.tf_config);
+  c.framework = "xgboost";
+  c.collective_timeout_s = 30;
+  auto xgb = FrameworkEnvironment(c);
+  CHECK(xgb.at("DMLC_TRACKER_URI") == "127.0.0.1");
+  CHECK(xgb.at("DMLC_TRACKER_PORT") == "4000");
+  CHECK(xgb.at("DMLC_NUM_WORKER") == "4");
+  CHECK(xgb.at("DMLC_TASK_ID") == "1");
+  CHECK(xgb.at("rabit_timeout_sec") == "30");
+  CHECK(xgb.at("DMLC_WORKER_STOP_PROCESS_ON_ERROR") == "false");
 }
