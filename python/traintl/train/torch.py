@@ -21,6 +21,7 @@ import datetime
 import os
 import socket
 import threading
+import time
 from collections.abc import Mapping
 
 import torch
@@ -53,6 +54,21 @@ def _is_loopback(host):
         info[4][0].startswith("127.") or info[4][0] == "::1" for info in infos)
 
 
+def _wait_for_store(addr, port, timeout_s):
+    """Waits until rank 0's TCPStore accepts connections. torch 1.13's client sleeps a
+    whole second after a refused connect before it tries again, and a rank that imported
+    torch a moment sooner than rank 0 would pay it on every start and restart (torchrun's
+    workers never do: its agent hosts the store before they start)."""
+    deadline = time.monotonic() + (timeout_s if timeout_s > 0 else 300)
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection((addr, port), timeout=1.0).close()
+            return
+        except OSError:
+            time.sleep(0.005)
+    # Past the deadline init_process_group reports the failure itself.
+
+
 def _ensure_process_group():
     """Initializes torch.distributed's default process group from the job's context, as
     Ray's TorchTrainer does before the training function runs: backend nccl when the job
@@ -82,6 +98,8 @@ def _ensure_process_group():
             if master_port <= 0:
                 raise RuntimeError("the job's context has no master_port for the rendezvous")
             kwargs["init_method"] = f"tcp://{master_addr}:{master_port}"
+            if rank != 0:
+                _wait_for_store(master_addr, master_port, timeout_s)
         if backend == "gloo" and not os.environ.get("GLOO_SOCKET_IFNAME"):
             # Gloo otherwise binds to what the host name resolves to, which need not reach
             # a master on the loopback interface.
