@@ -206,7 +206,6 @@ std::map<std::string, std::string> FrameworkEnvironment(const RankContext& c) {
     env["DMLC_TRACKER_PORT"] = std::to_string(c.master_port);
     env["DMLC_NUM_WORKER"] = std::to_string(c.world_size);
     env["DMLC_TASK_ID"] = std::to_string(c.world_rank);
-    env["DMLC_WORKER_STOP_PROCESS_ON_ERROR"] = "false";
     if (c.collective_timeout_s > 0) {
       env["rabit_timeout"] = "1";
       env["rabit_timeout_sec"] = std::to_string(c.collective_timeout_s);

@@ -98,8 +98,8 @@ std::map<std::string, std::string> LauncherEnvironment(const RankContext& c);
 // attempt's tracker (DMLC_TRACKER_URI and DMLC_TRACKER_PORT: the tracker runs beside rank
 // 0 on master_addr:master_port; DMLC_NUM_WORKER; DMLC_TASK_ID, the world rank, which
 // traintl's tracker makes the XGBoost rank; rabit_timeout / rabit_timeout_sec from
-// collective_timeout_s; DMLC_WORKER_STOP_PROCESS_ON_ERROR=false, so that a failed
-// collective is an error the code sees rather than exit()). Empty for other frameworks.
+// collective_timeout_s, so that a dead peer fails a collective instead of hanging it).
+// Empty for other frameworks.
 std::map<std::string, std::string> FrameworkEnvironment(const RankContext& c);
 
 }  // namespace traintl

@@ -12,6 +12,7 @@ PACKAGES=(
   catch2 libsystemd-dev
   python3 procps
   pybind11-dev libpython3.11-dev python3-numpy python3-torch
+  libxgboost-dev python3-xgboost
   lintian systemd-container file
 )
 

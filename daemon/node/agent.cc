@@ -107,16 +107,53 @@ Status Agent::CheckWorkerPorts(const NodeAttemptPlan& plan) {
   return Status::Ok();
 }
 
+Result<std::unique_ptr<RabitTracker>> Agent::StartTracker(const NodeAttemptPlan& plan) {
+  RabitTrackerOptions o;
+  o.host = plan.master_addr;
+  o.num_workers = plan.world_size;
+  const std::string job = plan.job_id;
+  const int attempt = plan.attempt;
+  o.on_print = [job, attempt](const std::string& message) {
+    LOG_INFO << "job " << job << " attempt " << attempt << " (xgboost): " << message;
+  };
+  auto tracker = RabitTracker::Start(std::move(o));
+  if (!tracker.ok()) {
+    return Status(tracker.status().code(),
+                  "cannot start the xgboost tracker: " + tracker.status().message());
+  }
+  return std::move(*tracker);
+}
+
+void Agent::KeepTracker(const std::string& job_id, int attempt,
+                        std::unique_ptr<RabitTracker> tracker) {
+  for (auto it = trackers_.begin(); it != trackers_.end();) {
+    it = it->second.second->finished() ? trackers_.erase(it) : std::next(it);
+  }
+  trackers_[job_id] = {attempt, std::move(tracker)};
+}
+
+void Agent::Stop(const std::string& job_id, int attempt) {
+  pool_->StopAttempt(job_id, attempt);
+  auto it = trackers_.find(job_id);
+  if (it != trackers_.end() && it->second.first <= attempt) trackers_.erase(it);
+}
+
 Result<int> Agent::Launch(const NodeAttemptPlan& planned) {
   NodeAttemptPlan plan = planned;
+  std::unique_ptr<RabitTracker> tracker;
   if (plan.master_port == 0) {
     // Rank 0 serves the rendezvous store on its own node's address: only this node can
     // tell which port is free there.
     if (std::find(plan.world_ranks.begin(), plan.world_ranks.end(), 0) == plan.world_ranks.end())
       return Status::InvalidArgument("no rendezvous port in a plan without rank 0");
-    plan.master_port = PickFreePort(plan.master_addr);
-    if (plan.master_port == 0)
-      return Status::Unavailable("no free port for the rendezvous on " + plan.master_addr);
+    if (plan.framework == "xgboost") {
+      TRAINTL_ASSIGN_OR_RETURN(tracker, StartTracker(plan));
+      plan.master_port = tracker->port();
+    } else {
+      plan.master_port = PickFreePort(plan.master_addr);
+      if (plan.master_port == 0)
+        return Status::Unavailable("no free port for the rendezvous on " + plan.master_addr);
+    }
   }
   // Every directory is created or entered by common/safe_fs.h, never through a symlink a
   // worker (or anybody but root and the daemon's user) planted: the data dir and the
@@ -225,6 +262,7 @@ Result<int> Agent::Launch(const NodeAttemptPlan& planned) {
     if (plan.entry_kind != "library") {
       for (auto& [k, v] : LauncherEnvironment(ctx)) l.env[k] = std::move(v);
     }
+    for (auto& [k, v] : FrameworkEnvironment(ctx)) l.env[k] = std::move(v);
     for (auto& [k, v] : RankEnvironment(ctx)) l.env[k] = std::move(v);
     // Each worker sees only its devices (cuda:0 is then its first one).
     std::string devices;
@@ -241,6 +279,7 @@ Result<int> Agent::Launch(const NodeAttemptPlan& planned) {
                     "rank " + std::to_string(rank) + " could not start: " + st.message());
     }
   }
+  if (tracker != nullptr) KeepTracker(plan.job_id, plan.attempt, std::move(tracker));
   return plan.master_port;
 }
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "common/result.h"
 #include "common/safe_fs.h"
 #include "common/status.h"
+#include "daemon/node/rabit_tracker.h"
 #include "daemon/node/worker_pool.h"
 #include "proto/launch_plan.h"
 
@@ -47,11 +49,15 @@ class Agent {
   // Returns the rendezvous port (TCPStore of rank 0): the plan's master_port, or, when it
   // is 0 and this node runs rank 0, a free port of master_addr chosen here (the head
   // cannot bind another machine's address). The port is not held until rank 0 binds it; a
-  // clash fails the attempt, which restarts.
+  // clash fails the attempt, which restarts. An xgboost attempt's rank-0 node instead
+  // starts the attempt's rabit tracker (rabit_tracker.h), bound to master_addr, and its
+  // port is the master_port (DMLC_TRACKER_PORT of every rank); the tracker goes away with
+  // the attempt (Stop, the job's next attempt, or every rank shutting it down).
   Result<int> Launch(const NodeAttemptPlan& plan);
   // A free TCP port on `address` (loopback when it is not an IPv4 literal); 0 when none.
   static int PickFreePort(const std::string& address);
-  void Stop(const std::string& job_id, int attempt) { pool_->StopAttempt(job_id, attempt); }
+  // Stops the attempt's workers here, and its rabit tracker when this node runs it.
+  void Stop(const std::string& job_id, int attempt);
   void Ack(const std::string& job_id, int attempt, int rank, int seq) {
     pool_->Ack(job_id, attempt, rank, seq);
   }
@@ -81,8 +87,19 @@ class Agent {
   // Binds each of this node's ranks' TF_CONFIG ports once to see that it is free.
   static Status CheckWorkerPorts(const NodeAttemptPlan& plan);
 
+  // Starts the rabit tracker of an xgboost attempt whose rank 0 runs here, on master_addr
+  // and a port of its own, which becomes the attempt's master_port (DMLC_TRACKER_PORT).
+  Result<std::unique_ptr<RabitTracker>> StartTracker(const NodeAttemptPlan& plan);
+  // Keeps `tracker` as the job's (a previous attempt's is stopped) and drops trackers whose
+  // ranks all said shutdown.
+  void KeepTracker(const std::string& job_id, int attempt, std::unique_ptr<RabitTracker> tracker);
+
   const AgentOptions options_;
   WorkerPool* const pool_;
+
+  // Job id -> the attempt and its tracker. A tracker lives from its attempt's launch until
+  // every rank shut it down, the attempt is stopped, or the job's next attempt starts here.
+  std::map<std::string, std::pair<int, std::unique_ptr<RabitTracker>>> trackers_;
 };
 
 }  // namespace traintl

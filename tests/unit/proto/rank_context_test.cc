@@ -154,5 +154,4 @@ TEST_CASE("the launcher environment: torchrun's names and TF_CONFIG") {
   CHECK(xgb.at("DMLC_NUM_WORKER") == "4");
   CHECK(xgb.at("DMLC_TASK_ID") == "1");
   CHECK(xgb.at("rabit_timeout_sec") == "30");
-  CHECK(xgb.at("DMLC_WORKER_STOP_PROCESS_ON_ERROR") == "false");
 }
