@@ -1,7 +1,8 @@
 # The Debian package: traintl_<version>_amd64.deb, built by `cpack -G DEB` in the build
 # directory (after building everything). It holds traintld, traintl, traintl-worker, the
-# SDK headers, libtraintl_torch.so, the CMake package config (find_package(traintl) gives
-# traintl::sdk and traintl::torch), the systemd unit, commented default configs, and
+# SDK headers, libtraintl_torch.so, libtraintl_xgboost.so (when built with XGBoost), the
+# CMake package config (find_package(traintl) gives traintl::sdk, traintl::torch and
+# traintl::xgboost), the systemd unit, commented default configs, and
 # maintainer scripts that create the traintl user and directories and start nothing.
 # tests/packaging/ builds it, checks it with lintian, and trains an out-of-tree library
 # built against its unpacked contents.
@@ -18,6 +19,13 @@ if(TARGET traintl_torch)
   set_target_properties(traintl_torch PROPERTIES EXPORT_NAME torch)
   install(TARGETS traintl_torch EXPORT traintlTorchTargets LIBRARY DESTINATION lib)
   install(EXPORT traintlTorchTargets NAMESPACE traintl:: DESTINATION ${TRAINTL_CMAKE_DIR})
+endif()
+if(TARGET traintl_xgboost)
+  # Its own export set too, present only in packages built with XGBoost. It links libxgboost
+  # privately, so using it needs no find_package(xgboost).
+  set_target_properties(traintl_xgboost PROPERTIES EXPORT_NAME xgboost)
+  install(TARGETS traintl_xgboost EXPORT traintlXgboostTargets LIBRARY DESTINATION lib)
+  install(EXPORT traintlXgboostTargets NAMESPACE traintl:: DESTINATION ${TRAINTL_CMAKE_DIR})
 endif()
 configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/traintlConfig.cmake.in
   ${CMAKE_BINARY_DIR}/packaging/traintlConfig.cmake
