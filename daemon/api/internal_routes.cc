@@ -180,7 +180,10 @@ void RegisterNodeRoutes(http::Router& router, const InternalRoutesContext& ctx) 
       res->SendError(400, "stop needs job_id and attempt");
       return;
     }
-    ctx.agent->Stop(body["job_id"].get<std::string>(), body["attempt"].get<int>());
+    // "urgent" (optional; older heads omit it): SIGTERM at once, the attempt failed.
+    const bool urgent =
+        body.contains("urgent") && body["urgent"].is_boolean() && body["urgent"].get<bool>();
+    ctx.agent->Stop(body["job_id"].get<std::string>(), body["attempt"].get<int>(), urgent);
     res->SendJson(200, {{"ok", true}});
   });
 

@@ -53,7 +53,7 @@ bool AttemptTracker::IsCleanExit(const WorkerExit& e) {
 AttemptTracker::Commands AttemptTracker::BeginEnding() {
   if (ending_) return {};
   ending_ = true;
-  return {StopWorkers{}};
+  return {StopWorkers{failure_.has_value() && !stop_requested_}};
 }
 
 void AttemptTracker::FailWith(cmd::AttemptOutcome o) {

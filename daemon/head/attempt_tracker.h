@@ -43,7 +43,13 @@ struct AttemptPlacement {
 class AttemptTracker {
  public:
   // ---- commands ----
-  struct StopWorkers {};  // stop every rank of the attempt, local and remote
+  // Stop every rank of the attempt, local and remote. `urgent` when the attempt failed:
+  // nothing is left to save (its next checkpoint can no longer commit), so the survivors
+  // get SIGTERM at once, as torchrun does, instead of after the stop grace; a restart
+  // waits for them.
+  struct StopWorkers {
+    bool urgent = false;
+  };
   struct RecordWorkerEvent {
     int rank = 0;
     std::string event;  // "started" | "exited"

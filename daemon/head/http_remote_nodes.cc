@@ -41,8 +41,10 @@ void HttpRemoteNodes::Launch(const std::string& api_address, json plan,
   });
 }
 
-void HttpRemoteNodes::Stop(const std::string& api_address, const std::string& job_id, int attempt) {
-  const std::string body = json{{"job_id", job_id}, {"attempt", attempt}}.dump();
+void HttpRemoteNodes::Stop(const std::string& api_address, const std::string& job_id, int attempt,
+                           bool urgent) {
+  const std::string body =
+      json{{"job_id", job_id}, {"attempt", attempt}, {"urgent", urgent}}.dump();
   calls_->Post([peers = peers_, api_address, body] {
     auto r = peers->Call(api_address, "POST", "/v1/internal/stop", body, std::chrono::seconds(3));
     if (!r.ok() || r->status != 200)

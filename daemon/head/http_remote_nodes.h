@@ -31,7 +31,8 @@ class HttpRemoteNodes : public RemoteNodes {
 
   void Launch(const std::string& api_address, nlohmann::json plan,
               std::function<void(Result<int>)> done) override;
-  void Stop(const std::string& api_address, const std::string& job_id, int attempt) override;
+  void Stop(const std::string& api_address, const std::string& job_id, int attempt,
+            bool urgent) override;
 
  private:
   // Constant after construction.

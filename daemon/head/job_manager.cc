@@ -424,8 +424,8 @@ JobManager::ActiveAttempt* JobManager::Find(const std::string& job_id, int attem
 
 void JobManager::Run(ActiveAttempt& a, AttemptTracker::Commands commands) {
   for (auto& c : commands) {
-    if (std::holds_alternative<AttemptTracker::StopWorkers>(c)) {
-      StopWorkers(a);
+    if (const auto* stop = std::get_if<AttemptTracker::StopWorkers>(&c)) {
+      StopWorkers(a, stop->urgent);
     } else if (auto* e = std::get_if<AttemptTracker::RecordWorkerEvent>(&c)) {
       log_->Propose(commands::WorkerEvent(a.job_id(), a.attempt(), e->rank, e->event, e->detail),
                     [](Result<json>) {});

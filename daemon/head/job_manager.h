@@ -194,7 +194,7 @@ class JobManager : public WorkerPoolListener {
   // is not reachable (unknown, LOST, or no cluster).
   std::unique_ptr<NodeClient> ClientFor(const std::string& node_id) const;
   // Stops the attempt's workers on every node it placed ranks on.
-  void StopWorkers(const ActiveAttempt& a);
+  void StopWorkers(const ActiveAttempt& a, bool urgent = false);
   // Resources and GPU fractions the active attempts take on `node_id`.
   void UsedOn(const std::string& node_id, ResourceMap* used, std::vector<double>* gpu_free) const;
   // The scheduler's view of the nodes, built here only. kAvailableNow: live nodes with

@@ -54,20 +54,20 @@ std::unique_ptr<NodeClient> JobManager::ClientFor(const std::string& node_id) co
   return std::make_unique<RemoteNodeClient>(remote_, node_id, n->api_address);
 }
 
-void JobManager::StopWorkers(const ActiveAttempt& a) {
+void JobManager::StopWorkers(const ActiveAttempt& a, bool urgent) {
   // This node's agent always hears it: ranks it started before a launch failed, or that
   // an earlier placement put here, stop too.
   std::set<std::string> nodes(a.rank_nodes().begin(), a.rank_nodes().end());
   nodes.insert(options_.node_id);
   for (const auto& node : nodes) {
     if (node == options_.node_id) {
-      LocalNodeClient(agent_).Stop(a.job_id(), a.attempt());
+      LocalNodeClient(agent_).Stop(a.job_id(), a.attempt(), urgent);
       continue;
     }
     // A LOST node is still told (best effort): it may only be slow.
     const NodeStatus* n = registry_.Get(node);
     if (remote_ != nullptr && n != nullptr)
-      RemoteNodeClient(remote_, node, n->api_address).Stop(a.job_id(), a.attempt());
+      RemoteNodeClient(remote_, node, n->api_address).Stop(a.job_id(), a.attempt(), urgent);
   }
 }
 

@@ -10,8 +10,8 @@ void LocalNodeClient::Launch(NodeAttemptPlan plan, std::function<void(Result<int
   done(agent_->Launch(plan));
 }
 
-void LocalNodeClient::Stop(const std::string& job_id, int attempt) {
-  agent_->Stop(job_id, attempt);
+void LocalNodeClient::Stop(const std::string& job_id, int attempt, bool urgent) {
+  agent_->Stop(job_id, attempt, urgent);
 }
 
 void RemoteNodeClient::Launch(NodeAttemptPlan plan, std::function<void(Result<int>)> done) {
@@ -24,8 +24,8 @@ void RemoteNodeClient::Launch(NodeAttemptPlan plan, std::function<void(Result<in
       });
 }
 
-void RemoteNodeClient::Stop(const std::string& job_id, int attempt) {
-  remote_->Stop(api_address_, job_id, attempt);
+void RemoteNodeClient::Stop(const std::string& job_id, int attempt, bool urgent) {
+  remote_->Stop(api_address_, job_id, attempt, urgent);
 }
 
 }  // namespace traintl

@@ -23,15 +23,16 @@ class NodeClient {
   // the plan's master_port, or the port this node chose (rank 0's node, master_port 0).
   // An error's message says which node could not start its ranks and why.
   virtual void Launch(NodeAttemptPlan plan, std::function<void(Result<int>)> done) = 0;
-  // Best effort: stops every worker of the attempt on the node.
-  virtual void Stop(const std::string& job_id, int attempt) = 0;
+  // Best effort: stops every worker of the attempt on the node; `urgent`: SIGTERM at once
+  // rather than after the stop grace (a failed attempt, AttemptTracker::StopWorkers).
+  virtual void Stop(const std::string& job_id, int attempt, bool urgent = false) = 0;
 };
 
 class LocalNodeClient : public NodeClient {
  public:
   explicit LocalNodeClient(Agent* agent) : agent_(agent) {}
   void Launch(NodeAttemptPlan plan, std::function<void(Result<int>)> done) override;
-  void Stop(const std::string& job_id, int attempt) override;
+  void Stop(const std::string& job_id, int attempt, bool urgent) override;
 
  private:
   Agent* const agent_;
@@ -43,7 +44,7 @@ class RemoteNodeClient : public NodeClient {
   RemoteNodeClient(RemoteNodes* remote, std::string node_id, std::string api_address)
       : remote_(remote), node_id_(std::move(node_id)), api_address_(std::move(api_address)) {}
   void Launch(NodeAttemptPlan plan, std::function<void(Result<int>)> done) override;
-  void Stop(const std::string& job_id, int attempt) override;
+  void Stop(const std::string& job_id, int attempt, bool urgent) override;
 
  private:
   RemoteNodes* const remote_;

@@ -24,7 +24,8 @@ class RemoteNodes {
   virtual void Launch(const std::string& api_address, nlohmann::json plan,
                       std::function<void(Result<int>)> done) = 0;
   // Best effort: asks the agent to stop every worker of the attempt.
-  virtual void Stop(const std::string& api_address, const std::string& job_id, int attempt) = 0;
+  virtual void Stop(const std::string& api_address, const std::string& job_id, int attempt,
+                    bool urgent) = 0;
 };
 
 }  // namespace traintl

@@ -132,8 +132,8 @@ void Agent::KeepTracker(const std::string& job_id, int attempt,
   trackers_[job_id] = {attempt, std::move(tracker)};
 }
 
-void Agent::Stop(const std::string& job_id, int attempt) {
-  pool_->StopAttempt(job_id, attempt);
+void Agent::Stop(const std::string& job_id, int attempt, bool urgent) {
+  pool_->StopAttempt(job_id, attempt, urgent);
   auto it = trackers_.find(job_id);
   if (it != trackers_.end() && it->second.first <= attempt) trackers_.erase(it);
 }

@@ -56,8 +56,9 @@ class Agent {
   Result<int> Launch(const NodeAttemptPlan& plan);
   // A free TCP port on `address` (loopback when it is not an IPv4 literal); 0 when none.
   static int PickFreePort(const std::string& address);
-  // Stops the attempt's workers here, and its rabit tracker when this node runs it.
-  void Stop(const std::string& job_id, int attempt);
+  // Stops the attempt's workers here (`urgent`: SIGTERM at once, WorkerPool::StopAttempt),
+  // and its rabit tracker when this node runs it.
+  void Stop(const std::string& job_id, int attempt, bool urgent = false);
   void Ack(const std::string& job_id, int attempt, int rank, int seq) {
     pool_->Ack(job_id, attempt, rank, seq);
   }

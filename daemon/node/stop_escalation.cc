@@ -20,6 +20,12 @@ bool StopEscalation::Request() {
   return true;
 }
 
+bool StopEscalation::SkipGrace() {
+  if (stage_ != Stage::kStopSent || exited_) return false;
+  since_ = clock_->Now() - stop_grace_;
+  return true;
+}
+
 void StopEscalation::Exited() { exited_ = true; }
 
 std::optional<StopEscalation::TimePoint> StopEscalation::Poll() {

@@ -32,6 +32,10 @@ class StopEscalation {
   // The stop was asked for now. True the first time, before the worker exited: the
   // caller sends the stop message and calls Poll at the returned NextDeadline.
   bool Request();
+  // Ends the stop grace now (a failed attempt has nothing left to save): the next Poll
+  // sends SIGTERM. True when that changed anything (a stop was requested, no SIGTERM yet,
+  // the worker has not exited).
+  bool SkipGrace();
   // The worker exited: no signal is sent from now on.
   void Exited();
   // Sends what is due now - SIGTERM when the stop grace has passed, or SIGKILL when the

@@ -295,13 +295,18 @@ void WorkerPool::Send(const std::shared_ptr<Worker>& w, const events::AgentMessa
                     [data](const boost::system::error_code&, size_t) {});
 }
 
-void WorkerPool::StopAttempt(const std::string& job_id, int attempt) {
+void WorkerPool::StopAttempt(const std::string& job_id, int attempt, bool urgent) {
   for (auto& entry : workers_) {
     // A copy of the pointer, not a structured binding: lambdas capture it (C++17).
     std::shared_ptr<Worker> w = entry.second;
     if (w->job_id != job_id || w->attempt != attempt || w->exited) continue;
-    if (!w->stop.Request()) continue;  // already stopping: the grace runs on
-    Send(w, events::Stop{});
+    const bool first = w->stop.Request();
+    if (first) Send(w, events::Stop{});
+    if (urgent && w->stop.SkipGrace()) {
+      w->stop.Poll();  // the SIGTERM, now
+    } else if (!first) {
+      continue;  // already stopping: the grace runs on
+    }
     ArmGraceTimer(w);
   }
 }

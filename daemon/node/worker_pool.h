@@ -139,7 +139,8 @@ class WorkerPool {
   // Starts one worker. On failure nothing is left running.
   Status Launch(const WorkerLaunch& launch);
   // Asks every worker of the attempt to stop (message, then signals after the graces).
-  void StopAttempt(const std::string& job_id, int attempt);
+  // `urgent`: SIGTERM at once, skipping the stop grace (also for a worker already in it).
+  void StopAttempt(const std::string& job_id, int attempt, bool urgent = false);
   // Sends the ack for report `seq` to one rank.
   void Ack(const std::string& job_id, int attempt, int rank, int seq);
   // Number of live (not yet reported as exited) workers of the attempt.

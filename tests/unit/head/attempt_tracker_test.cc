@@ -103,6 +103,7 @@ TEST_CASE("tracker: the first failure wins; ranks stopped afterwards are not fai
   t.OnLaunched(true);
   auto cs = t.OnExit(Exit(1, 7), "line one\nboom\n");
   CHECK(Count<T::StopWorkers>(cs) == 1);
+  CHECK(First<T::StopWorkers>(cs)->urgent);  // a failed attempt: SIGTERM the rest at once
   CHECK(t.ending());
   CHECK(t.failure()->reason == "rank 1 exited with code 7");
   CHECK(t.failure()->failed_rank == 1);
@@ -247,7 +248,9 @@ TEST_CASE("tracker: a stop while running stops the workers and ends STOPPED") {
   T t = OneNode(2);
   t.OnLaunched(true);
   t.OnHello(0);
-  CHECK(Count<T::StopWorkers>(t.OnStopRequested()) == 1);
+  auto stop = t.OnStopRequested();
+  CHECK(Count<T::StopWorkers>(stop) == 1);
+  CHECK(!First<T::StopWorkers>(stop)->urgent);      // the user's stop: the grace to checkpoint
   CHECK(t.OnStopRequested().empty());               // asked twice, stopped once
   CHECK(Count<T::MarkRunning>(t.OnHello(1)) == 0);  // not RUNNING once ending
   t.OnExit(Killed(0, SIGTERM, true), "");

@@ -21,8 +21,10 @@ struct RecordingRemote : RemoteNodes {
     launched.emplace_back(api_address, plan);
     done(answer);
   }
-  void Stop(const std::string& api_address, const std::string& job_id, int attempt) override {
-    stopped.push_back(api_address + " " + job_id + " " + std::to_string(attempt));
+  void Stop(const std::string& api_address, const std::string& job_id, int attempt,
+            bool urgent) override {
+    stopped.push_back(api_address + " " + job_id + " " + std::to_string(attempt) +
+                      (urgent ? " urgent" : ""));
   }
   Result<int> answer = 0;
   std::vector<std::pair<std::string, json>> launched;
@@ -61,8 +63,10 @@ TEST_CASE("remote node: the plan travels as JSON; errors name the node") {
   CHECK(got.status().code() == Status::Code::kUnavailable);
   CHECK(got.status().message() == "node node-b could not start its ranks: connection refused");
 
-  client.Stop("j1", 2);
-  CHECK(remote.stopped == std::vector<std::string>{"10.0.0.2:7450 j1 2"});
+  client.Stop("j1", 2, false);
+  client.Stop("j1", 2, true);
+  CHECK(remote.stopped ==
+        std::vector<std::string>{"10.0.0.2:7450 j1 2", "10.0.0.2:7450 j1 2 urgent"});
 }
 
 TEST_CASE("local node: the agent's own answer, synchronously") {
@@ -86,6 +90,6 @@ TEST_CASE("local node: the agent's own answer, synchronously") {
   });
   CHECK(called);
   CHECK(agent.LiveWorkers("j1", 2) == 0);
-  client.Stop("j1", 2);  // nothing to stop: harmless
+  client.Stop("j1", 2, false);  // nothing to stop: harmless
   std::filesystem::remove_all(dir);
 }

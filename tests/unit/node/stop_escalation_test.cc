@@ -161,3 +161,25 @@ TEST_CASE("zero graces still send one signal a call, in order") {
   CHECK_FALSE(stop.Poll());
   CHECK(launcher.group_signals == Rig::Signals{{kPid, SIGTERM}, {kPid, SIGKILL}});
 }
+
+TEST_CASE("SkipGrace: a failed attempt's survivors get SIGTERM at once, then the term grace") {
+  Rig r;
+  CHECK_FALSE(r.stop.SkipGrace());  // nothing requested yet
+  REQUIRE(r.stop.Request());
+  r.clock.Advance(milliseconds(500));  // a graceful stop was already under way
+  const auto t1 = r.clock.Now();
+  REQUIRE(r.stop.SkipGrace());
+  CHECK(r.stop.Poll() == t1 + kTermGrace);
+  CHECK(r.sent() == Rig::Signals{{kPid, SIGTERM}});
+  CHECK_FALSE(r.stop.SkipGrace());  // SIGTERM already sent: nothing to skip
+  r.clock.Advance(kTermGrace);
+  r.stop.Poll();
+  CHECK(r.sent() == Rig::Signals{{kPid, SIGTERM}, {kPid, SIGKILL}});
+
+  Rig exited;
+  REQUIRE(exited.stop.Request());
+  exited.stop.Exited();
+  CHECK_FALSE(exited.stop.SkipGrace());
+  CHECK_FALSE(exited.stop.Poll());
+  CHECK(exited.sent().empty());
+}
