@@ -5,6 +5,7 @@ talk to it over HTTP (urllib) and through the real CLI. On failure the daemon's 
 printed. Every process a test starts is killed at the end, and tests check that no worker
 process outlives its job.
 """
+import copy
 import json
 import os
 import shutil
@@ -270,6 +271,82 @@ class DaemonTestCase(unittest.TestCase):
         self.daemon.stop()
         self.daemon.cleanup()
         self.assertEqual(leftover, [], "worker processes left behind")
+
+
+
+def merge(base, overrides):
+    """`overrides` merged into a copy of `base`, recursively for objects."""
+    out = copy.deepcopy(base)
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def proc_read(pid, name):
+    try:
+        with open(f"/proc/{pid}/{name}", "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+
+
+def job_processes(data_dir, exclude=()):
+    """Live processes a job of the daemon in `data_dir` started: any whose environment
+    names a context file there (a command entry's program and its children), or whose
+    command line or working directory is below it; `exclude`d pids left out."""
+    marker = data_dir.encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) in exclude or int(entry) == os.getpid():
+            continue
+        stat = proc_read(entry, "stat")
+        if not stat or stat.rsplit(b")", 1)[-1].split()[0:1] == [b"Z"]:
+            continue
+        argv = proc_read(entry, "cmdline").split(b"\0")
+        if os.path.basename(argv[0]) == b"traintld":
+            continue  # the daemon, or a process it forked (its reaper)
+        env = proc_read(entry, "environ").split(b"\0")
+        in_env = any(v.startswith(b"TRAINTL_CONTEXT_FILE=") and marker in v for v in env)
+        try:
+            cwd = os.readlink(f"/proc/{entry}/cwd").encode()
+        except OSError:
+            cwd = b""
+        if in_env or marker in proc_read(entry, "cmdline") or cwd.startswith(marker):
+            found.append(int(entry))
+    return found
+
+def kill_job_processes(daemon):
+    """Waits up to 10 s for the processes of `daemon`'s jobs to end (a command job's
+    programs, and anything they started, must go with the job); SIGKILLs what is left
+    and returns it as [(pid, command line)] for the test to fail on."""
+    daemon_pid = daemon.proc.pid if daemon.proc else -1
+    try:
+        wait_for(lambda: not job_processes(daemon.data_dir, exclude={daemon_pid}),
+                 timeout=10, what="the jobs' processes to end")
+        return []
+    except AssertionError:
+        pass
+    leftover = job_processes(daemon.data_dir, exclude={daemon_pid})
+    descr = [proc_read(p, "cmdline").replace(b"\0", b" ").decode(errors="replace")
+             for p in leftover]
+    for pid in leftover:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    return list(zip(leftover, descr))
+
+
+def cli_in(daemon, cwd, *args, timeout=120):
+    """Runs `traintl` against `daemon` in `cwd` (relative working_dirs resolve there)."""
+    env = dict(os.environ)
+    env.pop("TRAINTL_TOKEN", None)
+    env.pop("TRAINTL_ADDRESS", None)
+    return subprocess.run([bin_path("traintl"), "--data-dir", daemon.data_dir] + list(args),
+                          cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
 
 
 def main():

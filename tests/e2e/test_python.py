@@ -10,7 +10,6 @@ Each example is copied into a temp dir first (so nothing is written into the sou
 and job.json can be adjusted: the dataset's absolute URI, a slower checkpointing run).
 Tests that run torch are skipped, with the reason, when /usr/bin/python3 has no torch.
 """
-import copy
 import json
 import math
 import os
@@ -21,7 +20,7 @@ import subprocess
 import tempfile
 import unittest
 
-from harness import DaemonTestCase, bin_path, main, wait_for
+from harness import DaemonTestCase, cli_in, kill_job_processes, main, merge, proc_read, wait_for
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLES = os.path.join(REPO, "examples", "python")
@@ -48,51 +47,6 @@ JOB_ID = re.compile(r"\b([0-9a-f]{12})\b")
 SUBMIT_TIMEOUT_S = 300
 
 
-def merge(base, overrides):
-    """`overrides` merged into a copy of `base`, recursively for objects."""
-    out = copy.deepcopy(base)
-    for key, value in overrides.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = merge(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
-
-
-def proc_read(pid, name):
-    try:
-        with open(f"/proc/{pid}/{name}", "rb") as f:
-            return f.read()
-    except OSError:
-        return b""
-
-
-def job_processes(data_dir, exclude=()):
-    """Live processes a job of the daemon in `data_dir` started: any whose environment
-    names a context file there (a command entry's program and its children), or whose
-    command line or working directory is below it; `exclude`d pids left out."""
-    marker = data_dir.encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) in exclude or int(entry) == os.getpid():
-            continue
-        stat = proc_read(entry, "stat")
-        if not stat or stat.rsplit(b")", 1)[-1].split()[0:1] == [b"Z"]:
-            continue
-        argv = proc_read(entry, "cmdline").split(b"\0")
-        if os.path.basename(argv[0]) == b"traintld":
-            continue  # the daemon, or a process it forked (its reaper)
-        env = proc_read(entry, "environ").split(b"\0")
-        in_env = any(v.startswith(b"TRAINTL_CONTEXT_FILE=") and marker in v for v in env)
-        try:
-            cwd = os.readlink(f"/proc/{entry}/cwd").encode()
-        except OSError:
-            cwd = b""
-        if in_env or marker in proc_read(entry, "cmdline") or cwd.startswith(marker):
-            found.append(int(entry))
-    return found
-
-
 class PythonTestCase(DaemonTestCase):
     """A one-node cluster per test, and helpers to run examples through the CLI."""
 
@@ -105,21 +59,7 @@ class PythonTestCase(DaemonTestCase):
 
     def tearDown(self):
         # A command job's programs (and anything they started) must be gone with the job.
-        daemon_pid = self.daemon.proc.pid if self.daemon.proc else -1
-        leftover = []
-        try:
-            wait_for(lambda: not job_processes(self.daemon.data_dir, exclude={daemon_pid}),
-                     timeout=10, what="the jobs' processes to end")
-        except AssertionError:
-            leftover = job_processes(self.daemon.data_dir, exclude={daemon_pid})
-            descr = [proc_read(p, "cmdline").replace(b"\0", b" ").decode(errors="replace")
-                     for p in leftover]
-            for pid in leftover:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
-            leftover = list(zip(leftover, descr))
+        leftover = kill_job_processes(self.daemon)
         shutil.rmtree(self.tmp, ignore_errors=True)
         super().tearDown()
         self.assertEqual(leftover, [], "job processes left behind")
@@ -127,12 +67,7 @@ class PythonTestCase(DaemonTestCase):
     # --- the CLI ---------------------------------------------------------------------------
 
     def cli_in(self, cwd, *args, timeout=120):
-        env = dict(os.environ)
-        env.pop("TRAINTL_TOKEN", None)
-        env.pop("TRAINTL_ADDRESS", None)
-        return subprocess.run([bin_path("traintl"), "--data-dir", self.daemon.data_dir] +
-                              list(args), cwd=cwd, capture_output=True, text=True,
-                              timeout=timeout, env=env)
+        return cli_in(self.daemon, cwd, *args, timeout=timeout)
 
     def prepare(self, example, overrides=None, name=None):
         """Copies examples/python/<example> into the temp dir, applies `overrides` to its

@@ -15,7 +15,6 @@ reason, when the example library is not built (the `xgboost_train` target needs
 libxgboost-dev), when fetch_data.sh cannot produce the data, or (the Python cases) when
 /usr/bin/python3 cannot import xgboost and numpy.
 """
-import copy
 import json
 import os
 import re
@@ -25,9 +24,9 @@ import subprocess
 import sys
 import tempfile
 import time
-import unittest
 
-from harness import BIN, Daemon, DaemonTestCase, bin_path, main, wait_for
+from harness import (BIN, Daemon, DaemonTestCase, cli_in, kill_job_processes,
+                     main, merge, proc_read, wait_for)
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLE_DIR = os.path.join(REPO, "examples", "xgboost")
@@ -79,51 +78,6 @@ def _python_has(*modules):
         return False
 
 
-def merge(base, overrides):
-    """`overrides` merged into a copy of `base`, recursively for objects."""
-    out = copy.deepcopy(base)
-    for key, value in overrides.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = merge(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
-
-
-def proc_read(pid, name):
-    try:
-        with open(f"/proc/{pid}/{name}", "rb") as f:
-            return f.read()
-    except OSError:
-        return b""
-
-
-def job_processes(data_dir, exclude=()):
-    """Live processes a job of the daemon in `data_dir` started (as in test_python.py):
-    their environment names a context file there, or their command line or working
-    directory is below it."""
-    marker = data_dir.encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) in exclude or int(entry) == os.getpid():
-            continue
-        stat = proc_read(entry, "stat")
-        if not stat or stat.rsplit(b")", 1)[-1].split()[0:1] == [b"Z"]:
-            continue
-        argv = proc_read(entry, "cmdline").split(b"\0")
-        if os.path.basename(argv[0]) == b"traintld":
-            continue
-        env = proc_read(entry, "environ").split(b"\0")
-        in_env = any(v.startswith(b"TRAINTL_CONTEXT_FILE=") and marker in v for v in env)
-        try:
-            cwd = os.readlink(f"/proc/{entry}/cwd").encode()
-        except OSError:
-            cwd = b""
-        if in_env or marker in proc_read(entry, "cmdline") or cwd.startswith(marker):
-            found.append(int(entry))
-    return found
-
-
 class XGBoostDaemon(Daemon):
     """The harness's daemon with a short collective timeout."""
 
@@ -144,21 +98,7 @@ class XGBoostTestCase(DaemonTestCase):
         self.tmp = tempfile.mkdtemp(prefix="traintl-e2e-xgb-")
 
     def tearDown(self):
-        daemon_pid = self.daemon.proc.pid if self.daemon.proc else -1
-        leftover = []
-        try:
-            wait_for(lambda: not job_processes(self.daemon.data_dir, exclude={daemon_pid}),
-                     timeout=10, what="the jobs' processes to end")
-        except AssertionError:
-            leftover = job_processes(self.daemon.data_dir, exclude={daemon_pid})
-            descr = [proc_read(p, "cmdline").replace(b"\0", b" ").decode(errors="replace")
-                     for p in leftover]
-            for pid in leftover:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
-            leftover = list(zip(leftover, descr))
+        leftover = kill_job_processes(self.daemon)
         shutil.rmtree(self.tmp, ignore_errors=True)
         super().tearDown()
         self.assertEqual(leftover, [], "job processes left behind")
@@ -166,12 +106,7 @@ class XGBoostTestCase(DaemonTestCase):
     # --- submitting and looking ------------------------------------------------------------
 
     def cli_in(self, cwd, *args, timeout=120):
-        env = dict(os.environ)
-        env.pop("TRAINTL_TOKEN", None)
-        env.pop("TRAINTL_ADDRESS", None)
-        return subprocess.run([bin_path("traintl"), "--data-dir", self.daemon.data_dir] +
-                              list(args), cwd=cwd, capture_output=True, text=True,
-                              timeout=timeout, env=env)
+        return cli_in(self.daemon, cwd, *args, timeout=timeout)
 
     def write_job(self, name, spec, files=None):
         d = os.path.join(self.tmp, name)
