@@ -263,8 +263,12 @@ class DaemonTestCase(unittest.TestCase):
         self.daemon = Daemon(num_cpus=self.num_cpus).start()
 
     def tearDown(self):
-        failed = any(err for _, err in getattr(self._outcome, "errors", []) if err) or \
-            bool(getattr(getattr(self._outcome, "result", None), "failures", []))
+        # Python 3.11 keeps a test's failures and errors (an exception such as a refused
+        # connection to a daemon that died) only in the result object.
+        result = getattr(self._outcome, "result", None)
+        failed = any(err for _, err in getattr(self._outcome, "errors", []) if err) or any(
+            test is self for test, _ in getattr(result, "failures", []) +
+            getattr(result, "errors", []))
         if failed:
             sys.stderr.write("---- traintld log ----\n" + self.daemon.log()[-20000:] + "\n")
         leftover = self.daemon.worker_pids()
