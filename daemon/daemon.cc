@@ -378,8 +378,8 @@ void Daemon::StopWorkers() {
                  std::chrono::seconds(2));
 }
 
-void Daemon::BeginShutdown(int sig) {
-  LOG_INFO << "received " << (sig == SIGTERM ? "SIGTERM" : "SIGINT") << "; shutting down";
+void Daemon::BeginShutdown(const std::string& why) {
+  LOG_INFO << "received " << why << "; shutting down";
   // Notifications are best effort: systemd may not be listening, and nothing here depends
   // on it having heard.
   notifier_->Stopping("stopping: handing over, stopping this node's workers").IgnoreError();
@@ -437,14 +437,17 @@ void Daemon::InstallSignals() {
   // SIGTERM: stop accepting work, hand leadership over, stop this node's workers (stop
   // request, SIGTERM, SIGKILL), exit 0. A second SIGTERM/SIGINT kills the workers now.
   systemd::ServiceSignalHandlers handlers;
-  handlers.stop = [this](int sig) { BeginShutdown(sig); };
-  handlers.hurry = [this](int) {
-    LOG_WARN << "second stop signal: killing the workers now";
+  handlers.stop = [this](const systemd::ReceivedSignal& sig) { BeginShutdown(sig.Describe()); };
+  handlers.hurry = [this](const systemd::ReceivedSignal& sig) {
+    LOG_WARN << "second stop signal (" << sig.Describe() << "): killing the workers now";
     Finish();
   };
-  handlers.reload = [this] { Reload(); };
+  handlers.reload = [this](const systemd::ReceivedSignal& sig) {
+    LOG_INFO << "received " << sig.Describe() << "; reloading";
+    Reload();
+  };
   signals_ = std::make_unique<systemd::ServiceSignals>(io_, handlers);
-  signals_->Start();
+  if (Status st = signals_->Start(); !st.ok()) LOG_WARN << "signals: " << st.message();
 }
 
 int Daemon::Run() {

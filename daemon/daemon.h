@@ -84,7 +84,8 @@ class Daemon {
   void ReportStatus();
   void PollStatus();
   void InstallSignals();
-  void BeginShutdown(int sig);
+  // `why`: what asked for it ("SIGTERM from pid 1 (systemd)").
+  void BeginShutdown(const std::string& why);
   void StopWorkers();
   void WaitForWorkers(std::chrono::steady_clock::time_point deadline);
   void Finish();

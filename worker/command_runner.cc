@@ -11,6 +11,8 @@
 
 #include <cstdlib>
 
+#include "common/signal_safe_fork.h"
+
 namespace traintl {
 namespace worker {
 namespace {
@@ -74,7 +76,8 @@ Result<CommandEnd> RunChild(const std::vector<std::string>& argv, const std::str
   envp.push_back(nullptr);
   const pid_t parent = ::getpid();
 
-  pid_t pid = ::fork();
+  // The embedded Python's handlers (SIGINT) must not run in the child before exec.
+  pid_t pid = ForkWithDefaultSignals();
   if (pid < 0) return Status::Unavailable(std::string("fork: ") + std::strerror(errno));
   if (pid == 0) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -82,6 +85,7 @@ Result<CommandEnd> RunChild(const std::vector<std::string>& argv, const std::str
     if (!cwd.empty() && ::chdir(cwd.c_str()) != 0) ::_exit(127);
     int flags = ::fcntl(channel_fd, F_GETFD);
     if (flags >= 0) ::fcntl(channel_fd, F_SETFD, flags & ~FD_CLOEXEC);
+    UnblockAllSignals();
     ::execve(args[0], args.data(), envp.data());
     const char msg[] = "traintl-worker: exec of the command failed\n";
     ssize_t ignored = ::write(STDERR_FILENO, msg, sizeof msg - 1);

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "common/signal_safe_fork.h"
 #include "daemon/node/worker_cgroups.h"
 
 namespace traintl {
@@ -63,7 +64,9 @@ Result<SpawnedProcess> PosixProcessLauncher::Spawn(const ProcessSpec& spec) {
     return st;
   }
   const pid_t parent = ::getpid();
-  pid_t pid = ::fork();
+  // The child must never run the daemon's signal handlers (common/signal_safe_fork.h):
+  // a stop may reach it before it execs.
+  pid_t pid = ForkWithDefaultSignals();
   if (pid < 0) {
     Status st = Status::Internal(std::string("fork: ") + std::strerror(errno));
     ::close(null_fd);
@@ -102,10 +105,8 @@ Result<SpawnedProcess> PosixProcessLauncher::Spawn(const ProcessSpec& spec) {
     ::dup2(channel, 3);
     if (lease >= 0) ::dup2(lease, 4);
     ::close_range(lease >= 0 ? 5 : 4, ~0U, 0);
-    sigset_t all;
-    sigemptyset(&all);
-    ::sigprocmask(SIG_SETMASK, &all, nullptr);
-    for (int s = 1; s < NSIG; ++s) ::signal(s, SIG_DFL);
+    // Ready: a stop that came meanwhile acts now (before exec, as the default action).
+    UnblockAllSignals();
     if (::chdir(workdir) != 0) {
       static const char kNoDir[] = "traintl-worker: cannot enter the working directory\n";
       ChildFail(kNoDir, sizeof kNoDir - 1, 2);

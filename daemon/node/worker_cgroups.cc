@@ -17,6 +17,7 @@
 
 #include "common/file_util.h"
 #include "common/logging.h"
+#include "common/signal_safe_fork.h"
 
 namespace traintl {
 namespace {
@@ -250,7 +251,7 @@ bool OrphanReaper::Start(const std::string& cgroup_root) {
     LOG_ERROR << Errno("reaper: socketpair");
     return false;
   }
-  pid_t pid = ::fork();
+  pid_t pid = ForkWithDefaultSignals();
   if (pid < 0) {
     LOG_ERROR << Errno("reaper: fork");
     ::close(fds[0]);
@@ -258,6 +259,10 @@ bool OrphanReaper::Start(const std::string& cgroup_root) {
     return false;
   }
   if (pid == 0) {
+    // It ends when the daemon does (end of file on its socket), not on a stop signal
+    // meant for the daemon (`pkill traintld` matches "traintld-reaper" too).
+    for (int s : {SIGTERM, SIGINT, SIGHUP}) ::signal(s, SIG_IGN);
+    UnblockAllSignals();
     ::close(fds[1]);
     // Nothing else of the daemon's: the descriptors it has open now (its log, the data
     // directory lock) must not be held past its death.
