@@ -174,7 +174,8 @@ bool IsDirectory(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-static Status CopyFileDurably(const std::string& src, const std::string& dst) {
+// `durable`: fsync the copy.
+static Status CopyFile(const std::string& src, const std::string& dst, bool durable) {
   int in = ::open(src.c_str(), O_RDONLY | O_CLOEXEC);
   if (in < 0) return Status::Internal(Errno("open", src));
   // O_NOFOLLOW: a symlink planted at the destination must not redirect the copy.
@@ -185,19 +186,39 @@ static Status CopyFileDurably(const std::string& src, const std::string& dst) {
     return st;
   }
   Status st;
-  char buf[1 << 16];
+  // In the kernel first (no trip through user space; a reflink where the filesystem can);
+  // read/write where it cannot (another filesystem on older kernels, special files).
+  // Nothing copied at all also falls back: some filesystems report 0 for files whose
+  // size they do not know.
+  bool in_kernel = true;
+  size_t copied = 0;
   for (;;) {
-    ssize_t r = ::read(in, buf, sizeof buf);
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      st = Status::Internal(Errno("read", src));
-      break;
+    ssize_t r = ::copy_file_range(in, nullptr, out, nullptr, size_t{1} << 30, 0);
+    if (r > 0) {
+      copied += static_cast<size_t>(r);
+      continue;
     }
-    if (r == 0) break;
-    st = WriteAll(out, buf, static_cast<size_t>(r), dst);
-    if (!st.ok()) break;
+    if (r < 0 && errno == EINTR) continue;
+    in_kernel = r == 0 && copied > 0;
+    break;
   }
-  if (st.ok() && ::fsync(out) != 0) st = Status::Internal(Errno("fsync", dst));
+  if (!in_kernel) {
+    // Nothing was copied (copy_file_range fails at the start or not at all), or start over.
+    if (::lseek(in, 0, SEEK_SET) != 0 || ::ftruncate(out, 0) != 0 || ::lseek(out, 0, SEEK_SET) != 0)
+      st = Status::Internal(Errno("rewind", dst));
+    char buf[1 << 16];
+    while (st.ok()) {
+      ssize_t r = ::read(in, buf, sizeof buf);
+      if (r < 0) {
+        if (errno == EINTR) continue;
+        st = Status::Internal(Errno("read", src));
+        break;
+      }
+      if (r == 0) break;
+      st = WriteAll(out, buf, static_cast<size_t>(r), dst);
+    }
+  }
+  if (st.ok() && durable && ::fsync(out) != 0) st = Status::Internal(Errno("fsync", dst));
   ::close(in);
   ::close(out);
   return st;
@@ -232,7 +253,7 @@ Result<std::vector<std::string>> ListFilesRecursive(const std::string& dir) {
   return out;
 }
 
-Status CopyTreeDurably(const std::string& src, const std::string& dst) {
+static Status CopyTreeImpl(const std::string& src, const std::string& dst, bool durable) {
   if (!IsDirectory(src)) return Status::NotFound(src + " is not a directory");
   TRAINTL_ASSIGN_OR_RETURN(std::vector<std::string> files, ListFilesRecursive(src));
   TRAINTL_RETURN_IF_ERROR(MakeDirs(dst));
@@ -245,12 +266,21 @@ Status CopyTreeDurably(const std::string& src, const std::string& dst) {
       // Every directory between dst and the file must be durable, not just the parent.
       for (std::string d = parent; d.size() > dst.size(); d = DirName(d)) dirs.push_back(d);
     }
-    TRAINTL_RETURN_IF_ERROR(CopyFileDurably(src + "/" + rel, target));
+    TRAINTL_RETURN_IF_ERROR(CopyFile(src + "/" + rel, target, durable));
   }
+  if (!durable) return Status::Ok();
   std::sort(dirs.begin(), dirs.end());
   dirs.erase(std::unique(dirs.begin(), dirs.end()), dirs.end());
   for (const auto& d : dirs) TRAINTL_RETURN_IF_ERROR(FsyncDir(d));
   return FsyncDir(DirName(dst));
+}
+
+Status CopyTreeDurably(const std::string& src, const std::string& dst) {
+  return CopyTreeImpl(src, dst, /*durable=*/true);
+}
+
+Status CopyTree(const std::string& src, const std::string& dst) {
+  return CopyTreeImpl(src, dst, /*durable=*/false);
 }
 
 std::string DirName(const std::string& path) {

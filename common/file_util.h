@@ -43,6 +43,9 @@ bool IsDirectory(const std::string& path);
 // copies its user's files with its own access); a symlink at a destination file is not;
 // other special files are skipped.
 Status CopyTreeDurably(const std::string& src, const std::string& dst);
+// CopyTreeDurably without any fsync: for a copy that is made durable later by whoever
+// keeps it (a staged checkpoint: the head's merge fsyncs what it commits).
+Status CopyTree(const std::string& src, const std::string& dst);
 // Relative paths of the regular files below `dir`, sorted.
 Result<std::vector<std::string>> ListFilesRecursive(const std::string& dir);
 // The directory part of a path ("a/b/c" -> "a/b"; "c" -> ".").

@@ -403,6 +403,20 @@ Status FsyncSafeDir(const SafeDir& dir) {
   return Status::Ok();
 }
 
+Status FsyncFileAt(const SafeDir& dir, const std::string& name) {
+  const std::string path = Join(dir.path, name);
+  UniqueFd fd(::openat(dir.fd.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  if (!fd.valid()) {
+    if (errno == ELOOP) return SymlinkRefused(path);
+    return ErrnoStatus(errno, "open", path);
+  }
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return ErrnoStatus(errno, "stat", path);
+  if (!S_ISREG(st.st_mode)) return Status::FailedPrecondition(path + " is not a regular file");
+  if (::fsync(fd.get()) != 0) return ErrnoStatus(errno, "fsync", path);
+  return Status::Ok();
+}
+
 Status RemoveAllAt(const SafeDir& dir, const std::string& name) {
   if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos)
     return Status::InvalidArgument("not an entry name: '" + name + "'");

@@ -112,6 +112,9 @@ Result<SafeDir> MakeJobDir(const std::string& path, mode_t mode, const OwnerPoli
 Result<UniqueFd> ReopenDirForReading(const SafeDir& dir);
 // fsync(2) of a directory reached through SafeDir.
 Status FsyncSafeDir(const SafeDir& dir);
+// fsync(2) of the regular file `name` in `dir` (opened O_NOFOLLOW: a symlink there is
+// refused, never followed).
+Status FsyncFileAt(const SafeDir& dir, const std::string& name);
 
 // rm -rf of the entry `name` of `dir`: never follows a symlink, at no depth (a symlink is
 // removed as an entry, its target untouched); each directory is entered with

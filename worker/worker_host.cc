@@ -11,21 +11,6 @@
 
 namespace traintl {
 namespace worker {
-namespace {
-
-// mkdir -p that also makes the new directory entries durable: each directory it creates is
-// recorded in its parent, so the parent is fsynced too.
-Status MakeDirsDurably(const std::string& path) {
-  std::vector<std::string> created;
-  for (std::string p = path; !PathExists(p) && p != "/" && p != "."; p = DirName(p)) {
-    created.push_back(p);
-  }
-  TRAINTL_RETURN_IF_ERROR(MakeDirs(path));
-  for (const auto& dir : created) TRAINTL_RETURN_IF_ERROR(FsyncDir(DirName(dir)));
-  return Status::Ok();
-}
-
-}  // namespace
 
 WorkerHost::WorkerHost(RankContext context, AgentChannel* channel)
     : context_(std::move(context)),
@@ -53,12 +38,14 @@ Result<std::string> WorkerHost::StageCheckpoint(const std::string& src,
   }
   const std::string seq_dir = JoinPath(staging_dir, "seq_" + std::to_string(seq));
   const std::string dst = JoinPath(seq_dir, "rank_" + std::to_string(rank));
-  TRAINTL_RETURN_IF_ERROR(MakeDirsDurably(seq_dir));
+  TRAINTL_RETURN_IF_ERROR(MakeDirs(seq_dir));
   // Only a leftover of a crashed copy can be there; never merge with it.
   TRAINTL_RETURN_IF_ERROR(RemoveAll(dst));
-  // Fsyncs each file, every directory from dst down to each file, and seq_dir (dst's
-  // parent): nothing of the staged tree can be lost in a crash.
-  TRAINTL_RETURN_IF_ERROR(CopyTreeDurably(src, dst));
+  // No fsync here, on the training loop's path: the head's merge fsyncs every file it
+  // moves out of the staging dir before the checkpoint can be committed
+  // (daemon/head/checkpoint_merge.h), and what a crash loses before that was never
+  // recorded.
+  TRAINTL_RETURN_IF_ERROR(CopyTree(src, dst));
   return dst;
 }
 
@@ -82,9 +69,14 @@ Status WorkerHost::Report(const char* metrics_json, const char* checkpoint_dir) 
   }
   // A failed report does not use up its seq: every rank must send the same sequence.
   ++next_seq_;
+  const size_t may_stay_unacked = checkpoint.empty() ? kMaxUnackedReports : 0;
   TRAINTL_RETURN_IF_ERROR(channel_->Send(
       events::Report{static_cast<int>(seq), std::move(metrics), std::move(checkpoint)}));
-  channel_->WaitForAck(seq);
+  unacked_.push_back(seq);
+  while (unacked_.size() > may_stay_unacked) {
+    channel_->WaitForAck(unacked_.front());
+    unacked_.pop_front();
+  }
   return Status::Ok();
 }
 

@@ -1,12 +1,19 @@
 // WorkerHost: the host side of the C ABI (traintl/abi.h). It serves the library's SDK
 // calls from the worker context and the agent channel: report() stages checkpoint files
-// and waits for the agent's ack, should_stop() reflects the agent's stop message.
+// and sends the report; should_stop() reflects the agent's stop message.
+//
+// Acks: a report with a checkpoint returns once the head has acknowledged it and every
+// report before it. Metrics alone do not wait (a per-step report would otherwise cost the
+// loop a round trip through the daemon each step), up to kMaxUnackedReports in flight:
+// beyond that report() waits for the oldest, so a loop cannot outrun the head without
+// bound.
 //
 // Thread-safety: the callbacks may be called from any thread; report() calls are
 // serialized (the seq order is the order in which reports reach the agent).
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <mutex>
 #include <string>
 
@@ -37,7 +44,11 @@ class WorkerHost {
   // report(): see traintl_host_api.report.
   Status Report(const char* metrics_json, const char* checkpoint_dir);
 
-  // Copies `src` durably into <staging_dir>/seq_<seq>/rank_<rank>/ and returns that path.
+  // Reports of metrics alone that may wait for their ack at once.
+  static constexpr size_t kMaxUnackedReports = 16;
+
+  // Copies `src` (no fsync: the head's merge makes what it commits durable) into
+  // <staging_dir>/seq_<seq>/rank_<rank>/ and returns that path.
   static Result<std::string> StageCheckpoint(const std::string& src, const std::string& staging_dir,
                                              int64_t seq, int rank);
 
@@ -56,6 +67,7 @@ class WorkerHost {
   traintl_host_api api_;
   std::mutex report_mu_;
   int64_t next_seq_ TRAINTL_GUARDED_BY(report_mu_) = 0;  // K of the next report of this attempt
+  std::deque<int64_t> unacked_ TRAINTL_GUARDED_BY(report_mu_);  // sent, oldest first
 };
 
 }  // namespace worker

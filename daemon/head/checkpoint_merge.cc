@@ -73,6 +73,9 @@ Result<std::string> MergeCheckpoint(const std::string& trial_dir, int attempt, i
         dirs.insert(d);
       int64_t size = 0;
       TRAINTL_RETURN_IF_ERROR(RenameFileNoFollow(from, base, to, base, &size));
+      // The worker staged it without fsync (off the training loop's path): its data is
+      // made durable here, before anything can record it.
+      TRAINTL_RETURN_IF_ERROR(FsyncFileAt(to, base));
       files[rel] = {{"rank", rank}, {"size", size}};
     }
   }

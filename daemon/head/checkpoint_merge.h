@@ -1,7 +1,11 @@
-// Checkpoint merging: the ranks' staged checkpoint directories (each already durable,
-// copied by traintl-worker) become one checkpoint directory with a manifest.json. The
-// final directory appears by an atomic rename only once everything inside it is durable,
-// so a crash leaves either nothing or a ".tmp" directory that is never recorded.
+// Checkpoint merging: the ranks' staged checkpoint directories (copied by traintl-worker,
+// not fsynced: the training loop does not wait for the disk) become one checkpoint
+// directory with a manifest.json. Every file is fsynced once moved, every directory of the
+// result too, and the final directory appears by an atomic rename only once everything
+// inside it is durable, so a crash leaves either nothing or a ".tmp" directory that is
+// never recorded. (Staged files of ranks on other nodes reach the shared trial dir by
+// their close(); an NFS export must be `sync`, its default, for them to be on the
+// server's disk then.)
 //
 // Nothing here follows a symlink below the storage path (common/safe_fs.h): the trial dir
 // is reached by rule 1 for its parent and must itself be a real directory of root, the

@@ -119,7 +119,11 @@ class RankProcess:
         self.sock.sendall((json.dumps(message) + "\n").encode())
 
     def ack(self, seq):
-        self.send({"type": "ack", "seq": seq})
+        """A report of metrics alone does not wait for its ack: the rank may be gone."""
+        try:
+            self.send({"type": "ack", "seq": seq})
+        except (BrokenPipeError, ConnectionResetError):
+            pass
 
     def _read_stdout(self, timeout):
         """Reads what the rank's stdout has within `timeout`; False on EOF or timeout."""

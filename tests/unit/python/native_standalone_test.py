@@ -41,7 +41,7 @@ class StandaloneTest(unittest.TestCase):
         self.assertEqual(code, 0, f"stdout:\n{out}\nlog:\n{r.log()}")
         return out
 
-    def test_report_blocks_until_ack_and_stages_checkpoint(self):
+    def test_report_waits_for_acks_with_a_checkpoint_and_stages_it(self):
         r = self.start("""
             import os, tempfile
             import numpy as np
@@ -73,9 +73,7 @@ class StandaloneTest(unittest.TestCase):
         self.assertEqual(m["metrics"], {"loss": 0.5, "step": 1, "acc": 0.25, "bad": None,
                                         "nested": {"v": [1.5]}})
         self.assertIn(m.get("checkpoint"), (None, ""))
-        # report() blocks until the agent acknowledges.
-        self.assertFalse(r.stdout_ready(0.5), "report returned before its ack")
-        r.ack(0)
+        # Metrics alone: report() returns without waiting for the ack.
         self.assertEqual(r.read_stdout_line(), "after 0")
 
         m = r.next_message()
@@ -88,8 +86,10 @@ class StandaloneTest(unittest.TestCase):
             self.assertEqual(f.read(), "weights")
         with open(os.path.join(staged, "sub", "opt.txt")) as f:
             self.assertEqual(f.read(), "state")
-        self.assertFalse(r.stdout_ready(0.3))
+        # With a checkpoint it waits for its ack and every earlier one.
         r.ack(1)
+        self.assertFalse(r.stdout_ready(0.3), "report returned before seq 0's ack")
+        r.ack(0)
         self.assertEqual(r.read_stdout_line(), "after 1")
         line = r.read_stdout_line()
         self.assertTrue(line.startswith("error "), line)

@@ -23,7 +23,7 @@ TEST_CASE("an exception fails the run with its message") {
                 {{"epochs", 3}, {"sleep_ms", 0}, {"fail_at_epoch", 1}, {"fail_mode", "throw"}}));
   ExpectHello(run, 0);
   CHECK(ExpectMessage(run, "report")["seq"] == 0);
-  run.Send({{"type", "ack"}, {"seq", 0}});
+  run.Ack(0);
   std::string error = ExpectFailedDone(run, /*retryable=*/true);
   CHECK(error.find("injected failure at epoch 1 on rank 0") != std::string::npos);
   CHECK(run.WaitExitCode() == 1);
@@ -40,7 +40,7 @@ TEST_CASE("a failure injected for attempt 1 does not happen in attempt 2") {
   WorkerRun& run = f.Start(ctx);
   ExpectHello(run, 0);
   CHECK(ExpectMessage(run, "report")["seq"] == 0);
-  run.Send({{"type", "ack"}, {"seq", 0}});
+  run.Ack(0);
   CHECK(ExpectMessage(run, "done")["ok"] == true);
   CHECK(run.WaitExitCode() == 0);
 }

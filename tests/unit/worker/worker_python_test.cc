@@ -51,7 +51,7 @@ TEST_CASE("a python function runs with its config and reports through the same c
     CHECK(report["metrics"]["epoch"] == seq);
     CHECK(report["metrics"]["cwd"] == f.dir() + "/wd");
     CHECK(report["metrics"]["rank"] == "0");
-    run.Send({{"type", "ack"}, {"seq", seq}});
+    // Metrics alone do not wait for an ack (the worker may be gone before one is sent).
   }
   CHECK(ExpectMessage(run, "done")["ok"] == true);
   CHECK(run.WaitExitCode() == 0);

@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -110,6 +111,14 @@ class WorkerRun {
     std::string line = message.dump() + "\n";
     REQUIRE(::send(fd_, line.data(), line.size(), MSG_NOSIGNAL) ==
             static_cast<ssize_t>(line.size()));
+  }
+
+  // An ack of report `seq`. A report of metrics alone does not wait for its ack, so the
+  // worker may have finished and closed its end already: that is not an error here.
+  void Ack(int64_t seq) {
+    std::string line = json{{"type", "ack"}, {"seq", seq}}.dump() + "\n";
+    ssize_t n = ::send(fd_, line.data(), line.size(), MSG_NOSIGNAL);
+    if (n < 0) REQUIRE((errno == EPIPE || errno == ECONNRESET));
   }
 
   void CloseChannel() {

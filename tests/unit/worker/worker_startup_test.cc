@@ -27,7 +27,7 @@ TEST_CASE("the entry point is chosen by name") {
     json report = ExpectMessage(run, "report");
     CHECK(report["metrics"]["fn"] == "train_b");
     CHECK(report["metrics"]["config"] == json{{"x", 1}});
-    run.Send({{"type", "ack"}, {"seq", 0}});
+    run.Ack(0);
     CHECK(ExpectMessage(run, "done")["ok"] == true);
     CHECK(run.WaitExitCode() == 0);
     CHECK(run.Log().find("train_b running") != std::string::npos);  // the log callback
@@ -36,7 +36,7 @@ TEST_CASE("the entry point is chosen by name") {
     WorkerRun& run = f.Start(f.Context(TEST_MULTI_LIB, "train_a"));
     ExpectHello(run, 0);
     CHECK(ExpectMessage(run, "report")["metrics"]["fn"] == "train_a");
-    run.Send({{"type", "ack"}, {"seq", 0}});
+    run.Ack(0);
     CHECK(ExpectMessage(run, "done")["ok"] == true);
     CHECK(run.WaitExitCode() == 0);
   }
@@ -60,7 +60,7 @@ TEST_CASE("the entry point is chosen by name") {
     WorkerRun& run = f.Start(ctx);
     ExpectHello(run, 0);
     ExpectMessage(run, "report");
-    run.Send({{"type", "ack"}, {"seq", 0}});
+    run.Ack(0);
     CHECK(ExpectMessage(run, "done")["ok"] == true);
     CHECK(run.WaitExitCode() == 0);
   }
@@ -85,7 +85,7 @@ TEST_CASE("the worker sets the TRAINTL_ environment") {
                     {"TRAINTL_MASTER_ADDR", "127.0.0.1"},
                     {"TRAINTL_MASTER_PORT", "29517"},
                     {"TRAINTL_ATTEMPT", "1"}});
-  run.Send({{"type", "ack"}, {"seq", 0}});
+  run.Ack(0);
   CHECK(ExpectMessage(run, "done")["ok"] == true);
   CHECK(run.WaitExitCode() == 0);
 }
