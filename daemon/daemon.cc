@@ -187,6 +187,7 @@ Status Daemon::Build() {
   wopts.worker_binary = cfg_.worker_binary;
   wopts.stop_grace = cfg_.worker_stop_grace;
   wopts.term_grace = cfg_.worker_stop_grace;
+  wopts.warm_workers = cfg_.warm_workers;
   wopts.worker_user = worker_user_;
   wopts.cgroups = &cgroups_;
   wopts.reaper = &reaper_;
@@ -372,6 +373,7 @@ void Daemon::WaitForWorkers(std::chrono::steady_clock::time_point deadline) {
 
 void Daemon::StopWorkers() {
   events_->stopping = true;
+  pool_->DrainWarmPool();
   for (const auto& [job_id, attempt] : pool_->LiveAttempts()) agent_->Stop(job_id, attempt);
   // stop request -> grace -> SIGTERM -> grace -> SIGKILL, plus time to reap.
   WaitForWorkers(std::chrono::steady_clock::now() + 2 * cfg_.worker_stop_grace +
@@ -479,6 +481,8 @@ int Daemon::Run() {
   LOG_INFO << "traintld " << TRAINTL_VERSION << " serving on " << (tls ? "https://" : "http://")
            << api_address_ << " (data dir " << cfg_.data_dir << ")";
   jobs_->Start();
+  // After the API is up: the first jobs need not wait for them.
+  if (cfg_.warm_workers > 0) asio::post(io_, [this] { pool_->FillWarmPool(); });
   if (head_link_ != nullptr) {
     calls_->Start();
     head_link_->Start();

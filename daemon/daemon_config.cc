@@ -83,6 +83,9 @@ bool ParseDaemonConfig(int argc, char** argv, DaemonConfig* cfg, int* exit_code)
                               "seconds a collective may wait on a peer before the attempt fails")(
       "worker-stop-grace-ms", po::value(&stop_grace_ms)->default_value(3000),
       "grace between the stop request and SIGTERM, and between SIGTERM and SIGKILL")(
+      "warm-workers", po::value(&cfg->warm_workers)->default_value(0),
+      "workers kept started, with LibTorch and Python loaded, for the next ranks to start "
+      "without that wait (each holds that memory while it waits)")(
       "max-upload-mb", po::value(&max_upload_mb)->default_value(512),
       "largest training library accepted, in MiB")(
       "max-log-streams", po::value(&cfg->max_log_streams)->default_value(64),
@@ -182,6 +185,8 @@ bool ParseDaemonConfig(int argc, char** argv, DaemonConfig* cfg, int* exit_code)
   }
   if (cfg->collective_timeout_s <= 0) return fail("--collective-timeout must be > 0");
   if (stop_grace_ms < 0) return fail("--worker-stop-grace-ms must be >= 0");
+  if (cfg->warm_workers < 0 || cfg->warm_workers > 64)
+    return fail("--warm-workers must be between 0 and 64");
   cfg->worker_stop_grace = std::chrono::milliseconds(stop_grace_ms);
   if (max_upload_mb <= 0) return fail("--max-upload-mb must be > 0");
   cfg->max_upload_bytes = static_cast<size_t>(max_upload_mb) << 20;

@@ -25,6 +25,7 @@ struct DaemonConfig {
   FingerprintOverrides overrides;  // --num-cpus, --num-gpus, --resources
   int collective_timeout_s = 300;  // --collective-timeout
   std::chrono::milliseconds worker_stop_grace{3000};  // --worker-stop-grace-ms
+  int warm_workers = 0;                               // --warm-workers
   size_t max_upload_bytes = 512u << 20;               // --max-upload-mb
   int max_log_streams = 64;                           // --max-log-streams
   uint64_t min_free_disk_mb = 128;                    // --min-free-disk-mb

@@ -26,6 +26,7 @@
 #include "worker/agent_channel.h"
 #include "worker/command_runner.h"
 #include "worker/library_loader.h"
+#include "worker/warm_start.h"
 #include "worker/worker_host.h"
 
 namespace traintl {
@@ -43,8 +44,9 @@ constexpr int kExitEntry = 4;
 constexpr size_t kErrorBufferSize = 64 * 1024;
 
 constexpr char kUsage[] =
-    "usage: traintl-worker --context FILE\n"
-    "Runs one rank of a traintl job; started by traintld with the agent channel on fd 3.\n";
+    "usage: traintl-worker --context FILE | --warm\n"
+    "Runs one rank of a traintl job; started by traintld with the agent channel on fd 3.\n"
+    "--warm: loads LibTorch and Python first, then waits on fd 3 for the rank to run.\n";
 
 // Ends the process without running static destructors: the library's threads (Gloo, NCCL,
 // data loaders) may still run, and LibTorch's exit-time teardown can hang or crash then.
@@ -98,6 +100,20 @@ std::string RuntimeLibDir() {
   return bin.substr(0, bin.rfind('/')) + "/lib/traintl";
 }
 
+// A warm worker's command line ("traintl-worker --warm <spaces>") becomes the one a worker
+// started for the rank has ("traintl-worker --context FILE"), in place: ps and anything
+// that finds a job's workers by their context file see the rank. The arguments lie
+// contiguously in memory; what does not fit stays as it was.
+void ShowLaunchedCommandLine(int argc, char** argv, const std::string& context_path) {
+  if (argc < 2) return;
+  char* begin = argv[1];
+  char* end = argv[argc - 1] + std::strlen(argv[argc - 1]);  // the last argument's NUL
+  const std::string title = std::string("--context") + '\0' + context_path;
+  if (title.size() > static_cast<size_t>(end - begin)) return;
+  std::memcpy(begin, title.data(), title.size());
+  std::memset(begin + title.size(), 0, static_cast<size_t>(end - begin) - title.size() + 1);
+}
+
 // A command entry point: the program runs as this process's child and owns the channel
 // (command_runner.h); this process says hello, then done when it ends.
 [[noreturn]] void RunCommandEntry(AgentChannel* channel, const RankContext& c,
@@ -147,11 +163,16 @@ int Run(int argc, char** argv) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
 
   std::string context_path;
+  bool warm = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
       std::fputs(kUsage, stdout);
       return kExitOk;
+    } else if (arg == "--warm") {
+      warm = true;
+    } else if (warm && arg.find_first_not_of(' ') == std::string::npos) {
+      // Room for the command line the rank shows once launched (ShowLaunchedCommandLine).
     } else if (arg == "--context" && i + 1 < argc) {
       context_path = argv[++i];
     } else if (arg.rfind("--context=", 0) == 0) {
@@ -161,14 +182,30 @@ int Run(int argc, char** argv) {
       Fail(nullptr, kExitUsage, "unexpected argument: " + arg, false);
     }
   }
-  if (context_path.empty()) {
+  if (context_path.empty() == !warm) {
     std::fputs(kUsage, stderr);
-    Fail(nullptr, kExitUsage, "missing --context FILE", false);
+    Fail(nullptr, kExitUsage, warm ? "--warm takes no --context" : "missing --context FILE", false);
   }
 
   const int fd_flags = ::fcntl(kChannelFd, F_GETFD);
   if (fd_flags < 0) {
     Fail(nullptr, kExitUsage, "fd 3 (the channel to the agent) is not open", false);
+  }
+  if (warm) {
+    const std::string not_loaded = PreloadRuntimes(RuntimeLibDir());
+    auto launch = ReceiveWarmLaunch(kChannelFd);
+    if (!launch.ok()) {
+      const bool gone = launch.status().code() == Status::Code::kUnavailable;
+      Fail(nullptr, gone ? AgentChannel::kAgentGoneExitCode : kExitUsage, launch.status().message(),
+           false);
+    }
+    // From here on the rank's log is stdout and stderr.
+    if (Status st = ApplyWarmLaunch(*launch); !st.ok())
+      Fail(nullptr, kExitUsage, st.message(), false);
+    if (!not_loaded.empty())
+      PrintReason("warm start without what could not be preloaded: " + not_loaded);
+    context_path = launch->context_path;
+    ShowLaunchedCommandLine(argc, argv, context_path);
   }
   // Processes the training code starts must not keep the agent's channel open.
   ::fcntl(kChannelFd, F_SETFD, fd_flags | FD_CLOEXEC);

@@ -158,12 +158,14 @@ class Daemon:
         self.log_path = os.path.join(self.data_dir, "daemon.log")
         self.proc = None
         self.address = self.token = None
+        self.warm_workers = 0
 
     def start(self):
         with open(self.log_path, "ab") as logf:
             self.proc = subprocess.Popen(
                 [os.path.join(self.prefix, "bin", "traintld"), "--data-dir", self.data_dir,
-                 "--api-address", "127.0.0.1:0", "--raft-address", "127.0.0.1:0"],
+                 "--api-address", "127.0.0.1:0", "--raft-address", "127.0.0.1:0",
+                 "--warm-workers", str(self.warm_workers)],
                 stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
         addr_file = os.path.join(self.data_dir, "api_address")
 
@@ -388,8 +390,10 @@ class Bench:
         self.wd_rec = self.working_dir("recover", ["recover_script.py", "recover_fn.py",
                                                    "recover_common.py", "stamps.py"])
         self.daemon = Daemon(self.prefix, self.root)
+        self.daemon.warm_workers = self.args.warm_workers
         self.daemon.start()
-        log(f"traintld up at {self.daemon.address} (data dir {self.daemon.data_dir}); "
+        log(f"traintld up at {self.daemon.address} (data dir {self.daemon.data_dir}, "
+            f"{self.args.warm_workers} warm workers); "
             f"Python entry point: {'yes' if self.py_entry else 'no (shim not built)'}")
         self.variants = [T_CMD] + ([T_PY] if self.py_entry else []) + [TR]
 
@@ -873,6 +877,8 @@ def main():
     ap.add_argument("--rec-steps", type=int, default=3000,
                     help="measure 3: steps of the first run (never reached: it is killed)")
     ap.add_argument("--after", type=int, default=5, help="measure 3: steps after resuming")
+    ap.add_argument("--warm-workers", type=int, default=0,
+                    help="traintld --warm-workers (workers started ahead with torch imported)")
     ap.add_argument("--settle", type=float, default=0.5)
     ap.add_argument("--warmup", type=int, default=1, help="untimed runs of each variant")
     ap.add_argument("--no-results", action="store_true", help="do not rewrite RESULTS.md")

@@ -158,6 +158,13 @@ int WorkerCgroups::AttachSelf(const char* procs_file) {
   return err;
 }
 
+Status WorkerCgroups::Attach(const std::string& procs_file, pid_t pid) {
+  if (!WriteSmall(procs_file, std::to_string(pid).c_str())) {
+    return Status::Internal(Errno("moving pid " + std::to_string(pid) + " into " + procs_file));
+  }
+  return Status::Ok();
+}
+
 std::vector<pid_t> WorkerCgroups::Members(const std::string& dir) {
   std::vector<pid_t> out = Procs(dir);
   for (const auto& sub : SubDirs(dir)) {

@@ -61,6 +61,8 @@ class WorkerCgroups {
   // "0"). Only async-signal-safe calls: for a child between fork and exec. Returns 0 or an
   // errno value.
   static int AttachSelf(const char* procs_file);
+  // Moves the running process `pid` (a warm worker) into the cgroup of `procs_file`.
+  static Status Attach(const std::string& procs_file, pid_t pid);
 
   // Kills every process in the worker's cgroup and removes it, then the attempt's
   // directory when no worker cgroup is left in it. Waits up to `wait_ms` for members to

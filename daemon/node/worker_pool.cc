@@ -1,8 +1,10 @@
 #include "daemon/node/worker_pool.h"
 
+#include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -175,11 +177,27 @@ Status WorkerPool::Launch(const WorkerLaunch& l) {
     spec.cgroup_procs = *dir + "/cgroup.procs";
   }
   spec.lease_fd = options_.lease_ms > 0 ? options_.lease_fd : -1;
+  if (std::optional<Warm> warm = TakeWarm(user, env)) {
+    Status handed = HandOver(*warm, l.context_path, spec);
+    if (handed.ok()) {
+      Adopt(l, warm->pid, warm->channel_fd, /*warm=*/true);
+      warm_failures_ = 0;
+      asio::post(io_, [this] { FillWarmPool(); });
+      return Status::Ok();
+    }
+    LOG_WARN << "warm worker pid=" << warm->pid << ": " << handed.message()
+             << "; starting a new worker instead";
+    launcher_->SignalGroup(warm->pid, SIGKILL);
+    ::close(warm->channel_fd);
+  }
   Result<SpawnedProcess> process = launcher_->Spawn(spec);
   if (!process.ok()) return process.status();
-  const pid_t pid = process->pid;
-  if (options_.reaper != nullptr) options_.reaper->Track(pid);
+  if (options_.reaper != nullptr) options_.reaper->Track(process->pid);
+  Adopt(l, process->pid, process->channel_fd, /*warm=*/false);
+  return Status::Ok();
+}
 
+void WorkerPool::Adopt(const WorkerLaunch& l, pid_t pid, int channel_fd, bool warm) {
   auto w = std::make_shared<Worker>(
       io_, options_.max_message_bytes, pid,
       StopEscalation(clock_, launcher_, pid, options_.stop_grace, options_.term_grace));
@@ -190,17 +208,137 @@ Status WorkerPool::Launch(const WorkerLaunch& l) {
   w->exit.attempt = l.attempt;
   w->exit.rank = l.rank;
   boost::system::error_code ec;
-  w->channel.assign(asio::local::stream_protocol(), process->channel_fd, ec);
+  w->channel.assign(asio::local::stream_protocol(), channel_fd, ec);
   if (ec) {
-    ::close(process->channel_fd);
+    ::close(channel_fd);
     launcher_->SignalGroup(pid, SIGKILL);
     w->channel_closed = true;
   }
   workers_[pid] = w;
   if (!ec) ReadNext(w);
   LOG_INFO << "started worker job=" << l.job_id << " attempt=" << l.attempt << " rank=" << l.rank
-           << " pid=" << pid;
+           << " pid=" << pid << (warm ? " (warm)" : "");
+}
+
+std::optional<WorkerPool::Warm> WorkerPool::TakeWarm(
+    const std::optional<WorkerUser>& user, const std::map<std::string, std::string>& env) {
+  if (warm_.empty()) return std::nullopt;
+  // Warm workers run as the default account; another one gets a new process.
+  const std::optional<WorkerUser>& pool_user = options_.worker_user;
+  if (user.has_value() != pool_user.has_value() || (user && user->uid != pool_user->uid))
+    return std::nullopt;
+  // The dynamic loader read these when the warm worker started: only a new process
+  // honours them.
+  for (const auto& [name, value] : env) {
+    if (name.rfind("LD_", 0) == 0) return std::nullopt;
+  }
+  Warm w = warm_.front();
+  warm_.erase(warm_.begin());
+  return w;
+}
+
+Status WorkerPool::HandOver(const Warm& w, const std::string& context_path,
+                            const ProcessSpec& spec) {
+  if (!spec.cgroup_procs.empty()) {
+    TRAINTL_RETURN_IF_ERROR(WorkerCgroups::Attach(spec.cgroup_procs, w.pid));
+  }
+  json launch = {
+      {"type", "launch"}, {"context", context_path}, {"workdir", spec.workdir}, {"env", spec.env}};
+  const std::string line = launch.dump() + "\n";
+  // The log travels as a descriptor (SCM_RIGHTS) with the line: the warm worker opened
+  // nothing of the job's.
+  iovec iov{const_cast<char*>(line.data()), line.size()};
+  char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(c), &spec.log_fd, sizeof(int));
+  // A fresh socket with an idle reader: the whole line fits its buffer (it is bounded by
+  // the environment's size); a short write is an error rather than a wait.
+  ssize_t n;
+  do {
+    n = ::sendmsg(w.channel_fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+  } while (n < 0 && errno == EINTR);
+  if (n != static_cast<ssize_t>(line.size())) {
+    return Status::Unavailable(n < 0 ? std::string("sending the launch: ") + std::strerror(errno)
+                                     : "the launch did not fit the channel");
+  }
   return Status::Ok();
+}
+
+// Room for "--context <data dir>/jobs/<id>/attempt_<n>/rank_<r>.context.json".
+constexpr size_t kWarmTitleRoom = 512;
+
+void WorkerPool::FillWarmPool() {
+  while (!warm_draining_ && static_cast<int>(warm_.size()) < options_.warm_workers &&
+         warm_failures_ < kMaxWarmFailures) {
+    ProcessSpec spec;
+    // The blank argument is room for the command line it shows once it runs a rank.
+    spec.argv = {options_.worker_binary, "--warm", std::string(kWarmTitleRoom, ' ')};
+    spec.workdir = "/";
+    // What it needs to load its runtimes; the rank's environment replaces it at launch.
+    for (const char* name : {"PATH", "LANG", "TZ"}) {
+      if (const char* v = std::getenv(name)) spec.env.push_back(std::string(name) + "=" + v);
+    }
+    if (options_.worker_user) {
+      ProcessSpec::Credentials& c = spec.credentials.emplace();
+      c.uid = options_.worker_user->uid;
+      c.gid = options_.worker_user->gid;
+      c.groups = options_.worker_user->groups;
+      if (c.groups.empty()) c.groups.push_back(c.gid);
+      spec.env.push_back("HOME=" + options_.worker_user->home);
+    }
+    // Nothing to say before its launch: what it could not preload goes to the rank's log.
+    UniqueFd null_log(::open("/dev/null", O_WRONLY | O_CLOEXEC));
+    if (!null_log.valid()) {
+      LOG_WARN << "warm workers: /dev/null: " << std::strerror(errno);
+      return;
+    }
+    spec.log_fd = null_log.get();
+    spec.lease_fd = options_.lease_ms > 0 ? options_.lease_fd : -1;
+    Result<SpawnedProcess> process = launcher_->Spawn(spec);
+    if (!process.ok()) {
+      LOG_WARN << "cannot start a warm worker: " << process.status().message();
+      ++warm_failures_;
+      return;
+    }
+    if (options_.reaper != nullptr) options_.reaper->Track(process->pid);
+    warm_.push_back(Warm{process->pid, process->channel_fd});
+  }
+}
+
+void WorkerPool::DrainWarmPool() {
+  warm_draining_ = true;
+  for (const Warm& w : warm_) {
+    launcher_->SignalGroup(w.pid, SIGKILL);
+    ::close(w.channel_fd);
+  }
+  for (const Warm& w : warm_) {
+    launcher_->Reap(w.pid);
+    if (options_.reaper != nullptr) options_.reaper->Untrack(w.pid);
+  }
+  warm_.clear();
+}
+
+bool WorkerPool::ReapWarm(pid_t pid, const ChildExit& exit) {
+  auto it = std::find_if(warm_.begin(), warm_.end(), [&](const Warm& w) { return w.pid == pid; });
+  if (it == warm_.end()) return false;
+  ::close(it->channel_fd);
+  warm_.erase(it);
+  if (options_.reaper != nullptr) options_.reaper->Untrack(pid);
+  ++warm_failures_;
+  LOG_WARN << "warm worker pid=" << pid << " exited before it was used"
+           << (exit.exit_code ? " (code " + std::to_string(*exit.exit_code) + ")" : "")
+           << (exit.signal ? " (signal " + std::to_string(*exit.signal) + ")" : "")
+           << (warm_failures_ >= kMaxWarmFailures ? "; no more warm workers are started" : "");
+  asio::post(io_, [this] { FillWarmPool(); });
+  return true;
 }
 
 void WorkerPool::ReadNext(const std::shared_ptr<Worker>& w) {
@@ -250,7 +388,10 @@ void WorkerPool::HandleMessage(const std::shared_ptr<Worker>& w, const std::stri
 void WorkerPool::ReapChildren() {
   while (std::optional<ChildExit> child = launcher_->ReapAny()) {
     auto it = workers_.find(child->pid);
-    if (it == workers_.end()) continue;  // an orphan the daemon inherited, now reaped
+    if (it == workers_.end()) {
+      ReapWarm(child->pid, *child);  // else an orphan the daemon inherited, now reaped
+      continue;
+    }
     auto w = it->second;
     w->exited = true;
     w->exit.exit_code = child->exit_code;
@@ -352,6 +493,7 @@ std::vector<pid_t> WorkerPool::LivePids() const {
 }
 
 void WorkerPool::KillAll() {
+  DrainWarmPool();
   for (auto& [pid, w] : workers_) launcher_->SignalGroup(pid, SIGKILL);
   for (auto& [pid, w] : workers_) {
     launcher_->Reap(pid);

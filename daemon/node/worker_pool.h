@@ -81,6 +81,13 @@ struct WorkerPoolOptions {
   ProcessLauncher* launcher = nullptr;
   // Not owned. What the stop graces are measured on. Default: null (SystemClock::Get()).
   const Clock* clock = nullptr;
+  // Workers started ahead of need, each with LibTorch and Python (torch imported) already
+  // loaded where they are installed (worker/warm_start.h): a launch as the default
+  // account hands its rank to one of them instead of starting a process, and a new one is
+  // started behind it. Each costs the memory of those runtimes while it waits. A launch
+  // with another account, or with LD_* in its environment, starts a new process. 0: none.
+  // Default: 0.
+  int warm_workers = 0;
 };
 
 // One rank to start.
@@ -150,6 +157,14 @@ class WorkerPool {
   std::vector<std::pair<std::string, int>> LiveAttempts() const;
   // SIGKILLs every worker's process group at once (daemon shutdown); reaps synchronously.
   void KillAll();
+  // Starts warm workers until WorkerPoolOptions::warm_workers wait (call once the pool is
+  // set up; launches keep it filled). Gives up after kMaxWarmFailures warm workers in a
+  // row failed to start or died unused.
+  void FillWarmPool();
+  // Kills and reaps the warm workers; none is started again (daemon shutdown).
+  void DrainWarmPool();
+  int warm_workers() const { return static_cast<int>(warm_.size()); }
+  static constexpr int kMaxWarmFailures = 3;
   // The account workers run as by default (WorkerPoolOptions::worker_user).
   const std::optional<WorkerUser>& worker_user() const { return options_.worker_user; }
   // What the worker's context file says of its lease ({"fd", "ms", "cgroup_kill"}), or
@@ -158,6 +173,22 @@ class WorkerPool {
 
  private:
   struct Worker;
+  // A warm worker: started, its channel not yet read by anyone.
+  struct Warm {
+    pid_t pid;
+    int channel_fd;
+  };
+  // Tracks the started process `pid` as the worker of `launch`.
+  void Adopt(const WorkerLaunch& launch, pid_t pid, int channel_fd, bool warm);
+  // A warm worker that may run `user`'s rank with `env`, taken out of the pool; none when
+  // the pool is empty or a new process is needed.
+  std::optional<Warm> TakeWarm(const std::optional<WorkerUser>& user,
+                               const std::map<std::string, std::string>& env);
+  // Moves `w` into the rank's cgroup and sends it its launch: the context file, and spec's
+  // working dir, environment and log descriptor.
+  Status HandOver(const Warm& w, const std::string& context_path, const ProcessSpec& spec);
+  // True when `pid` was a warm worker (now forgotten, and replaced).
+  bool ReapWarm(pid_t pid, const ChildExit& exit);
   void StartSignalWait();
   void ReapChildren();
   void ReadNext(const std::shared_ptr<Worker>& w);
@@ -180,6 +211,9 @@ class WorkerPool {
   // Owned by the io_context thread.
   boost::asio::signal_set sigchld_;
   std::map<pid_t, std::shared_ptr<Worker>> workers_;
+  std::vector<Warm> warm_;  // oldest first
+  int warm_failures_ = 0;   // warm workers in a row that failed to start or died unused
+  bool warm_draining_ = false;
 };
 
 }  // namespace traintl

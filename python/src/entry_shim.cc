@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -228,6 +229,49 @@ void FlushStdio() {
   std::fflush(stderr);
 }
 
+// Set by traintl_python_prewarm: the interpreter was started before this process knew
+// its rank (a warm worker), with the environment it had then.
+bool g_prewarmed = false;
+
+// os.environ is a copy taken when Python started: a warm worker's environment changed
+// since. Fills it from the C environment again, in place (modules hold the object), without
+// putenv (the C environment is right already). Returns "" or what failed.
+std::string RefreshEnviron(const std::string& argv0) {
+  PyObject* os = PyImport_ImportModule("os");
+  PyObject* environ_obj = os != nullptr ? PyObject_GetAttrString(os, "environ") : nullptr;
+  PyObject* data = environ_obj != nullptr ? PyObject_GetAttrString(environ_obj, "_data") : nullptr;
+  std::string failure;
+  if (data == nullptr || !PyDict_Check(data)) {
+    failure = "os.environ has no _data dict";
+  } else {
+    PyDict_Clear(data);
+    for (char** e = environ; *e != nullptr && failure.empty(); ++e) {
+      const char* eq = std::strchr(*e, '=');
+      if (eq == nullptr) continue;
+      // os.environ on POSIX keeps bytes: the encoded forms of the names and values.
+      PyObject* k = PyBytes_FromStringAndSize(*e, eq - *e);
+      PyObject* v = PyBytes_FromString(eq + 1);
+      if (k == nullptr || v == nullptr || PyDict_SetItem(data, k, v) != 0)
+        failure = "filling os.environ: " + FetchPythonError();
+      Py_XDECREF(k);
+      Py_XDECREF(v);
+    }
+  }
+  if (failure.empty()) {
+    PyObject* argv = PySys_GetObject("argv");  // borrowed
+    PyObject* first = PyUnicode_DecodeFSDefault(argv0.c_str());
+    if (argv != nullptr && PyList_Check(argv) && PyList_Size(argv) > 0 && first != nullptr) {
+      PyList_SetItem(argv, 0, first);  // steals `first`
+    } else {
+      Py_XDECREF(first);
+    }
+  }
+  Py_XDECREF(data);
+  Py_XDECREF(environ_obj);
+  Py_XDECREF(os);
+  return failure;
+}
+
 Outcome Run(const traintl_host_api* api) {
   if (api == nullptr || api->abi_version != TRAINTL_ABI_VERSION ||
       !TRAINTL_HOST_API_HAS(api, log)) {
@@ -279,7 +323,8 @@ Outcome Run(const traintl_host_api* api) {
     gil = PyGILState_Ensure();
   }
   Outcome outcome{TRAINTL_ENTRY_OK, "", false};
-  std::string failure = PrepareTraintl(api, working_dir, package_dir);
+  std::string failure = g_prewarmed ? RefreshEnviron(module) : "";
+  if (failure.empty()) failure = PrepareTraintl(api, working_dir, package_dir);
   if (!failure.empty()) {
     outcome = Incompatible(failure);
   } else {
@@ -293,6 +338,50 @@ Outcome Run(const traintl_host_api* api) {
 }
 
 }  // namespace
+
+// For a warm worker (worker/warm_start.h): starts the interpreter and imports `modules`
+// (comma-separated; one that is not installed is skipped, a failing import reported),
+// then releases the GIL for the entry point to take. 0, or 1 with `err` filled.
+extern "C" __attribute__((visibility("default"))) int traintl_python_prewarm(const char* modules,
+                                                                             char* err,
+                                                                             size_t err_len) {
+  std::string failure;
+  if (Py_IsInitialized()) return 0;
+  if (::dlopen(TRAINTL_LIBPYTHON_SONAME, RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL) == nullptr) {
+    const char* e = ::dlerror();
+    failure = std::string("cannot make ") + TRAINTL_LIBPYTHON_SONAME +
+              " global: " + (e != nullptr ? e : "unknown error");
+  }
+  if (failure.empty()) failure = StartInterpreter("python");
+  if (failure.empty()) {
+    g_prewarmed = true;
+    const std::string list = modules != nullptr ? modules : "";
+    size_t start = 0;
+    while (start <= list.size()) {
+      const size_t comma = std::min(list.find(',', start), list.size());
+      const std::string name = list.substr(start, comma - start);
+      start = comma + 1;
+      if (name.empty()) continue;
+      PyObject* m = PyImport_ImportModule(name.c_str());
+      if (m != nullptr) {
+        Py_DECREF(m);
+      } else if (PyErr_ExceptionMatches(PyExc_ModuleNotFoundError)) {
+        PyErr_Clear();
+      } else {
+        failure += (failure.empty() ? "" : "; ") + std::string("import ") + name + ": " +
+                   FetchPythonError();
+      }
+    }
+    PyEval_SaveThread();  // the GIL, for PyGILState_Ensure in the entry point
+  }
+  if (failure.empty()) return 0;
+  if (err != nullptr && err_len > 0) {
+    const size_t n = std::min(failure.size(), err_len - 1);
+    std::memcpy(err, failure.data(), n);
+    err[n] = '\0';
+  }
+  return 1;
+}
 
 extern "C" __attribute__((visibility("default"))) uint32_t traintl_abi_version(void) {
   return TRAINTL_ABI_VERSION;

@@ -4,6 +4,7 @@
 // code 4, not retryable; an exception is exit 1 with the traceback in done).
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -97,4 +98,40 @@ TEST_CASE("python failures: exception, crash, sys.exit, import errors") {
     CHECK_THAT(ExpectFailedDone(run, false), Catch::Contains("no_such_module_xyz"));
     CHECK(run.WaitExitCode() == 4);
   }
+}
+
+TEST_CASE("a warm worker's Python sees the rank's environment, not the warm start's") {
+  Fixture f;
+  json ctx = PythonContext(f, "train:fn",
+                           "import os, sys\n"
+                           "from traintl import train\n"
+                           "def fn(config):\n"
+                           "    import torch\n"  // imported at the warm start already
+                           "    train.report({'probe': os.environ.get('TRAINTL_WARM_PROBE'),\n"
+                           "                  'rank': os.environ.get('RANK'),\n"
+                           "                  'home': os.environ.get('HOME'),\n"
+                           "                  'argv0': sys.argv[0], 'cwd': os.getcwd(),\n"
+                           "                  'torch_preloaded': 'torch' in sys.modules})\n");
+  const std::string context_path = f.dir() + "/rank.context.json";
+  REQUIRE(WriteFileAtomic(context_path, ctx.dump(), 0600).ok());
+  WorkerRun& run = f.StartWithArgs({"--warm"});
+  const std::string rank_log = f.dir() + "/launched.log";
+  int log = ::open(rank_log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  REQUIRE(log >= 0);
+  json launch = {{"type", "launch"},
+                 {"context", context_path},
+                 {"workdir", f.dir()},
+                 {"env", {"TRAINTL_WARM_PROBE=launched", "PATH=/usr/bin:/bin"}}};
+  run.SendWithFd(launch.dump() + "\n", log);
+  ::close(log);
+  ExpectHello(run, 0);
+  json report = ExpectMessage(run, "report");
+  INFO(report.dump());
+  CHECK(report["metrics"]["probe"] == "launched");
+  CHECK(report["metrics"]["rank"] == "0");  // set by the worker from the context
+  CHECK(report["metrics"]["home"].is_null());
+  CHECK(report["metrics"]["argv0"] == "train");
+  CHECK(report["metrics"]["cwd"] == f.dir() + "/wd");
+  CHECK(ExpectMessage(run, "done")["ok"] == true);
+  CHECK(run.WaitExitCode() == 0);
 }

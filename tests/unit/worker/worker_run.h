@@ -19,6 +19,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -111,6 +112,23 @@ class WorkerRun {
     std::string line = message.dump() + "\n";
     REQUIRE(::send(fd_, line.data(), line.size(), MSG_NOSIGNAL) ==
             static_cast<ssize_t>(line.size()));
+  }
+
+  // `line` with `fd` attached (SCM_RIGHTS), as the agent sends a warm worker its launch.
+  void SendWithFd(const std::string& line, int fd) {
+    iovec iov{const_cast<char*>(line.data()), line.size()};
+    char control[CMSG_SPACE(sizeof(int))] = {};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+    REQUIRE(::sendmsg(fd_, &msg, MSG_NOSIGNAL) == static_cast<ssize_t>(line.size()));
   }
 
   // An ack of report `seq`. A report of metrics alone does not wait for its ack, so the

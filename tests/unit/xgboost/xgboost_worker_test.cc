@@ -108,7 +108,7 @@ std::vector<RankResult> RunRanks(const std::string& dir, const std::vector<json>
       const std::string type = m->value("type", "");
       if (type == "report") {
         results[r].reports.push_back(*m);
-        runs[r]->Send({{"type", "ack"}, {"seq", (*m)["seq"]}});
+        runs[r]->Ack((*m)["seq"].get<int64_t>());
       } else if (type == "done") {
         results[r].done = *m;
         finished[r] = true;
