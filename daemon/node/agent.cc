@@ -246,6 +246,9 @@ Result<int> Agent::Launch(const NodeAttemptPlan& planned) {
     l.context_path = ctx_path;
     l.log_path = LogPath(plan.job_id, plan.attempt, rank);
     l.workdir = plan.trial_dir;
+    // A command's program is a new process anyway: what a warm worker preloaded would only
+    // sit unused, and taking one starts a replacement loading beside the program.
+    l.warm_ok = plan.entry_kind != "command";
     // Given to the worker's account when the pool runs workers as another user. .staging
     // too: the head removes an ended attempt's staging dir with the worker's file access,
     // which needs write access to .staging (the worker owns the trial dir above it anyway).

@@ -177,7 +177,7 @@ Status WorkerPool::Launch(const WorkerLaunch& l) {
     spec.cgroup_procs = *dir + "/cgroup.procs";
   }
   spec.lease_fd = options_.lease_ms > 0 ? options_.lease_fd : -1;
-  if (std::optional<Warm> warm = TakeWarm(user, env)) {
+  if (std::optional<Warm> warm = l.warm_ok ? TakeWarm(user, env) : std::nullopt) {
     Status handed = HandOver(*warm, l.context_path, spec);
     if (handed.ok()) {
       Adopt(l, warm->pid, warm->channel_fd, /*warm=*/true);

@@ -110,6 +110,9 @@ struct WorkerLaunch {
   // inherited. HOME, USER and LOGNAME of `env` are set to the account's. Default: unset
   // (the worker runs as the daemon's user).
   std::optional<WorkerUser> user;
+  // Whether a warm worker may run this rank (WorkerPoolOptions::warm_workers). Default:
+  // true.
+  bool warm_ok = true;
   // Directories the worker must be able to write (trial dir, staging dir); only used when
   // the worker switches user. Not recursive: only the directories themselves change owner.
   std::vector<std::string> user_dirs;
