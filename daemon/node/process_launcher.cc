@@ -5,6 +5,7 @@
 #include <grp.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -53,6 +54,7 @@ Result<SpawnedProcess> PosixProcessLauncher::Spawn(const ProcessSpec& spec) {
   std::vector<gid_t> groups = switch_user ? spec.credentials->groups : std::vector<gid_t>{};
   const int log_fd = spec.log_fd;
   const int lease_fd = spec.lease_fd;
+  const int nice = spec.nice;
   const char* procs_file = spec.cgroup_procs.empty() ? nullptr : spec.cgroup_procs.c_str();
   const char* workdir = spec.workdir.c_str();
 
@@ -105,6 +107,7 @@ Result<SpawnedProcess> PosixProcessLauncher::Spawn(const ProcessSpec& spec) {
     ::dup2(channel, 3);
     if (lease >= 0) ::dup2(lease, 4);
     ::close_range(lease >= 0 ? 5 : 4, ~0U, 0);
+    if (nice != 0) ::setpriority(PRIO_PROCESS, 0, nice);
     // Ready: a stop that came meanwhile acts now (before exec, as the default action).
     UnblockAllSignals();
     if (::chdir(workdir) != 0) {

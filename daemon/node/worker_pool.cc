@@ -1,9 +1,11 @@
 #include "daemon/node/worker_pool.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -23,6 +25,18 @@ namespace asio = boost::asio;
 using nlohmann::json;
 
 namespace {
+
+// The thread ids of process `pid` (/proc/<pid>/task).
+std::vector<pid_t> Threads(pid_t pid) {
+  std::vector<pid_t> out;
+  DIR* d = ::opendir(("/proc/" + std::to_string(pid) + "/task").c_str());
+  if (d == nullptr) return out;
+  while (struct dirent* e = ::readdir(d)) {
+    if (e->d_name[0] >= '0' && e->d_name[0] <= '9') out.push_back(std::atoi(e->d_name));
+  }
+  ::closedir(d);
+  return out;
+}
 
 #if defined(__SANITIZE_ADDRESS__)
 #define TRAINTL_SANITIZER_BUILD 1
@@ -242,6 +256,11 @@ Status WorkerPool::HandOver(const Warm& w, const std::string& context_path,
   if (!spec.cgroup_procs.empty()) {
     TRAINTL_RETURN_IF_ERROR(WorkerCgroups::Attach(spec.cgroup_procs, w.pid));
   }
+  if (::geteuid() == 0) {
+    // Back to the daemon's priority, every thread (nice is per thread on Linux); threads
+    // started from now on inherit it.
+    for (pid_t tid : Threads(w.pid)) ::setpriority(PRIO_PROCESS, static_cast<id_t>(tid), 0);
+  }
   json launch = {
       {"type", "launch"}, {"context", context_path}, {"workdir", spec.workdir}, {"env", spec.env}};
   const std::string line = launch.dump() + "\n";
@@ -274,6 +293,8 @@ Status WorkerPool::HandOver(const Warm& w, const std::string& context_path,
 
 // Room for "--context <data dir>/jobs/<id>/attempt_<n>/rank_<r>.context.json".
 constexpr size_t kWarmTitleRoom = 512;
+// The nice value warm workers load at (when the daemon can undo it).
+constexpr int kWarmNice = 10;
 
 void WorkerPool::FillWarmPool() {
   while (!warm_draining_ && static_cast<int>(warm_.size()) < options_.warm_workers &&
@@ -302,6 +323,9 @@ void WorkerPool::FillWarmPool() {
     }
     spec.log_fd = null_log.get();
     spec.lease_fd = options_.lease_ms > 0 ? options_.lease_fd : -1;
+    // Loading yields to the ranks training here; HandOver restores the priority, which
+    // takes root (an unprivileged daemon's warm workers load at its own priority).
+    if (::geteuid() == 0) spec.nice = kWarmNice;
     Result<SpawnedProcess> process = launcher_->Spawn(spec);
     if (!process.ok()) {
       LOG_WARN << "cannot start a warm worker: " << process.status().message();

@@ -42,12 +42,20 @@ class WarmWorkerTest(DaemonTestCase):
     def test_a_restart_runs_on_warm_workers_and_resumes_from_the_checkpoint(self):
         wait_for(lambda: len(warm_pids(self.daemon)) == 2, timeout=30, what="2 warm workers")
         first_warm = warm_pids(self.daemon)
+        if os.geteuid() == 0:
+            # They load at a lower priority than training ...
+            self.assertEqual([os.getpriority(os.PRIO_PROCESS, p) for p in first_warm], [10, 10])
         job_id = self.daemon.submit_spec(train_spec(epochs=8, sleep_ms=250, max_failures=2))
         self.daemon.wait_job(job_id, lambda j: (j["latest_checkpoint"] or {}).get("seq", -1) >= 2,
                              what="checkpoint 2")
         # Attempt 1 ran on the two warm workers, and two new ones took their place.
         ranks = self.daemon.worker_pids()
         self.assertEqual(sorted(ranks), first_warm, self.daemon.log())
+        if os.geteuid() == 0:
+            # ... and train at the daemon's, every thread of them.
+            for p in ranks:
+                for tid in os.listdir(f"/proc/{p}/task"):
+                    self.assertEqual(os.getpriority(os.PRIO_PROCESS, int(tid)), 0, (p, tid))
         wait_for(lambda: len(warm_pids(self.daemon)) == 2, timeout=30, what="2 new warm workers")
         second_warm = warm_pids(self.daemon)
         self.assertFalse(set(second_warm) & set(first_warm))

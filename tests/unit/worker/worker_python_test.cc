@@ -111,17 +111,18 @@ TEST_CASE("a warm worker's Python sees the rank's environment, not the warm star
                            "                  'rank': os.environ.get('RANK'),\n"
                            "                  'home': os.environ.get('HOME'),\n"
                            "                  'argv0': sys.argv[0], 'cwd': os.getcwd(),\n"
-                           "                  'torch_preloaded': 'torch' in sys.modules})\n");
+                           "                  'threads': torch.get_num_threads()})\n");
   const std::string context_path = f.dir() + "/rank.context.json";
   REQUIRE(WriteFileAtomic(context_path, ctx.dump(), 0600).ok());
   WorkerRun& run = f.StartWithArgs({"--warm"});
   const std::string rank_log = f.dir() + "/launched.log";
   int log = ::open(rank_log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   REQUIRE(log >= 0);
-  json launch = {{"type", "launch"},
-                 {"context", context_path},
-                 {"workdir", f.dir()},
-                 {"env", {"TRAINTL_WARM_PROBE=launched", "PATH=/usr/bin:/bin"}}};
+  json launch = {
+      {"type", "launch"},
+      {"context", context_path},
+      {"workdir", f.dir()},
+      {"env", {"TRAINTL_WARM_PROBE=launched", "PATH=/usr/bin:/bin", "OMP_NUM_THREADS=1"}}};
   run.SendWithFd(launch.dump() + "\n", log);
   ::close(log);
   ExpectHello(run, 0);
@@ -132,6 +133,8 @@ TEST_CASE("a warm worker's Python sees the rank's environment, not the warm star
   CHECK(report["metrics"]["home"].is_null());
   CHECK(report["metrics"]["argv0"] == "train");
   CHECK(report["metrics"]["cwd"] == f.dir() + "/wd");
+  // torch (and its OpenMP) loaded before OMP_NUM_THREADS existed; the rank's value holds.
+  CHECK(report["metrics"]["threads"] == 1);
   CHECK(ExpectMessage(run, "done")["ok"] == true);
   CHECK(run.WaitExitCode() == 0);
 }
