@@ -125,15 +125,23 @@ Status ApplyWarmLaunch(const WarmLaunch& launch) {
     return Status::Internal("cannot enter the working directory " + launch.workdir + ": " +
                             strerror(errno));
   }
-  // libgomp read OMP_NUM_THREADS when LibTorch loaded it, before the rank's value existed.
-  if (const char* n = std::getenv("OMP_NUM_THREADS"); n != nullptr && std::atoi(n) > 0) {
-    // Loaded as LibTorch's dependency, RTLD_LOCAL: reached by its own handle.
-    if (void* gomp = ::dlopen("libgomp.so.1", RTLD_NOW | RTLD_NOLOAD)) {
-      using SetThreads = void (*)(int);
-      if (auto set = reinterpret_cast<SetThreads>(::dlsym(gomp, "omp_set_num_threads")))
-        set(std::atoi(n));
+  // libgomp and OpenBLAS sized their thread pools when LibTorch loaded them, before the
+  // rank's values existed (a rank with 1 CPU would run as many BLAS threads as the node
+  // has cores). Loaded as LibTorch's dependencies, RTLD_LOCAL: each is reached by its own
+  // handle.
+  const char* omp = std::getenv("OMP_NUM_THREADS");
+  const char* blas = std::getenv("OPENBLAS_NUM_THREADS");
+  if (blas == nullptr) blas = omp;
+  using SetThreads = void (*)(int);
+  auto call = [](const char* library, const char* function, const char* value) {
+    if (value == nullptr || std::atoi(value) <= 0) return;
+    if (void* handle = ::dlopen(library, RTLD_NOW | RTLD_NOLOAD)) {
+      if (auto set = reinterpret_cast<SetThreads>(::dlsym(handle, function))) set(std::atoi(value));
     }
-  }
+  };
+  call("libgomp.so.1", "omp_set_num_threads", omp);
+  for (const char* library : {"libblas.so.3", "libopenblas.so.0"})
+    call(library, "openblas_set_num_threads", blas);
   return Status::Ok();
 }
 

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <variant>
 
+#include "common/fd_passing.h"
 #include "common/logging.h"
 #include "common/safe_fs.h"
 #include "daemon/node/stop_escalation.h"
@@ -265,29 +266,10 @@ Status WorkerPool::HandOver(const Warm& w, const std::string& context_path,
       {"type", "launch"}, {"context", context_path}, {"workdir", spec.workdir}, {"env", spec.env}};
   const std::string line = launch.dump() + "\n";
   // The log travels as a descriptor (SCM_RIGHTS) with the line: the warm worker opened
-  // nothing of the job's.
-  iovec iov{const_cast<char*>(line.data()), line.size()};
-  char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(c), &spec.log_fd, sizeof(int));
-  // A fresh socket with an idle reader: the whole line fits its buffer (it is bounded by
-  // the environment's size); a short write is an error rather than a wait.
-  ssize_t n;
-  do {
-    n = ::sendmsg(w.channel_fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-  } while (n < 0 && errno == EINTR);
-  if (n != static_cast<ssize_t>(line.size())) {
-    return Status::Unavailable(n < 0 ? std::string("sending the launch: ") + std::strerror(errno)
-                                     : "the launch did not fit the channel");
-  }
+  // nothing of the job's. A fresh socket with an idle reader: the line fits its buffer (it
+  // is bounded by the environment's size), so a short write is an error, not a wait.
+  Status sent = SendWithFd(w.channel_fd, line, spec.log_fd, MSG_DONTWAIT);
+  if (!sent.ok()) return Status(sent.code(), "sending the launch: " + sent.message());
   return Status::Ok();
 }
 

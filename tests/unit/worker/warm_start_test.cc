@@ -3,6 +3,7 @@
 // parser refuses what is not a launch.
 #include "worker/warm_start.h"
 
+#include "common/fd_passing.h"
 #include "worker/agent_channel.h"
 
 #include <fcntl.h>
@@ -77,20 +78,7 @@ TEST_CASE("ReceiveWarmLaunch refuses what is not a launch with a log descriptor"
     int sv[2];
     REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
     if (with_fd) {
-      iovec iov{const_cast<char*>(line.data()), line.size()};
-      char control[CMSG_SPACE(sizeof(int))] = {};
-      msghdr msg{};
-      msg.msg_iov = &iov;
-      msg.msg_iovlen = 1;
-      msg.msg_control = control;
-      msg.msg_controllen = sizeof control;
-      cmsghdr* c = CMSG_FIRSTHDR(&msg);
-      c->cmsg_level = SOL_SOCKET;
-      c->cmsg_type = SCM_RIGHTS;
-      c->cmsg_len = CMSG_LEN(sizeof(int));
-      int fd = STDERR_FILENO;
-      std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
-      REQUIRE(::sendmsg(sv[0], &msg, 0) == static_cast<ssize_t>(line.size()));
+      REQUIRE(SendWithFd(sv[0], line, STDERR_FILENO).ok());
     } else {
       REQUIRE(::write(sv[0], line.data(), line.size()) == static_cast<ssize_t>(line.size()));
     }

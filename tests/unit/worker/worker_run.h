@@ -28,6 +28,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/fd_passing.h"
 #include "common/file_util.h"
 
 namespace traintl::worker_test {
@@ -116,19 +117,7 @@ class WorkerRun {
 
   // `line` with `fd` attached (SCM_RIGHTS), as the agent sends a warm worker its launch.
   void SendWithFd(const std::string& line, int fd) {
-    iovec iov{const_cast<char*>(line.data()), line.size()};
-    char control[CMSG_SPACE(sizeof(int))] = {};
-    msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
-    REQUIRE(::sendmsg(fd_, &msg, MSG_NOSIGNAL) == static_cast<ssize_t>(line.size()));
+    REQUIRE(traintl::SendWithFd(fd_, line, fd).ok());
   }
 
   // An ack of report `seq`. A report of metrics alone does not wait for its ack, so the
