@@ -3,9 +3,9 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -54,7 +54,7 @@ Result<SpawnedProcess> PosixProcessLauncher::Spawn(const ProcessSpec& spec) {
   std::vector<gid_t> groups = switch_user ? spec.credentials->groups : std::vector<gid_t>{};
   const int log_fd = spec.log_fd;
   const int lease_fd = spec.lease_fd;
-  const int nice = spec.nice;
+  const bool idle_priority = spec.idle_priority;
   const char* procs_file = spec.cgroup_procs.empty() ? nullptr : spec.cgroup_procs.c_str();
   const char* workdir = spec.workdir.c_str();
 
@@ -107,7 +107,10 @@ Result<SpawnedProcess> PosixProcessLauncher::Spawn(const ProcessSpec& spec) {
     ::dup2(channel, 3);
     if (lease >= 0) ::dup2(lease, 4);
     ::close_range(lease >= 0 ? 5 : 4, ~0U, 0);
-    if (nice != 0) ::setpriority(PRIO_PROCESS, 0, nice);
+    if (idle_priority) {
+      sched_param none{};
+      ::sched_setscheduler(0, SCHED_IDLE, &none);
+    }
     // Ready: a stop that came meanwhile acts now (before exec, as the default action).
     UnblockAllSignals();
     if (::chdir(workdir) != 0) {

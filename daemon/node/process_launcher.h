@@ -31,8 +31,9 @@ struct ProcessSpec {
   int log_fd = -1;
   // Becomes the child's fd 4 (the daemon's lease clock); -1: none. Default: -1.
   int lease_fd = -1;
-  // The child's nice value (setpriority before exec). Default: 0 (the daemon's).
-  int nice = 0;
+  // Whether the child runs under SCHED_IDLE (only CPU time nothing else wants). Default:
+  // false (the daemon's scheduling).
+  bool idle_priority = false;
   // The cgroup.procs file of the cgroup the child enters before anything else runs;
   // "": none. Default: "".
   std::string cgroup_procs;

@@ -4,8 +4,8 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
+#include <sched.h>
 #include <signal.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -258,9 +258,10 @@ Status WorkerPool::HandOver(const Warm& w, const std::string& context_path,
     TRAINTL_RETURN_IF_ERROR(WorkerCgroups::Attach(spec.cgroup_procs, w.pid));
   }
   if (::geteuid() == 0) {
-    // Back to the daemon's priority, every thread (nice is per thread on Linux); threads
-    // started from now on inherit it.
-    for (pid_t tid : Threads(w.pid)) ::setpriority(PRIO_PROCESS, static_cast<id_t>(tid), 0);
+    // Back to normal scheduling, every thread (the policy is per thread); threads started
+    // from now on inherit it.
+    sched_param none{};
+    for (pid_t tid : Threads(w.pid)) ::sched_setscheduler(tid, SCHED_OTHER, &none);
   }
   json launch = {
       {"type", "launch"}, {"context", context_path}, {"workdir", spec.workdir}, {"env", spec.env}};
@@ -275,8 +276,6 @@ Status WorkerPool::HandOver(const Warm& w, const std::string& context_path,
 
 // Room for "--context <data dir>/jobs/<id>/attempt_<n>/rank_<r>.context.json".
 constexpr size_t kWarmTitleRoom = 512;
-// The nice value warm workers load at (when the daemon can undo it).
-constexpr int kWarmNice = 10;
 
 void WorkerPool::FillWarmPool() {
   while (!warm_draining_ && static_cast<int>(warm_.size()) < options_.warm_workers &&
@@ -305,9 +304,10 @@ void WorkerPool::FillWarmPool() {
     }
     spec.log_fd = null_log.get();
     spec.lease_fd = options_.lease_ms > 0 ? options_.lease_fd : -1;
-    // Loading yields to the ranks training here; HandOver restores the priority, which
-    // takes root (an unprivileged daemon's warm workers load at its own priority).
-    if (::geteuid() == 0) spec.nice = kWarmNice;
+    // Loading takes only CPU time that the ranks training here leave idle; HandOver
+    // restores normal scheduling, which takes root (an unprivileged daemon's warm workers
+    // load with normal scheduling).
+    spec.idle_priority = ::geteuid() == 0;
     Result<SpawnedProcess> process = launcher_->Spawn(spec);
     if (!process.ok()) {
       LOG_WARN << "cannot start a warm worker: " << process.status().message();

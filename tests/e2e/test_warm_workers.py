@@ -43,8 +43,9 @@ class WarmWorkerTest(DaemonTestCase):
         wait_for(lambda: len(warm_pids(self.daemon)) == 2, timeout=30, what="2 warm workers")
         first_warm = warm_pids(self.daemon)
         if os.geteuid() == 0:
-            # They load at a lower priority than training ...
-            self.assertEqual([os.getpriority(os.PRIO_PROCESS, p) for p in first_warm], [10, 10])
+            # They load on CPU time nothing else wants ...
+            self.assertEqual([os.sched_getscheduler(p) for p in first_warm],
+                             [os.SCHED_IDLE, os.SCHED_IDLE])
         job_id = self.daemon.submit_spec(train_spec(epochs=8, sleep_ms=250, max_failures=2))
         self.daemon.wait_job(job_id, lambda j: (j["latest_checkpoint"] or {}).get("seq", -1) >= 2,
                              what="checkpoint 2")
@@ -52,10 +53,10 @@ class WarmWorkerTest(DaemonTestCase):
         ranks = self.daemon.worker_pids()
         self.assertEqual(sorted(ranks), first_warm, self.daemon.log())
         if os.geteuid() == 0:
-            # ... and train at the daemon's, every thread of them.
+            # ... and train with normal scheduling, every thread of them.
             for p in ranks:
                 for tid in os.listdir(f"/proc/{p}/task"):
-                    self.assertEqual(os.getpriority(os.PRIO_PROCESS, int(tid)), 0, (p, tid))
+                    self.assertEqual(os.sched_getscheduler(int(tid)), os.SCHED_OTHER, (p, tid))
         wait_for(lambda: len(warm_pids(self.daemon)) == 2, timeout=30, what="2 new warm workers")
         second_warm = warm_pids(self.daemon)
         self.assertFalse(set(second_warm) & set(first_warm))
