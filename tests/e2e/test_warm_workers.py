@@ -84,6 +84,18 @@ class WarmWorkerTest(DaemonTestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("attempt 2 starting at epoch", p.stdout)
 
+    def test_a_job_that_sets_ld_variables_gets_new_processes(self):
+        wait_for(lambda: len(warm_pids(self.daemon)) == 2, timeout=30, what="2 warm workers")
+        spec = train_spec(epochs=1, sleep_ms=10)
+        spec["env"] = {"LD_BIND_NOW": "1"}  # read by the loader at exec: a warm one ran it
+        job_id = self.daemon.submit_spec(spec)
+        self.assertEqual(self.daemon.wait_terminal(job_id)["state"], "SUCCEEDED")
+        started = [l for l in self.daemon.log().splitlines()
+                   if "started worker" in l and job_id in l]
+        self.assertEqual(len(started), 2, started)
+        self.assertFalse(any("(warm)" in l for l in started), started)
+        self.assertEqual(len(warm_pids(self.daemon)), 2)  # still there, unused
+
     def test_warm_workers_end_with_the_daemon(self):
         wait_for(lambda: len(warm_pids(self.daemon)) == 2, timeout=30, what="2 warm workers")
         warm = warm_pids(self.daemon)
