@@ -91,14 +91,19 @@ Result<WarmLaunch> ReceiveWarmLaunch(int fd) {
     data.append(buf, static_cast<size_t>(n));
     // The agent writes the launch and nothing after it until the worker says hello.
     if (data.back() == '\n') break;
-    if (data.size() > kMaxLaunchBytes) return Status::InvalidArgument("the launch is too large");
+    if (data.size() > kMaxLaunchBytes) {
+      if (launch.log_fd >= 0) ::close(launch.log_fd);
+      return Status::InvalidArgument("the launch is too large");
+    }
   }
   nlohmann::json j = nlohmann::json::parse(data, nullptr, /*allow_exceptions=*/false);
   auto bad = [&](const std::string& what) {
     if (launch.log_fd >= 0) ::close(launch.log_fd);
     return Status::InvalidArgument("malformed launch message: " + what);
   };
-  if (!j.is_object() || j.value("type", "") != "launch") return bad("not a launch");
+  // Checked before reading: the agent is trusted, but a wrong type must not throw here.
+  if (!j.is_object() || !j.contains("type") || !j["type"].is_string() || j["type"] != "launch")
+    return bad("not a launch");
   if (!j.contains("context") || !j["context"].is_string()) return bad("context");
   if (!j.contains("workdir") || !j["workdir"].is_string()) return bad("workdir");
   if (!j.contains("env") || !j["env"].is_array()) return bad("env");

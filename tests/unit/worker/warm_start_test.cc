@@ -52,8 +52,7 @@ TEST_CASE("a warm worker runs the rank of its launch with that log, environment 
   // Blocked until the ack (a checkpoint): its command line names the rank's context now.
   auto cmdline = ReadFile("/proc/" + std::to_string(run.pid()) + "/cmdline");
   REQUIRE(cmdline.ok());
-  CHECK(cmdline->find(std::string("--context") + '\0' + context_path + '\0') !=
-        std::string::npos);
+  CHECK(cmdline->find(std::string("--context") + '\0' + context_path + '\0') != std::string::npos);
   CHECK(cmdline->find("--warm") == std::string::npos);
   run.Ack(0);
   CHECK(ExpectMessage(run, "report")["seq"] == 1);
@@ -96,6 +95,8 @@ TEST_CASE("ReceiveWarmLaunch refuses what is not a launch with a log descriptor"
   CHECK(send_and_receive(EncodeWarmLaunch(good), false).message().find("no log descriptor") !=
         std::string::npos);
   CHECK(send_and_receive("{\"type\":\"stop\"}\n", true).message().find("not a launch") !=
+        std::string::npos);
+  CHECK(send_and_receive("{\"type\":7}\n", true).message().find("not a launch") !=
         std::string::npos);
   CHECK(send_and_receive("{\"type\":\"launch\",\"context\":\"/c\",\"workdir\":\"/\","
                          "\"env\":[\"NOEQUALS\"]}\n",
