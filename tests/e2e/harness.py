@@ -353,5 +353,29 @@ def cli_in(daemon, cwd, *args, timeout=120):
                           cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
 
 
+class JobCliMixin:
+    """The CLI as a test of a 2-rank job uses it: for DaemonTestCase subclasses that keep
+    their working directories in self.tmp."""
+
+    def cli_in(self, cwd, *args, timeout=120):
+        return cli_in(self.daemon, cwd, *args, timeout=timeout)
+
+    def logs(self, job_id, rank, attempt=None):
+        args = ["logs", job_id, "--rank", str(rank)]
+        if attempt is not None:
+            args += ["--attempt", str(attempt)]
+        p = self.cli_in(self.tmp, *args)
+        self.assertEqual(p.returncode, 0, f"traintl logs: {p.stdout}\n{p.stderr}")
+        return p.stdout
+
+    def describe(self, job_id):
+        """`traintl status` and every rank's log, for failure messages."""
+        out = ["---- traintl status ----", self.cli_in(self.tmp, "status", job_id).stdout]
+        for rank in range(2):
+            p = self.cli_in(self.tmp, "logs", job_id, "--rank", str(rank))
+            out += [f"---- rank {rank} log ----", p.stdout[-6000:] + p.stderr[-2000:]]
+        return "\n".join(out)
+
+
 def main():
     unittest.main(verbosity=2)

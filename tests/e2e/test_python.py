@@ -20,7 +20,7 @@ import subprocess
 import tempfile
 import unittest
 
-from harness import DaemonTestCase, cli_in, kill_job_processes, main, merge, proc_read, wait_for
+from harness import JobCliMixin, DaemonTestCase, kill_job_processes, main, merge, proc_read, wait_for
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLES = os.path.join(REPO, "examples", "python")
@@ -47,7 +47,7 @@ JOB_ID = re.compile(r"\b([0-9a-f]{12})\b")
 SUBMIT_TIMEOUT_S = 300
 
 
-class PythonTestCase(DaemonTestCase):
+class PythonTestCase(JobCliMixin, DaemonTestCase):
     """A one-node cluster per test, and helpers to run examples through the CLI."""
 
     def setUp(self):
@@ -65,9 +65,6 @@ class PythonTestCase(DaemonTestCase):
         self.assertEqual(leftover, [], "job processes left behind")
 
     # --- the CLI ---------------------------------------------------------------------------
-
-    def cli_in(self, cwd, *args, timeout=120):
-        return cli_in(self.daemon, cwd, *args, timeout=timeout)
 
     def prepare(self, example, overrides=None, name=None):
         """Copies examples/python/<example> into the temp dir, applies `overrides` to its
@@ -121,22 +118,6 @@ class PythonTestCase(DaemonTestCase):
         self.assertEqual(len(self.daemon.get("/v1/jobs")[1]["jobs"]), before,
                          "a refused submission created a job")
         return p.stderr
-
-    def logs(self, job_id, rank, attempt=None):
-        args = ["logs", job_id, "--rank", str(rank)]
-        if attempt is not None:
-            args += ["--attempt", str(attempt)]
-        p = self.cli_in(self.tmp, *args)
-        self.assertEqual(p.returncode, 0, f"traintl logs: {p.stdout}\n{p.stderr}")
-        return p.stdout
-
-    def describe(self, job_id):
-        """`traintl status` and every rank's log, for failure messages."""
-        out = ["---- traintl status ----", self.cli_in(self.tmp, "status", job_id).stdout]
-        for rank in range(2):
-            p = self.cli_in(self.tmp, "logs", job_id, "--rank", str(rank))
-            out += [f"---- rank {rank} log ----", p.stdout[-6000:] + p.stderr[-2000:]]
-        return "\n".join(out)
 
     def assert_state(self, job_id, state):
         job = self.daemon.wait_terminal(job_id, timeout=SUBMIT_TIMEOUT_S)

@@ -5,30 +5,19 @@ leftover cleanup). None outlives the daemon."""
 import os
 import signal
 
-from harness import Daemon, DaemonTestCase, main, train_spec, wait_for
+from harness import Daemon, DaemonTestCase, main, proc_read, train_spec, wait_for
 
 
 def children(pid):
     """(pid, command line) of the live children of `pid`."""
     out = []
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
-        except OSError:
-            continue
-        if fields[0] != "Z" and int(fields[1]) == pid:
-            out.append((int(entry), cmd))
+        stat = proc_read(entry, "stat") if entry.isdigit() else b""
+        fields = stat.rsplit(b")", 1)[-1].split()
+        if len(fields) > 1 and fields[0] != b"Z" and int(fields[1]) == pid:
+            cmd = proc_read(entry, "cmdline").replace(b"\0", b" ").decode(errors="replace")
+            out.append((int(entry), cmd.strip()))
     return out
-
-
-def read_cmdline(pid):
-    with open(f"/proc/{pid}/cmdline", "rb") as f:
-        return f.read()
 
 
 def warm_pids(daemon):
@@ -60,7 +49,7 @@ class WarmWorkerTest(DaemonTestCase):
         wait_for(lambda: len(warm_pids(self.daemon)) == 2, timeout=30, what="2 new warm workers")
         second_warm = warm_pids(self.daemon)
         self.assertFalse(set(second_warm) & set(first_warm))
-        victim = [p for p in ranks if b"rank_1" in read_cmdline(p)][0]
+        victim = [p for p in ranks if b"rank_1" in proc_read(p, "cmdline")][0]
         os.kill(victim, signal.SIGKILL)
 
         job = self.daemon.wait_terminal(job_id)

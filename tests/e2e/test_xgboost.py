@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 
-from harness import (BIN, Daemon, DaemonTestCase, cli_in, kill_job_processes,
+from harness import (JobCliMixin, BIN, Daemon, DaemonTestCase, kill_job_processes,
                      main, merge, proc_read, wait_for)
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -87,7 +87,7 @@ class XGBoostDaemon(Daemon):
         return cmd
 
 
-class XGBoostTestCase(DaemonTestCase):
+class XGBoostTestCase(JobCliMixin, DaemonTestCase):
     """A one-node cluster per test; jobs are written as job.json into a temp dir and
     submitted there with `traintl submit`."""
 
@@ -104,9 +104,6 @@ class XGBoostTestCase(DaemonTestCase):
         self.assertEqual(leftover, [], "job processes left behind")
 
     # --- submitting and looking ------------------------------------------------------------
-
-    def cli_in(self, cwd, *args, timeout=120):
-        return cli_in(self.daemon, cwd, *args, timeout=timeout)
 
     def write_job(self, name, spec, files=None):
         d = os.path.join(self.tmp, name)
@@ -131,21 +128,6 @@ class XGBoostTestCase(DaemonTestCase):
             self.fail(f"traintl submit exited with {p.returncode}, expected {expect_rc}\n"
                       f"stdout: {p.stdout}\nstderr: {p.stderr}\n" + self.describe(m.group(1)))
         return m.group(1)
-
-    def logs(self, job_id, rank, attempt=None):
-        args = ["logs", job_id, "--rank", str(rank)]
-        if attempt is not None:
-            args += ["--attempt", str(attempt)]
-        p = self.cli_in(self.tmp, *args)
-        self.assertEqual(p.returncode, 0, f"traintl logs: {p.stdout}\n{p.stderr}")
-        return p.stdout
-
-    def describe(self, job_id):
-        out = ["---- traintl status ----", self.cli_in(self.tmp, "status", job_id).stdout]
-        for rank in range(2):
-            p = self.cli_in(self.tmp, "logs", job_id, "--rank", str(rank))
-            out += [f"---- rank {rank} log ----", p.stdout[-6000:] + p.stderr[-2000:]]
-        return "\n".join(out)
 
     def assert_state(self, job_id, state, timeout=120):
         job = self.daemon.wait_terminal(job_id, timeout=timeout)
