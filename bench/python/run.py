@@ -231,6 +231,39 @@ class Daemon:
         return [p for p in pids_under(self.data_dir)
                 if p != self.proc.pid and daemon not in (proc_refs(p) or [""])[-1:]]
 
+    def warm_pool(self):
+        """{pid: CPU ticks} of the warm workers waiting (children of the daemon started with
+        --warm that are not running a rank yet)."""
+        out = {}
+        for entry in os.listdir("/proc"):
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                if fields[0] == "Z" or int(fields[1]) != self.proc.pid:
+                    continue
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    if b"\0--warm\0" not in f.read():
+                        continue
+                out[int(entry)] = int(fields[11]) + int(fields[12])
+            except (OSError, ValueError, IndexError):
+                continue
+        return out
+
+    def wait_warm_pool(self, timeout=120):
+        """Every warm worker started and done loading (its CPU time stands still): a run
+        then shares the CPUs with nothing of the daemon's refilling."""
+        if self.warm_workers == 0:
+            return
+        last = {}
+
+        def ready():
+            nonlocal last
+            now = self.warm_pool()
+            done = len(now) == self.warm_workers and now == last
+            last = now
+            return done
+        wait_for(ready, timeout, f"{self.warm_workers} idle warm workers", interval=0.3)
+
     def wait_end(self, job_id, timeout=180):
         job = wait_for(lambda: (lambda j: j if j["state"] in TERMINAL else None)(
             self.job(job_id)), timeout, f"job {job_id} to end", interval=0.05)
@@ -564,6 +597,7 @@ class Bench:
             if m not in self.args.measures:
                 continue
             for v in order:
+                self.daemon.wait_warm_pool()
                 time.sleep(self.args.settle)
                 r = fn(v)
                 results[m][v].append(r)
@@ -672,7 +706,10 @@ def report(bench, results, meta):
     L.append(f"- Command: `{meta['argv']}`")
     L.append(f"- {a.rounds} rounds; in each, every measure runs each variant once, in an order "
              f"that rotates by one from round to round ({a.settle} s apart, each after the "
-             f"previous run's processes are gone). One warm daemon for the whole run.\n")
+             f"previous run's processes are gone"
+             + (f" and the daemon's {a.warm_workers} warm workers are started and idle: the "
+                f"pool refills only while no rank runs"
+                if a.warm_workers else "") + "). One warm daemon for the whole run.\n")
 
     L.append("## Summary\n")
     L.append("| measure | variant | median | traintl / torchrun (of medians) | median of per-round ratios | target | met |")

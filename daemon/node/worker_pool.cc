@@ -197,7 +197,6 @@ Status WorkerPool::Launch(const WorkerLaunch& l) {
     if (handed.ok()) {
       Adopt(l, warm->pid, warm->channel_fd, /*warm=*/true);
       warm_failures_ = 0;
-      asio::post(io_, [this] { FillWarmPool(); });
       return Status::Ok();
     }
     LOG_WARN << "warm worker pid=" << warm->pid << ": " << handed.message()
@@ -278,6 +277,10 @@ Status WorkerPool::HandOver(const Warm& w, const std::string& context_path,
 constexpr size_t kWarmTitleRoom = 512;
 
 void WorkerPool::FillWarmPool() {
+  // A node's CPUs belong to the ranks it runs: even at idle priority, a worker importing
+  // torch beside them slows their steps through caches and memory bandwidth. It refills
+  // once the last rank here has ended.
+  if (!workers_.empty()) return;
   while (!warm_draining_ && static_cast<int>(warm_.size()) < options_.warm_workers &&
          warm_failures_ < kMaxWarmFailures) {
     ProcessSpec spec;
@@ -427,6 +430,8 @@ void WorkerPool::MaybeFinish(const std::shared_ptr<Worker>& w) {
   w->drain_timer.cancel();
   w->exit.stopped_by_agent = w->stop.requested();
   workers_.erase(w->pid);
+  // Posted: a restart the listener launches now still finds the node busy.
+  if (workers_.empty() && options_.warm_workers > 0) asio::post(io_, [this] { FillWarmPool(); });
   LOG_INFO << "worker exited job=" << w->job_id << " attempt=" << w->attempt << " rank=" << w->rank
            << " pid=" << w->pid
            << (w->exit.exit_code ? " code=" + std::to_string(*w->exit.exit_code) : "")

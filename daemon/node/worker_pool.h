@@ -83,10 +83,11 @@ struct WorkerPoolOptions {
   const Clock* clock = nullptr;
   // Workers started ahead of need, each with LibTorch and Python (torch imported) already
   // loaded where they are installed (worker/warm_start.h): a launch as the default
-  // account hands its rank to one of them instead of starting a process, and a new one is
-  // started behind it. Each costs the memory of those runtimes while it waits. A launch
-  // with another account, or with LD_* in its environment, starts a new process. 0: none.
-  // Default: 0.
+  // account hands its rank to one of them instead of starting a process. The pool refills
+  // only while no rank runs on this node (loading beside training would slow it), so a
+  // start and a restart are both warm when this is at least twice the ranks a node runs.
+  // Each costs the memory of those runtimes while it waits. A launch with another
+  // account, or with LD_* in its environment, starts a new process. 0: none. Default: 0.
   int warm_workers = 0;
 };
 
@@ -160,8 +161,8 @@ class WorkerPool {
   std::vector<std::pair<std::string, int>> LiveAttempts() const;
   // SIGKILLs every worker's process group at once (daemon shutdown); reaps synchronously.
   void KillAll();
-  // Starts warm workers until WorkerPoolOptions::warm_workers wait (call once the pool is
-  // set up; launches keep it filled). Gives up after kMaxWarmFailures warm workers in a
+  // Starts warm workers until WorkerPoolOptions::warm_workers wait, unless a rank runs
+  // here (call once the pool is set up; the pool refills when the last rank ends). Gives up after kMaxWarmFailures warm workers in a
   // row failed to start or died unused.
   void FillWarmPool();
   // Kills and reaps the warm workers; none is started again (daemon shutdown).

@@ -25,30 +25,35 @@ def warm_pids(daemon):
 
 
 class WarmWorkerTest(DaemonTestCase):
+    # The restart test keeps a start's and a restart's worth: the pool refills only once no
+    # rank runs on the node.
+    POOL = {"test_a_restart_runs_on_warm_workers_and_resumes_from_the_checkpoint": 4}
+
     def setUp(self):
-        self.daemon = Daemon(num_cpus=4, extra_args=["--warm-workers", "2"]).start()
+        pool = self.POOL.get(self._testMethodName, 2)
+        self.daemon = Daemon(num_cpus=4, extra_args=["--warm-workers", str(pool)]).start()
 
     def test_a_restart_runs_on_warm_workers_and_resumes_from_the_checkpoint(self):
-        wait_for(lambda: len(warm_pids(self.daemon)) == 2, timeout=30, what="2 warm workers")
+        wait_for(lambda: len(warm_pids(self.daemon)) == 4, timeout=60, what="4 warm workers")
         first_warm = warm_pids(self.daemon)
         if os.geteuid() == 0:
             # They load on CPU time nothing else wants ...
-            self.assertEqual([os.sched_getscheduler(p) for p in first_warm],
-                             [os.SCHED_IDLE, os.SCHED_IDLE])
+            self.assertEqual({os.sched_getscheduler(p) for p in first_warm}, {os.SCHED_IDLE})
         job_id = self.daemon.submit_spec(train_spec(epochs=8, sleep_ms=250, max_failures=2))
         self.daemon.wait_job(job_id, lambda j: (j["latest_checkpoint"] or {}).get("seq", -1) >= 2,
                              what="checkpoint 2")
-        # Attempt 1 ran on the two warm workers, and two new ones took their place.
+        # Attempt 1 ran on two of the warm workers ...
         ranks = self.daemon.worker_pids()
-        self.assertEqual(sorted(ranks), first_warm, self.daemon.log())
+        self.assertEqual(len(ranks), 2, self.daemon.log())
+        self.assertLessEqual(set(ranks), set(first_warm), self.daemon.log())
         if os.geteuid() == 0:
-            # ... and train with normal scheduling, every thread of them.
+            # ... and trains with normal scheduling, every thread of them.
             for p in ranks:
                 for tid in os.listdir(f"/proc/{p}/task"):
                     self.assertEqual(os.sched_getscheduler(int(tid)), os.SCHED_OTHER, (p, tid))
-        wait_for(lambda: len(warm_pids(self.daemon)) == 2, timeout=30, what="2 new warm workers")
-        second_warm = warm_pids(self.daemon)
-        self.assertFalse(set(second_warm) & set(first_warm))
+        # Nothing new loads beside the training ranks: the other two still wait, alone.
+        second_warm = sorted(set(first_warm) - set(ranks))
+        self.assertEqual(warm_pids(self.daemon), second_warm)
         victim = [p for p in ranks if b"rank_1" in proc_read(p, "cmdline")][0]
         os.kill(victim, signal.SIGKILL)
 
@@ -68,6 +73,9 @@ class WarmWorkerTest(DaemonTestCase):
         self.assertEqual(sorted(int(l.split("pid=")[1].split()[0]) for l in started), second_warm,
                          started)
         self.assertTrue(all(l.endswith("(warm)") for l in started), started)
+        # With no rank left here, the pool fills up again with new workers.
+        wait_for(lambda: len(warm_pids(self.daemon)) == 4, timeout=60, what="4 new warm workers")
+        self.assertFalse(set(warm_pids(self.daemon)) & set(first_warm))
         # Each rank's log is its own file, as for a new process.
         p = self.daemon.cli("logs", job_id, "--rank", "0", "--attempt", "2")
         self.assertEqual(p.returncode, 0, p.stderr)
