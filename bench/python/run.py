@@ -700,7 +700,7 @@ def report(bench, results, meta):
              f"bench at commit `{meta['bench_commit']}` (branch {meta['bench_branch']}).")
     L.append(f"- torchrun: Debian's python3-torch {meta['torch']} on {TORCH_PYTHON} "
              f"(Python {meta['python']}), through bench/ddp/torchrun_py311.py.")
-    L.append(f"- Python entry point: "
+    L.append("- Python entry point: "
              + ("measured." if bench.py_entry else
                 "**not measured** (the build had no lib/traintl/libtraintl_python.so)."))
     L.append(f"- Command: `{meta['argv']}`")
