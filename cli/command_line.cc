@@ -48,7 +48,20 @@ const std::vector<VerbDef>& Verbs() {
        "latest checkpoint and, for a failed job, the tail of the failing rank's log.\n"
        "Without JOB: the same table as `traintl list`.\n",
        0, 1, NoOptions, AssignJob},
-      {"list", "", "list jobs, newest first", "", 0, 0, NoOptions, NoArgs},
+      {"list", "[--state S] [--name N] [--limit N | --all]", "list jobs, newest first",
+       "Shows the newest 20 jobs (--limit N for another count, --all for every job),\n"
+       "optionally only those in one state or of one name.\n",
+       0, 0,
+       [](po::options_description* d, CommandLine* cl) {
+         d->add_options()("state", po::value<std::string>(&cl->list.state)->value_name("S"),
+                          "only jobs in this state: pending, starting, running, succeeded, "
+                          "failed or stopped")(
+             "name", po::value<std::string>(&cl->list.name)->value_name("N"),
+             "only jobs of this name")("limit", po::value<int>(&cl->list.limit)->value_name("N"),
+                                       "show the newest N jobs (default 20)")(
+             "all", po::bool_switch(&cl->list.all), "show every matching job");
+       },
+       NoArgs},
       {"logs", "JOB [--rank N] [--attempt N] [-f] [--tail N]", "print the log of one rank",
        "Prints rank N's (default 0) log of one attempt (default: the latest). With -f, keeps\n"
        "printing new lines until the attempt ends. The output is the log text, also with\n"
@@ -107,7 +120,8 @@ po::options_description GlobalDescription(GlobalOptions* g) {
 // Options that take a value as the next argument, so that scanning for the verb can skip it.
 bool TakesValue(const std::string& arg) {
   static const char* kWithValue[] = {"--address", "--token-file", "--data-dir", "--ca-file",
-                                     "--rank",    "--attempt",    "--tail"};
+                                     "--rank",    "--attempt",    "--tail",     "--state",
+                                     "--name",    "--limit"};
   return std::find(std::begin(kWithValue), std::end(kWithValue), arg) != std::end(kWithValue);
 }
 
@@ -198,6 +212,12 @@ Result<CommandLine> ParseCommandLine(const std::vector<std::string>& args) {
       if (vm.count("tail") && cl.logs.tail < 0) {
         return Status::InvalidArgument("--tail must be 0 or more");
       }
+      if (vm.count("limit") && (cl.list.limit < 1 || cl.list.limit > 1000)) {
+        return Status::InvalidArgument("--limit must be 1..1000 (--all shows every job)");
+      }
+      if (vm.count("limit") && cl.list.all) {
+        return Status::InvalidArgument("--limit and --all exclude each other");
+      }
     }
   } catch (const po::error& e) {
     return Status::InvalidArgument(e.what() + context);
@@ -253,7 +273,7 @@ std::string HelpText(const std::string& verb_name) {
       out << "  " << left << std::string(28 - left.size(), ' ') << v.summary << "\n";
     }
   }
-  out << "\nJOB is a job id or a unique prefix of one.\n\n"
+  out << "\nJOB is a job id, a unique prefix of one, or a job's name (its newest job).\n\n"
       << GlobalDescription(&g)
       << "\nConfig files: /etc/traintl/traintl.conf, then ~/.config/traintl/config\n"
          "($XDG_CONFIG_HOME/traintl/config), which wins; \"key = value\" lines setting\n"

@@ -39,11 +39,19 @@ struct LogsOptions {
   int tail = -1;        // --tail N; -1 = the whole log
 };
 
+struct ListOptions {
+  std::string state;  // --state S; "" = any
+  std::string name;   // --name N; "" = any
+  int limit = 20;     // --limit N: the newest N jobs
+  bool all = false;   // --all: every matching job (page by page)
+};
+
 struct CommandLine {
   std::string verb;  // "" when only global options were given (e.g. `traintl --help`)
   GlobalOptions global;
   SubmitOptions submit;
   LogsOptions logs;
+  ListOptions list;
   // The JOB argument of status, stop, checkpoints and metrics ("" for `status` alone).
   std::string job;
 };

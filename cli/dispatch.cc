@@ -8,7 +8,7 @@ int RunVerb(const CommandLine& cl, CliContext& ctx) {
   try {
     if (cl.verb == "submit") return RunSubmit(cl.submit, ctx);
     if (cl.verb == "status") return RunStatus(cl.job, ctx);
-    if (cl.verb == "list") return RunList(ctx);
+    if (cl.verb == "list") return RunList(cl.list, ctx);
     if (cl.verb == "logs") return RunLogs(cl.logs, ctx);
     if (cl.verb == "stop") return RunStop(cl.job, ctx);
     if (cl.verb == "nodes") return RunNodes(ctx);

@@ -27,10 +27,36 @@ std::string FormatJobTable(const nlohmann::json& jobs, int64_t now_ms) {
   return table.Render();
 }
 
-int RunList(CliContext& ctx) {
-  return GetAndShow(ctx, "/v1/jobs", [&](const nlohmann::json& body) {
-    return FormatJobTable(JsonField(body, "jobs"), ctx.now_ms());
-  });
+int RunList(const ListOptions& options, CliContext& ctx) {
+  std::string query;
+  auto add = [&query](const std::string& key, const std::string& value) {
+    query += (query.empty() ? "?" : "&") + key + "=" + UrlEncode(value);
+  };
+  if (!options.state.empty()) add("state", options.state);
+  if (!options.name.empty()) add("name", options.name);
+  // --all walks the pages; the daemon bounds each one.
+  add("limit", std::to_string(options.all ? 1000 : options.limit));
+  nlohmann::json jobs = nlohmann::json::array();
+  nlohmann::json next;
+  for (std::string cursor;;) {
+    HttpRequest request;
+    request.target = "/v1/jobs" + query + (cursor.empty() ? "" : "&cursor=" + UrlEncode(cursor));
+    ApiResult result = CallJson(ctx, request);
+    if (!result.ok()) return result.exit_code;
+    for (const auto& job : JsonField(result.body, "jobs")) jobs.push_back(job);
+    next = JsonField(result.body, "next_cursor");
+    if (!options.all || !next.is_string()) break;
+    cursor = next.get<std::string>();
+  }
+  if (ctx.json) {
+    PrintJson(ctx, {{"jobs", jobs}, {"next_cursor", next}});
+    return kExitOk;
+  }
+  *ctx.out << FormatJobTable(jobs, ctx.now_ms());
+  if (next.is_string()) {
+    *ctx.err << "(the newest " << jobs.size() << " shown; --limit N or --all for more)\n";
+  }
+  return kExitOk;
 }
 
 }  // namespace cli

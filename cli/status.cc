@@ -99,7 +99,7 @@ std::string FormatJobDetail(const nlohmann::json& job, int64_t now_ms) {
 }
 
 int RunStatus(const std::string& job, CliContext& ctx) {
-  if (job.empty()) return RunList(ctx);
+  if (job.empty()) return RunList(ListOptions{}, ctx);
   return GetAndShow(ctx, JobPath(job), [&](const nlohmann::json& body) {
     return FormatJobDetail(body, ctx.now_ms());
   });

@@ -21,7 +21,7 @@ int RunSubmit(const SubmitOptions& options, CliContext& ctx);
 // kExitJobFailed or kExitJobStopped for the outcome (or an error exit code).
 int WaitForJob(const std::string& job_id, CliContext& ctx);
 
-// status.cc; an empty `job` lists all jobs, like `list`.
+// status.cc; an empty `job` lists the newest jobs, like `list`.
 int RunStatus(const std::string& job, CliContext& ctx);
 // The human-readable block for one JobDetail.
 std::string FormatJobDetail(const nlohmann::json& job, int64_t now_ms);
@@ -29,7 +29,7 @@ std::string FormatJobDetail(const nlohmann::json& job, int64_t now_ms);
 std::string FormatExit(const nlohmann::json& attempt);
 
 // list.cc
-int RunList(CliContext& ctx);
+int RunList(const ListOptions& options, CliContext& ctx);
 // The job table for a {"jobs":[...]} answer.
 std::string FormatJobTable(const nlohmann::json& jobs, int64_t now_ms);
 

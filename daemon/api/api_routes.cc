@@ -4,7 +4,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/asio/steady_timer.hpp>
+#include <cctype>
 #include <deque>
 
 #include "common/crypto.h"
@@ -24,6 +26,11 @@ using nlohmann::json;
 using ResponderPtr = std::shared_ptr<Responder>;
 
 namespace {
+
+// GET /v1/jobs pages: this many jobs unless ?limit= says otherwise, and never more than
+// kMaxJobPage (an answer's size and time stay bounded however many jobs are stored).
+constexpr int kDefaultJobPage = 100;
+constexpr int kMaxJobPage = 1000;
 
 // Resolves {job} (id or prefix) or answers 404 / 409 and returns nullopt.
 std::optional<JobRecord> ResolveJob(const ApiContext& ctx, const Request& req,
@@ -307,6 +314,60 @@ void HandleLogs(const ApiContext& ctx, const Request& req, const ResponderPtr& r
   stream->Start(tail);
 }
 
+// A page's cursor: "<submitted_at>.<id>" of its last job.
+std::string EncodeCursor(const JobRecord& last) {
+  return std::to_string(last.submitted_at) + "." + last.id;
+}
+
+std::optional<std::pair<int64_t, std::string>> DecodeCursor(const std::string& cursor) {
+  const size_t dot = cursor.find('.');
+  if (dot == std::string::npos || dot == 0 || dot > 18 || dot + 1 == cursor.size() ||
+      cursor.size() - dot - 1 > 64)
+    return std::nullopt;
+  const std::string at = cursor.substr(0, dot), id = cursor.substr(dot + 1);
+  if (at.find_first_not_of("0123456789") != std::string::npos ||
+      id.find_first_not_of("0123456789abcdef") != std::string::npos)
+    return std::nullopt;
+  return std::make_pair(static_cast<int64_t>(std::stoll(at)), id);
+}
+
+void HandleListJobs(const ApiContext& ctx, const Request& req, const ResponderPtr& res) {
+  StateStore::JobQuery q;
+  int limit = kDefaultJobPage;
+  if (!QueryInt(req, res, "limit", &limit)) return;
+  if (limit < 1 || limit > kMaxJobPage) {
+    res->SendError(400, "query parameter limit must be 1.." + std::to_string(kMaxJobPage));
+    return;
+  }
+  q.limit = static_cast<size_t>(limit);
+  if (auto it = req.query.find("state"); it != req.query.end() && !it->second.empty()) {
+    static const char* kStates[] = {kJobPending,   kJobStarting, kJobRunning,
+                                    kJobSucceeded, kJobFailed,   kJobStopped};
+    std::string state = it->second;
+    for (char& c : state) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    if (std::find(std::begin(kStates), std::end(kStates), state) == std::end(kStates)) {
+      res->SendError(400,
+                     "query parameter state must be one of PENDING, STARTING, RUNNING, "
+                     "SUCCEEDED, FAILED, STOPPED");
+      return;
+    }
+    q.state = state;
+  }
+  if (auto it = req.query.find("name"); it != req.query.end()) q.name = it->second;
+  if (auto it = req.query.find("cursor"); it != req.query.end() && !it->second.empty()) {
+    q.before = DecodeCursor(it->second);
+    if (!q.before) {
+      res->SendError(400, "query parameter cursor: not a cursor this daemon gave out");
+      return;
+    }
+  }
+  StateStore::JobPage page = ctx.store->ListJobs(q);
+  json jobs = json::array();
+  for (const auto& j : page.jobs) jobs.push_back(JobSummaryJson(j));
+  res->SendJson(200, {{"jobs", jobs},
+                      {"next_cursor", page.more ? json(EncodeCursor(page.jobs.back())) : json()}});
+}
+
 }  // namespace
 
 void RegisterApiRoutes(http::Router& router, ApiContext ctx) {
@@ -365,11 +426,8 @@ void RegisterApiRoutes(http::Router& router, ApiContext ctx) {
 
   add("POST", "/v1/jobs",
       [ctx](const Request& req, ResponderPtr res) { HandleSubmit(ctx, req, res); });
-  add("GET", "/v1/jobs", [ctx](const Request&, ResponderPtr res) {
-    json jobs = json::array();
-    for (const auto& j : ctx.store->ListJobs()) jobs.push_back(JobSummaryJson(j));
-    res->SendJson(200, {{"jobs", jobs}});
-  });
+  add("GET", "/v1/jobs",
+      [ctx](const Request& req, ResponderPtr res) { HandleListJobs(ctx, req, res); });
   add("GET", "/v1/jobs/{job}", [ctx](const Request& req, ResponderPtr res) {
     auto job = ResolveJob(ctx, req, res);
     if (job) res->SendJson(200, JobDetailJson(*job, *ctx.store));

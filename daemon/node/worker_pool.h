@@ -162,8 +162,8 @@ class WorkerPool {
   // SIGKILLs every worker's process group at once (daemon shutdown); reaps synchronously.
   void KillAll();
   // Starts warm workers until WorkerPoolOptions::warm_workers wait, unless a rank runs
-  // here (call once the pool is set up; the pool refills when the last rank ends). Gives up after kMaxWarmFailures warm workers in a
-  // row failed to start or died unused.
+  // here (call once the pool is set up; the pool refills when the last rank ends). Gives up after
+  // kMaxWarmFailures warm workers in a row failed to start or died unused.
   void FillWarmPool();
   // Kills and reaps the warm workers; none is started again (daemon shutdown).
   void DrainWarmPool();

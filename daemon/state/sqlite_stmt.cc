@@ -60,6 +60,15 @@ Stmt& Stmt::Bind(int i, const std::optional<int64_t>& v) { return v ? Bind(i, *v
 Stmt& Stmt::Bind(int i, const std::optional<int>& v) {
   return v ? Bind(i, static_cast<int64_t>(*v)) : BindNull(i);
 }
+int Stmt::Index(const char* name) const {
+  const int i = sqlite3_bind_parameter_index(stmt_, name);
+  if (i == 0) {
+    std::fprintf(stderr, "traintl: no SQL parameter %s\n", name);
+    std::abort();
+  }
+  return i;
+}
+
 Stmt& Stmt::BindNull(int i) {
   sqlite3_bind_null(stmt_, i);
   return *this;

@@ -55,6 +55,9 @@ class Stmt {
   Stmt& Bind(int i, const std::optional<int64_t>& v);
   Stmt& Bind(int i, const std::optional<int>& v);
   Stmt& BindNull(int i);
+  // By name (":name" in the SQL); a name the statement lacks is a broken invariant (abort).
+  Stmt& Bind(const char* name, const std::string& v) { return Bind(Index(name), v); }
+  Stmt& Bind(const char* name, int64_t v) { return Bind(Index(name), v); }
 
   // Steps once: true for a row, false when done. Errors abort.
   bool Step();
@@ -67,6 +70,8 @@ class Stmt {
   std::optional<int> OptInt32(int col) const;
 
  private:
+  int Index(const char* name) const;
+
   sqlite3* db_;
   sqlite3_stmt* stmt_ = nullptr;
   StmtCache::Entry* borrowed_ = nullptr;  // set: stmt_ belongs to a cache

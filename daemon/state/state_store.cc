@@ -1,5 +1,6 @@
 #include "daemon/state/state_store.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -25,6 +26,9 @@ CREATE UNIQUE INDEX IF NOT EXISTS jobs_by_submission ON jobs(submission_id)
   WHERE submission_id IS NOT NULL;
 CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs(state);
 CREATE INDEX IF NOT EXISTS jobs_by_time ON jobs(submitted_at);
+CREATE INDEX IF NOT EXISTS jobs_by_newest ON jobs(submitted_at DESC, id DESC);
+CREATE INDEX IF NOT EXISTS jobs_by_name ON jobs(name, submitted_at DESC, id DESC);
+CREATE INDEX IF NOT EXISTS jobs_by_state_newest ON jobs(state, submitted_at DESC, id DESC);
 CREATE TABLE IF NOT EXISTS attempts(
   job_id TEXT NOT NULL, attempt INTEGER NOT NULL, state TEXT NOT NULL,
   started_at INTEGER NOT NULL, ended_at INTEGER, restored_from TEXT NOT NULL,
@@ -178,36 +182,68 @@ std::optional<JobRecord> StateStore::GetJob(const std::string& id, bool with_spe
   return GetJobImpl(stmts_, id, with_spec);
 }
 
-Result<std::string> StateStore::ResolveJobId(const std::string& prefix,
+Result<std::string> StateStore::ResolveJobId(const std::string& ref,
                                              std::vector<std::string>* candidates) const {
-  if (prefix.empty()) return Status::InvalidArgument("empty job id");
-  for (char c : prefix) {
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
-      return Status::NotFound("no job " + prefix + " (job ids are lowercase hex)");
-  }
+  if (ref.empty()) return Status::InvalidArgument("empty job id");
+  const bool hex = ref.find_first_not_of("0123456789abcdef") == std::string::npos;
   std::lock_guard<std::mutex> l(mu_);
-  // The prefix is hex-only (checked above), so it cannot carry LIKE wildcards.
-  Stmt s(stmts_, "SELECT id FROM jobs WHERE id >= ? AND id < ? ORDER BY id LIMIT 11");
-  s.Bind(1, prefix).Bind(2, prefix + "g");
   std::vector<std::string> ids;
-  while (s.Step()) ids.push_back(s.Text(0));
-  if (ids.empty()) return Status::NotFound("no job " + prefix);
-  if (ids.size() == 1) return ids[0];
-  for (const auto& id : ids)
-    if (id == prefix) return id;
+  if (hex) {
+    // The prefix is hex-only, so it cannot carry LIKE wildcards; a range scan of the key.
+    Stmt s(stmts_, "SELECT id FROM jobs WHERE id >= ? AND id < ? ORDER BY id LIMIT 11");
+    s.Bind(1, ref).Bind(2, ref + "g");
+    while (s.Step()) ids.push_back(s.Text(0));
+    for (const auto& id : ids)
+      if (id == ref) return id;
+  }
+  std::optional<std::string> named;
+  {
+    Stmt s(stmts_,
+           "SELECT id FROM jobs WHERE name = ? ORDER BY submitted_at DESC, id DESC LIMIT 1");
+    s.Bind(1, ref);
+    if (s.Step()) named = s.Text(0);
+  }
+  if (ids.empty()) {
+    if (named) return *named;
+    return Status::NotFound("no job with the id, id prefix or name " + ref);
+  }
+  if (ids.size() == 1 && (!named || *named == ids[0])) return ids[0];
+  if (named && std::find(ids.begin(), ids.end(), *named) == ids.end()) ids.push_back(*named);
   if (candidates != nullptr) *candidates = ids;
-  return Status::FailedPrecondition("job prefix " + prefix + " is ambiguous");
+  return Status::FailedPrecondition(named ? ref + " is both the name of job " + *named +
+                                                " and a prefix of other job ids"
+                                          : "job prefix " + ref + " is ambiguous");
 }
 
 std::vector<JobRecord> StateStore::ListJobs(size_t limit) const {
+  JobQuery q;
+  q.limit = limit;
+  return ListJobs(q).jobs;
+}
+
+StateStore::JobPage StateStore::ListJobs(const JobQuery& q) const {
+  // Filters and the cursor are spelled into the SQL only when set, so that each shape is
+  // one cached statement the planner serves from an index (jobs_by_newest, jobs_by_name,
+  // jobs_by_state_newest) instead of scanning the table.
+  std::string sql = Sql("SELECT ", kJobColumns, " FROM jobs WHERE 1");
+  if (!q.state.empty()) sql += " AND state = :state";
+  if (!q.name.empty()) sql += " AND name = :name";
+  if (q.before) sql += " AND (submitted_at < :at OR (submitted_at = :at AND id < :id))";
+  sql += " ORDER BY submitted_at DESC, id DESC LIMIT :limit";
   std::lock_guard<std::mutex> l(mu_);
-  // A bound limit (-1: none), so that every limit shares one cached statement.
-  Stmt s(stmts_,
-         Sql("SELECT ", kJobColumns, " FROM jobs ORDER BY submitted_at DESC, id DESC LIMIT ?"));
-  s.Bind(1, limit > 0 ? static_cast<int64_t>(limit) : int64_t{-1});
-  std::vector<JobRecord> out;
-  while (s.Step()) out.push_back(ReadJob(s));
-  return out;
+  Stmt s(stmts_, sql);
+  if (!q.state.empty()) s.Bind(":state", q.state);
+  if (!q.name.empty()) s.Bind(":name", q.name);
+  if (q.before) s.Bind(":at", q.before->first).Bind(":id", q.before->second);
+  // One more than asked says whether another page follows.
+  s.Bind(":limit", q.limit > 0 ? static_cast<int64_t>(q.limit) + 1 : int64_t{-1});
+  JobPage page;
+  while (s.Step()) page.jobs.push_back(ReadJob(s));
+  if (q.limit > 0 && page.jobs.size() > q.limit) {
+    page.jobs.pop_back();
+    page.more = true;
+  }
+  return page;
 }
 
 std::vector<JobRecord> StateStore::ListActiveJobs(bool with_spec) const {

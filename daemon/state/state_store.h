@@ -35,10 +35,26 @@ class StateStore {
   // ---- reads (thread-safe) ----
   // Without `with_spec` the spec field is left empty (see ListActiveJobs).
   std::optional<JobRecord> GetJob(const std::string& id, bool with_spec = true) const;
-  // Resolves an id or unique prefix: NotFound, or FailedPrecondition listing candidates.
-  Result<std::string> ResolveJobId(const std::string& id_or_prefix,
+  // Resolves what a user calls a job: its id, a unique id prefix, or its name (the newest
+  // job of that name). NotFound; or FailedPrecondition with the ids it could mean in
+  // `candidates` (a prefix of several ids, or a name that is also another job's prefix).
+  Result<std::string> ResolveJobId(const std::string& ref,
                                    std::vector<std::string>* candidates = nullptr) const;
   std::vector<JobRecord> ListJobs(size_t limit = 0) const;  // newest first; 0 = all
+  // What a page of the job list selects.
+  struct JobQuery {
+    std::string state;  // only jobs in this state; "" (default) = any
+    std::string name;   // only jobs of this name; "" (default) = any
+    size_t limit = 0;   // at most this many; 0 (default) = all
+    // Only jobs older than this (submitted_at, id) position, the last one of the previous
+    // page: newest first, ties by id descending. Default: unset (from the newest).
+    std::optional<std::pair<int64_t, std::string>> before;
+  };
+  struct JobPage {
+    std::vector<JobRecord> jobs;  // newest first
+    bool more = false;            // more jobs match after the last one
+  };
+  JobPage ListJobs(const JobQuery& query) const;
   // Jobs in PENDING, STARTING or RUNNING, by priority desc then submit time. Without
   // `with_spec` the spec field is left empty: the head's scheduling pass reads every
   // active job several times a second and keeps the (immutable) specs it parsed.

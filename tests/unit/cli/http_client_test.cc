@@ -197,7 +197,7 @@ TEST_CASE("a daemon that is not there: connection refused, exit 3") {
 
   TestContext t(&client);
   t.ctx.connection.address = "127.0.0.1:1234";
-  CHECK(RunList(t.ctx) == kExitUnavailable);
+  CHECK(RunList(ListOptions{}, t.ctx) == kExitUnavailable);
   CHECK(t.err.str() ==
         "traintl: cannot connect to the traintld at 127.0.0.1:1234 (connection refused). "
         "Is traintld running? Use --address or --data-dir.\n");

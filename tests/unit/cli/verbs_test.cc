@@ -101,8 +101,8 @@ TEST_CASE("list and status without JOB print the job table") {
     auto client = Always(200, body);
     TestContext t(&client);
     t.now = kT0 + 61000;
-    REQUIRE((via_status ? RunStatus("", t.ctx) : RunList(t.ctx)) == kExitOk);
-    CHECK(client.requests.at(0).target == "/v1/jobs");
+    REQUIRE((via_status ? RunStatus("", t.ctx) : RunList(ListOptions{}, t.ctx)) == kExitOk);
+    CHECK(client.requests.at(0).target == "/v1/jobs?limit=20");
     std::string out = t.out.str();
     CHECK_THAT(out, Catch::StartsWith("ID            NAME        STATE    ATTEMPT  WORKERS  "
                                       "SUBMITTED            DURATION  MESSAGE\n"));
@@ -113,8 +113,46 @@ TEST_CASE("list and status without JOB print the job table") {
   }
   auto empty = Always(200, R"({"jobs":[]})");
   TestContext t(&empty);
-  REQUIRE(RunList(t.ctx) == kExitOk);
+  REQUIRE(RunList(ListOptions{}, t.ctx) == kExitOk);
   CHECK(t.out.str() == "no jobs\n");
+}
+
+TEST_CASE("list filters in the daemon, walks every page with --all, and says when more exist") {
+  auto job = [](const std::string& id) {
+    return json{{"job_id", id},          {"name", "sweep"},          {"state", "FAILED"},
+                {"attempt", 1},          {"num_workers", 1},         {"submitted_at", kT0},
+                {"started_at", nullptr}, {"ended_at", nullptr},      {"message", ""},
+                {"pending_reason", ""},  {"metrics", json::object()}};
+  };
+  ScriptedClient client([&](const HttpRequest& r) -> Result<HttpResponse> {
+    if (r.target.find("cursor=c1") != std::string::npos)
+      return Json(200, json{{"jobs", {job("bbbbbbbbbbbb")}}, {"next_cursor", nullptr}}.dump());
+    return Json(200, json{{"jobs", {job("aaaaaaaaaaaa")}}, {"next_cursor", "c1"}}.dump());
+  });
+  ListOptions options;
+  options.state = "failed";
+  options.name = "sweep";
+  options.limit = 1;
+  TestContext t(&client);
+  REQUIRE(RunList(options, t.ctx) == kExitOk);
+  REQUIRE(client.requests.size() == 1);
+  CHECK(client.requests[0].target == "/v1/jobs?state=failed&name=sweep&limit=1");
+  CHECK_THAT(t.out.str(), Catch::Contains("aaaaaaaaaaaa"));
+  CHECK_THAT(t.err.str(), Catch::Contains("the newest 1 shown; --limit N or --all for more"));
+
+  options.all = true;
+  client.requests.clear();
+  TestContext all(&client);
+  all.ctx.json = true;
+  REQUIRE(RunList(options, all.ctx) == kExitOk);
+  REQUIRE(client.requests.size() == 2);
+  CHECK(client.requests[0].target == "/v1/jobs?state=failed&name=sweep&limit=1000");
+  CHECK(client.requests[1].target == "/v1/jobs?state=failed&name=sweep&limit=1000&cursor=c1");
+  json out = json::parse(all.out.str());
+  REQUIRE(out["jobs"].size() == 2);
+  CHECK(out["jobs"][1]["job_id"] == "bbbbbbbbbbbb");
+  CHECK(out["next_cursor"].is_null());
+  CHECK(all.err.str().empty());
 }
 
 TEST_CASE("nodes table") {
@@ -228,7 +266,7 @@ TEST_CASE("error answers become messages and exit codes") {
   SECTION("401 names where the token came from") {
     auto client = Always(401, R"({"error":"invalid token"})");
     TestContext t(&client);
-    CHECK(RunList(t.ctx) == kExitAuth);
+    CHECK(RunList(ListOptions{}, t.ctx) == kExitAuth);
     CHECK(t.err.str() ==
           "traintl: the daemon rejected the token (invalid token; token read from /data/token)."
           " Check TRAINTL_TOKEN / --token-file / /data/token\n");
@@ -260,17 +298,17 @@ TEST_CASE("error answers become messages and exit codes") {
   SECTION("503 and 500") {
     auto client = Always(503, R"({"error":"no head elected"})");
     TestContext t(&client);
-    CHECK(RunList(t.ctx) == kExitUnavailable);
+    CHECK(RunList(ListOptions{}, t.ctx) == kExitUnavailable);
     CHECK_THAT(t.err.str(), Catch::Contains("not ready: no head elected"));
     auto broken = Always(500, "oops");
     TestContext t2(&broken);
-    CHECK(RunList(t2.ctx) == kExitServerError);
+    CHECK(RunList(ListOptions{}, t2.ctx) == kExitServerError);
     CHECK(t2.err.str() == "traintl: the daemon answered HTTP 500: oops\n");
   }
   SECTION("not JSON") {
     auto client = Always(200, "<html>");
     TestContext t(&client);
-    CHECK(RunList(t.ctx) == kExitServerError);
+    CHECK(RunList(ListOptions{}, t.ctx) == kExitServerError);
   }
   SECTION("cannot connect") {
     ScriptedClient client([](const HttpRequest&) -> Result<HttpResponse> {
