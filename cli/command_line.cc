@@ -77,7 +77,34 @@ const std::vector<VerbDef>& Verbs() {
              "tail", po::value<int>(&cl->logs.tail)->value_name("N"), "only the last N lines");
        },
        [](const std::vector<std::string>& a, CommandLine* cl) { cl->logs.job = a[0]; }},
-      {"stop", "JOB", "stop a job (its workers get SIGTERM, then SIGKILL)", "", 1, 1, NoOptions,
+      {"stop", "JOB [--wait]", "stop a job (its workers get SIGTERM, then SIGKILL)",
+       "Asks the job to stop: its ranks get the stop request, then SIGTERM and SIGKILL after\n"
+       "the daemon's graces. With --wait, returns once the job has ended.\n",
+       1, 1,
+       [](po::options_description* d, CommandLine* cl) {
+         d->add_options()("wait", po::bool_switch(&cl->job_verb.wait),
+                          "return once the job has ended and its workers are gone");
+       },
+       AssignJob},
+      {"resubmit", "JOB [--wait]", "submit a job again: same spec, same code",
+       "Creates a new job with JOB's spec and the library or working_dir it was submitted\n"
+       "with (as stored by the cluster; local files are not read again). Prints the new id.\n"
+       "With --wait, follows it as `submit --wait` does.\n",
+       1, 1,
+       [](po::options_description* d, CommandLine* cl) {
+         d->add_options()("wait", po::bool_switch(&cl->job_verb.wait),
+                          "follow the new job until it ends; the exit code is its outcome");
+       },
+       AssignJob},
+      {"delete", "JOB [--checkpoints]", "forget a finished job: its records and logs",
+       "Deletes a job that has ended: its records (attempts, metrics, checkpoint records) and\n"
+       "its logs. Its trial dir, with the checkpoint files, stays unless --checkpoints is\n"
+       "given. A job that has not ended is refused: stop it first.\n",
+       1, 1,
+       [](po::options_description* d, CommandLine* cl) {
+         d->add_options()("checkpoints", po::bool_switch(&cl->job_verb.checkpoints),
+                          "also remove the job's trial dir (its checkpoints)");
+       },
        AssignJob},
       {"nodes", "", "list the cluster's nodes and their resources", "", 0, 0, NoOptions, NoArgs},
       {"checkpoints", "JOB", "list a job's retained checkpoints, oldest first",

@@ -46,12 +46,19 @@ struct ListOptions {
   bool all = false;   // --all: every matching job (page by page)
 };
 
+// Options of the verbs that act on one job (stop, resubmit, delete).
+struct JobVerbOptions {
+  bool wait = false;         // stop --wait: until the job has ended; resubmit --wait: as submit's
+  bool checkpoints = false;  // delete --checkpoints: also remove the trial dir
+};
+
 struct CommandLine {
   std::string verb;  // "" when only global options were given (e.g. `traintl --help`)
   GlobalOptions global;
   SubmitOptions submit;
   LogsOptions logs;
   ListOptions list;
+  JobVerbOptions job_verb;
   // The JOB argument of status, stop, checkpoints and metrics ("" for `status` alone).
   std::string job;
 };

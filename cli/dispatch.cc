@@ -10,7 +10,9 @@ int RunVerb(const CommandLine& cl, CliContext& ctx) {
     if (cl.verb == "status") return RunStatus(cl.job, ctx);
     if (cl.verb == "list") return RunList(cl.list, ctx);
     if (cl.verb == "logs") return RunLogs(cl.logs, ctx);
-    if (cl.verb == "stop") return RunStop(cl.job, ctx);
+    if (cl.verb == "stop") return RunStop(cl.job, cl.job_verb, ctx);
+    if (cl.verb == "resubmit") return RunResubmit(cl.job, cl.job_verb, ctx);
+    if (cl.verb == "delete") return RunDelete(cl.job, cl.job_verb, ctx);
     if (cl.verb == "nodes") return RunNodes(ctx);
     if (cl.verb == "checkpoints") return RunCheckpoints(cl.job, ctx);
     if (cl.verb == "metrics") return RunMetrics(cl.job, ctx);

@@ -38,8 +38,10 @@ int RunLogs(const LogsOptions& options, CliContext& ctx);
 // The request target for `options` ("/v1/jobs/<job>/logs?rank=0...").
 std::string LogsTarget(const LogsOptions& options);
 
-// stop.cc
-int RunStop(const std::string& job, CliContext& ctx);
+// stop.cc: stop, resubmit, delete.
+int RunStop(const std::string& job, const JobVerbOptions& options, CliContext& ctx);
+int RunResubmit(const std::string& job, const JobVerbOptions& options, CliContext& ctx);
+int RunDelete(const std::string& job, const JobVerbOptions& options, CliContext& ctx);
 
 // nodes.cc
 int RunNodes(CliContext& ctx);

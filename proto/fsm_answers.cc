@@ -39,6 +39,9 @@ std::string EncodeAnswer(const StopJobAnswer& a) {
   return Ok({{"state", a.state}, {"active", a.active}});
 }
 std::string EncodeAnswer(const FailPendingJobAnswer& a) { return Ok({{"state", a.state}}); }
+std::string EncodeAnswer(const DeleteJobAnswer& a) {
+  return Ok({{"trial_dir", a.trial_dir}, {"checkpoint_paths", a.checkpoint_paths}});
+}
 std::string EncodeRefusal(const std::string& error) {
   return json{{"ok", false}, {"error", error}}.dump();
 }
@@ -77,6 +80,12 @@ Status TakeAnswer(const json& j, StopJobAnswer* a) {
 }
 Status TakeAnswer(const json& j, FailPendingJobAnswer* a) {
   return Take(j, [a](const Fields& f) { f.Req("state", &a->state); });
+}
+Status TakeAnswer(const json& j, DeleteJobAnswer* a) {
+  return Take(j, [a](const Fields& f) {
+    f.Req("trial_dir", &a->trial_dir);
+    f.Req("checkpoint_paths", &a->checkpoint_paths);
+  });
 }
 
 }  // namespace traintl::cmd

@@ -45,6 +45,11 @@ struct StopJobAnswer {
   bool active = false;  // an attempt runs: its workers must be stopped
 };
 
+struct DeleteJobAnswer {
+  std::string trial_dir;                      // the deleted job's trial dir (its files stay)
+  std::vector<std::string> checkpoint_paths;  // its retained checkpoints' directories
+};
+
 struct FailPendingJobAnswer {
   std::string state;  // FAILED, or the state it had when it was no longer PENDING
 };
@@ -57,6 +62,7 @@ std::string EncodeAnswer(const CommitCheckpointAnswer& a);
 std::string EncodeAnswer(const EndAttemptAnswer& a);
 std::string EncodeAnswer(const StopJobAnswer& a);
 std::string EncodeAnswer(const FailPendingJobAnswer& a);
+std::string EncodeAnswer(const DeleteJobAnswer& a);
 std::string EncodeRefusal(const std::string& error);
 
 // The answer's fields from {"ok": true, ...}; InvalidArgument naming a missing or mistyped
@@ -68,6 +74,7 @@ Status TakeAnswer(const nlohmann::json& j, CommitCheckpointAnswer* a);
 Status TakeAnswer(const nlohmann::json& j, EndAttemptAnswer* a);
 Status TakeAnswer(const nlohmann::json& j, StopJobAnswer* a);
 Status TakeAnswer(const nlohmann::json& j, FailPendingJobAnswer* a);
+Status TakeAnswer(const nlohmann::json& j, DeleteJobAnswer* a);
 
 // The FSM's answer text as CommandLog::Propose's `done` receives it: the object of
 // {"ok": true, ...}; FailedPrecondition with the FSM's reason for a refusal; Internal for

@@ -64,6 +64,7 @@ void Take(const Fields& f, JobSpec* s) {
   s->checkpoint_score_max = order == "max";
 
   f.Req("storage_path", &s->storage_path);
+  f.Opt("time_limit_s", &s->time_limit_s);
   f.Req("resume_from_checkpoint", &s->resume_from_checkpoint);
   f.Req("env", &s->env);
   const json& datasets = f.At("datasets");
@@ -119,6 +120,8 @@ json JobDefinitionToJson(const JobSpec& s) {
            {"datasets", std::move(datasets)},
            {"env", s.env}};
   if (!s.framework.empty()) out["framework"] = s.framework;
+  // Only when set: a definition without one reads as it did before limits existed.
+  if (s.time_limit_s > 0) out["time_limit_s"] = s.time_limit_s;
   return out;
 }
 

@@ -117,6 +117,9 @@ struct JobSpec {
   // counts as progress and restarts the sequence. restart_backoff_s 0 disables it.
   double restart_backoff_s = kDefaultRestartBackoffS;
   double max_restart_backoff_s = kDefaultMaxRestartBackoffS;
+  // run_config.time_limit_s: the job is stopped (STOPPED, with that reason) once this long
+  // has passed since its first attempt started, restarts included. 0 = no limit.
+  double time_limit_s = 0;
 
   std::map<std::string, DatasetSpec> datasets;
   std::map<std::string, std::string> env;

@@ -113,6 +113,7 @@ const std::map<std::string, std::string>& FieldHomes() {
       {"storage_path", "run_config.storage_path"},
       {"checkpoint_config", "run_config.checkpoint_config"},
       {"failure_config", "run_config.failure_config"},
+      {"time_limit_s", "run_config.time_limit_s"},
       {"num_to_keep", "run_config.checkpoint_config.num_to_keep"},
       {"checkpoint_score_attribute", "run_config.checkpoint_config.checkpoint_score_attribute"},
       {"checkpoint_score_order", "run_config.checkpoint_config.checkpoint_score_order"},

@@ -349,11 +349,19 @@ bool ParseRunConfig(Checker& c, const json& doc, JobSpec* spec) {
   spec->checkpoint_score_attribute.clear();
   spec->checkpoint_score_max = false;
   spec->max_failures = 0;
+  spec->time_limit_s = 0;
   const json* rc = Find(doc, "run_config");
   if (rc == nullptr) return true;
   if (!c.Object("run_config", *rc, "an object")) return false;
-  if (!c.Keys("run_config", *rc, {"storage_path", "checkpoint_config", "failure_config"})) {
+  if (!c.Keys("run_config", *rc,
+              {"storage_path", "checkpoint_config", "failure_config", "time_limit_s"})) {
     return false;
+  }
+  if (const json* v = Find(*rc, "time_limit_s"); v != nullptr && !v->is_null()) {
+    const char* expect = "must be a number of seconds in (0, 31536000] (or null for no limit)";
+    if (!c.Number("run_config.time_limit_s", *v, &spec->time_limit_s, expect)) return false;
+    if (!(spec->time_limit_s > 0 && spec->time_limit_s <= 31536000))
+      return c.Fail("run_config.time_limit_s", std::string(expect) + ", got " + Describe(*v));
   }
   if (const json* v = Find(*rc, "storage_path"); v != nullptr && !v->is_null()) {
     const char* expect = "must be an absolute directory path (or null for the default)";

@@ -69,6 +69,7 @@ nlohmann::json JobSpecToJson(const JobSpec& spec) {
   };
   // Only when set, so that the canonical form of a spec without it is what it always was.
   if (!spec.framework.empty()) out["framework"] = spec.framework;
+  if (spec.time_limit_s > 0) out["run_config"]["time_limit_s"] = spec.time_limit_s;
   return out;
 }
 

@@ -183,8 +183,19 @@ void Take(const json& j, EndAttempt* c) {
   f.Opt("retryable", &c->outcome.retryable);
 }
 
-void Put(const StopJob& c, json& j) { j["job_id"] = c.job_id; }
-void Take(const json& j, StopJob* c) { Fields(j, "").Req("job_id", &c->job_id); }
+void Put(const StopJob& c, json& j) {
+  j["job_id"] = c.job_id;
+  // Only when set: the command of a user's stop reads as it did before reasons existed.
+  if (!c.reason.empty()) j["reason"] = c.reason;
+}
+void Take(const json& j, StopJob* c) {
+  Fields f(j, "");
+  f.Req("job_id", &c->job_id);
+  f.Opt("reason", &c->reason);
+}
+
+void Put(const DeleteJob& c, json& j) { j["job_id"] = c.job_id; }
+void Take(const json& j, DeleteJob* c) { Fields(j, "").Req("job_id", &c->job_id); }
 
 void Put(const FailPendingJob& c, json& j) {
   j["job_id"] = c.job_id;

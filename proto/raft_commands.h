@@ -148,6 +148,17 @@ struct StopJob {
   using Answer = StopJobAnswer;
   static constexpr std::string_view kOp = "stop_job";
   std::string job_id;
+  // Why, when not at a user's request (e.g. run_config.time_limit_s): the job's message
+  // once it is STOPPED. "" = "stopped by user".
+  std::string reason;
+};
+
+// Forgets a finished job: its row, attempts, checkpoints' records, metrics and worker
+// events. Refused for a job that has not ended.
+struct DeleteJob {
+  using Answer = DeleteJobAnswer;
+  static constexpr std::string_view kOp = "delete_job";
+  std::string job_id;
 };
 
 // Ends a PENDING job as FAILED without an attempt (a stored spec this release cannot run).
@@ -168,7 +179,7 @@ struct SetVoterAddress {
 
 using Command = std::variant<SubmitJob, SetPendingReason, SetPendingReasons, StartAttempt,
                              JobRunning, WorkerEvent, Report, CommitCheckpoint, EndAttempt, StopJob,
-                             FailPendingJob, SetVoterAddress>;
+                             FailPendingJob, SetVoterAddress, DeleteJob>;
 
 struct Envelope {
   std::string rid;   // request id: 24 hex chars

@@ -16,6 +16,7 @@
 #include "daemon/api/views.h"
 #include "daemon/http/responder.h"
 #include "daemon/state/commands.h"
+#include "proto/job_definition.h"
 
 namespace traintl {
 
@@ -196,6 +197,7 @@ void HandleSubmit(const ApiContext& ctx, const Request& req, const ResponderPtr&
   SpecError err;
   auto spec = ParseJobSpec(body["spec"], &err);
   if (!spec.ok()) {
+    LOG_WARN << "refused a job spec from " << req.remote << ": " << err.ToString();
     res->SendError(400, err.ToString(), {{"field", err.field}});
     return;
   }
@@ -270,6 +272,8 @@ void HandleSubmit(const ApiContext& ctx, const Request& req, const ResponderPtr&
   }
   Status feasible = ctx.jobs->CheckFeasible(*spec);
   if (!feasible.ok()) {
+    LOG_WARN << "refused job " << spec->name << " from " << req.remote << ": "
+             << feasible.message();
     res->SendError(400, feasible.message(), {{"field", "scaling_config"}});
     return;
   }
@@ -312,6 +316,47 @@ void HandleLogs(const ApiContext& ctx, const Request& req, const ResponderPtr& r
   }
   auto stream = std::make_shared<LogStream>(ctx, res, path, job->id, attempt, follow);
   stream->Start(tail);
+}
+
+// A new job with a finished or running job's definition and code (library or packed
+// working_dir), as it was submitted.
+void HandleResubmit(const ApiContext& ctx, const Request& req, const ResponderPtr& res) {
+  auto job = ResolveJob(ctx, req, res);
+  if (!job) return;
+  json doc = ParseJsonBounded(job->definition);
+  Result<JobSpec> spec = job->definition.empty() || doc.is_discarded()
+                             ? Result<JobSpec>(Status::InvalidArgument("no definition"))
+                             : JobDefinitionFromJson(doc);
+  if (!spec.ok()) {
+    res->SendError(409, "job " + job->id + " cannot be resubmitted: it was stored by an older " +
+                            "release (" + spec.status().message() + "); submit its job.json");
+    return;
+  }
+  JobManager::Submission sub;
+  sub.library_sha256 = job->library_sha256;
+  sub.library_path = job->library_path;
+  if (!sub.library_sha256.empty()) {
+    auto path = ctx.blobs->PathOf(sub.library_sha256);
+    if (!path.ok()) {
+      res->SendError(409, "job " + job->id + "'s code (blob " + sub.library_sha256 +
+                              ") is no longer stored; submit its job.json");
+      return;
+    }
+    sub.library_path = *path;
+  }
+  if (Status feasible = ctx.jobs->CheckFeasible(*spec); !feasible.ok()) {
+    res->SendError(400, feasible.message(), {{"field", "scaling_config"}});
+    return;
+  }
+  sub.spec = std::move(*spec);
+  const std::string from = job->id;
+  ctx.jobs->Submit(std::move(sub), [res, from](Result<std::string> id) {
+    if (!id.ok()) {
+      res->SendError(HttpStatusFor(id.status()), id.status().message());
+      return;
+    }
+    res->SendJson(201, {{"job_id", *id}, {"state", kJobPending}, {"resubmitted_from", from}});
+  });
 }
 
 // A page's cursor: "<submitted_at>.<id>" of its last job.
@@ -436,7 +481,7 @@ void RegisterApiRoutes(http::Router& router, ApiContext ctx) {
     auto job = ResolveJob(ctx, req, res);
     if (!job) return;
     const std::string id = job->id;
-    ctx.jobs->Stop(id, [res, id](Result<std::string> state) {
+    ctx.jobs->Stop(id, "", [res, id](Result<std::string> state) {
       if (!state.ok()) {
         res->SendError(HttpStatusFor(state.status()), state.status().message());
         return;
@@ -444,6 +489,26 @@ void RegisterApiRoutes(http::Router& router, ApiContext ctx) {
       res->SendJson(200, {{"job_id", id}, {"state", *state}});
     });
   });
+  add("DELETE", "/v1/jobs/{job}", [ctx](const Request& req, ResponderPtr res) {
+    auto job = ResolveJob(ctx, req, res);
+    if (!job) return;
+    bool files = false;
+    if (auto it = req.query.find("checkpoints"); it != req.query.end())
+      files = it->second == "1" || it->second == "true";
+    const std::string id = job->id;
+    ctx.jobs->Delete(id, files, [res, id, files](Result<cmd::DeleteJobAnswer> r) {
+      if (!r.ok()) {
+        res->SendError(HttpStatusFor(r.status()), r.status().message());
+        return;
+      }
+      res->SendJson(200, {{"job_id", id},
+                          {"deleted", true},
+                          {"trial_dir", r->trial_dir},
+                          {"trial_dir_removed", files}});
+    });
+  });
+  add("POST", "/v1/jobs/{job}/resubmit",
+      [ctx](const Request& req, ResponderPtr res) { HandleResubmit(ctx, req, res); });
   add("GET", "/v1/jobs/{job}/logs",
       [ctx](const Request& req, ResponderPtr res) { HandleLogs(ctx, req, res); });
   add("GET", "/v1/jobs/{job}/checkpoints", [ctx](const Request& req, ResponderPtr res) {

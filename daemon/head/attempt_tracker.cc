@@ -67,7 +67,7 @@ AttemptTracker::Commands AttemptTracker::OnLaunched(bool head_ok) {
   end_proposed_ = true;
   cmd::AttemptOutcome o;
   o.state = stop_requested_ ? kJobStopped : kJobFailed;
-  o.reason = stop_requested_ ? "stopped by user" : "the head stepped down before the start";
+  o.reason = stop_requested_ ? stop_reason_ : "the head stepped down before the start";
   return {End{o}};
 }
 
@@ -147,9 +147,10 @@ AttemptTracker::Commands AttemptTracker::OnNodeStartFailed(const std::string& no
   return BeginEnding();
 }
 
-AttemptTracker::Commands AttemptTracker::OnStopRequested() {
+AttemptTracker::Commands AttemptTracker::OnStopRequested(const std::string& reason) {
   if (stop_requested_) return {};
   stop_requested_ = true;
+  stop_reason_ = reason.empty() ? kStoppedByUser : reason;
   // Before the start committed there is nothing to stop: OnLaunched ends it.
   return launched_ ? BeginEnding() : Commands{};
 }
@@ -176,7 +177,7 @@ AttemptTracker::Commands AttemptTracker::Settle(int local_live) {
   cmd::AttemptOutcome o;
   if (stop_requested_) {
     o.state = kJobStopped;
-    o.reason = "stopped by user";
+    o.reason = stop_reason_;
   } else if (failure_) {
     o = *failure_;
   } else if (static_cast<int>(exits_.size()) == world_size()) {

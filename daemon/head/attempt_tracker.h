@@ -85,7 +85,9 @@ class AttemptTracker {
   // ranks count as exited; the head's own node's are counted by its agent (Settle), since
   // a launch that failed half-way may have started some.
   Commands OnNodeStartFailed(const std::string& node, const std::string& why);
-  Commands OnStopRequested();
+  // The job is to stop; `reason` ends up as the attempt's reason.
+  Commands OnStopRequested(const std::string& reason = kStoppedByUser);
+  static constexpr const char* kStoppedByUser = "stopped by user";
   // This node is no longer the head: stop everything (another head may start the job).
   Commands OnStepDown();
   // Report `seq`'s checkpoint was merged (its commit is proposed): the attempt may end.
@@ -124,6 +126,7 @@ class AttemptTracker {
   bool launched_ = false;  // start_attempt committed
   bool ending_ = false;    // the workers are being stopped
   bool stop_requested_ = false;
+  std::string stop_reason_;  // set with stop_requested_
   bool end_proposed_ = false;
   int commits_in_flight_ = 0;  // CommitReports with checkpoints not yet merged or failed
   std::optional<cmd::AttemptOutcome> failure_;  // the first failure seen

@@ -79,6 +79,15 @@ void CheckpointCommitter::Remove(std::string trial_dir, std::vector<std::string>
   });
 }
 
+void CheckpointCommitter::RemoveDirs(std::vector<std::string> dirs) {
+  Post([this, dirs = std::move(dirs)] {
+    for (const auto& dir : dirs) {
+      if (Status st = files_->RemoveDir(dir); !st.ok())
+        LOG_WARN << "cannot remove " << dir << ": " << st.message();
+    }
+  });
+}
+
 void CheckpointCommitter::CleanUpAttempt(std::string staging_dir, std::string trial_dir) {
   Post([this, staging_dir = std::move(staging_dir), trial_dir = std::move(trial_dir)] {
     if (Status st = files_->CleanUpAttempt(staging_dir, trial_dir); !st.ok())

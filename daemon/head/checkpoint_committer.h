@@ -53,6 +53,8 @@ class CheckpointCommitter {
   void Remove(std::string trial_dir, std::vector<std::string> checkpoint_dirs);
   // After an attempt ended: its staging area and uncommitted ".tmp" merges go.
   void CleanUpAttempt(std::string staging_dir, std::string trial_dir);
+  // A deleted job's directories (CheckpointFiles::RemoveDir), behind the work queued.
+  void RemoveDirs(std::vector<std::string> dirs);
 
   // Jobs queued or running (for tests and views).
   size_t pending() const;

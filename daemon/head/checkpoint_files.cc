@@ -1,6 +1,7 @@
 #include "daemon/head/checkpoint_files.h"
 
 #include "common/file_util.h"
+#include "common/safe_fs.h"
 #include "daemon/head/checkpoint_merge.h"
 
 namespace traintl {
@@ -22,6 +23,8 @@ Status DiskCheckpointFiles::CleanUpAttempt(const std::string& staging_dir,
   CleanupUncommitted(trial_dir);  // best effort: leftovers are tried again next time
   return st;
 }
+
+Status DiskCheckpointFiles::RemoveDir(const std::string& dir) { return RemoveAllNoFollow(dir); }
 
 DiskCheckpointFiles* DiskCheckpointFiles::Get() {
   static DiskCheckpointFiles files;

@@ -28,6 +28,9 @@ class CheckpointFiles {
   virtual Status Remove(const std::string& trial_dir, const std::string& checkpoint_dir) = 0;
   // Removes an ended attempt's staging area and the trial dir's uncommitted merges.
   virtual Status CleanUpAttempt(const std::string& staging_dir, const std::string& trial_dir) = 0;
+  // rm -rf of a deleted job's directory (its trial dir, its logs here), never through a
+  // symlink. OK when it does not exist.
+  virtual Status RemoveDir(const std::string& dir) = 0;
 };
 
 // The real one: checkpoint_merge.h on the file system.
@@ -38,6 +41,7 @@ class DiskCheckpointFiles : public CheckpointFiles {
                             const nlohmann::json& metrics) override;
   Status Remove(const std::string& trial_dir, const std::string& checkpoint_dir) override;
   Status CleanUpAttempt(const std::string& staging_dir, const std::string& trial_dir) override;
+  Status RemoveDir(const std::string& dir) override;
 
   // The process-wide instance (stateless).
   static DiskCheckpointFiles* Get();

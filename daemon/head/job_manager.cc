@@ -9,6 +9,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <sstream>
 
 #include "common/crypto.h"
 #include "common/file_util.h"
@@ -81,7 +82,8 @@ void JobManager::SetHead(bool head) {
     RefreshSelf();
     RecordVoterAddress(options_.raft_id, options_.api_address);
   }
-  LOG_INFO << (head ? "this node is now the head" : "this node is no longer the head");
+  // A leader change is an operator's concern (journalctl -p warning), not just a detail.
+  LOG_WARN << (head ? "this node is now the head" : "this node is no longer the head");
   if (!head) {
     // Another head may start these jobs again: never let two attempts run at once.
     for (auto& [id, a] : active_) Run(a, a.tracker.OnStepDown());
@@ -150,19 +152,38 @@ void JobManager::Submit(Submission sub, std::function<void(Result<std::string>)>
                     }));
 }
 
-void JobManager::Stop(const std::string& job_id, std::function<void(Result<std::string>)> done) {
-  log_->Propose(commands::StopJob(job_id),
-                Answered<cmd::StopJobAnswer>([this, job_id, done](Result<cmd::StopJobAnswer> r) {
-                  if (!r.ok()) {
-                    done(r.status());
-                    return;
-                  }
-                  if (r->active) {
-                    auto it = active_.find(job_id);
-                    if (it != active_.end()) Run(it->second, it->second.tracker.OnStopRequested());
-                  }
-                  done(r->state);
-                }));
+void JobManager::Stop(const std::string& job_id, const std::string& reason,
+                      std::function<void(Result<std::string>)> done) {
+  log_->Propose(
+      commands::StopJob(job_id, reason),
+      Answered<cmd::StopJobAnswer>([this, job_id, reason, done](Result<cmd::StopJobAnswer> r) {
+        if (!r.ok()) {
+          done(r.status());
+          return;
+        }
+        if (r->active) {
+          auto it = active_.find(job_id);
+          if (it != active_.end()) Run(it->second, it->second.tracker.OnStopRequested(reason));
+        }
+        done(r->state);
+      }));
+}
+
+void JobManager::Delete(const std::string& job_id, bool remove_files,
+                        std::function<void(Result<cmd::DeleteJobAnswer>)> done) {
+  log_->Propose(commands::DeleteJob(job_id),
+                Answered<cmd::DeleteJobAnswer>(
+                    [this, job_id, remove_files, done](Result<cmd::DeleteJobAnswer> r) {
+                      if (r.ok()) {
+                        // Records first, files after: a crash between leaves only garbage.
+                        std::vector<std::string> dirs{agent_->JobDir(job_id)};
+                        if (remove_files && !r->trial_dir.empty()) dirs.push_back(r->trial_dir);
+                        committer_->RemoveDirs(std::move(dirs));
+                        LOG_INFO << "job " << job_id << " deleted"
+                                 << (remove_files ? " with its trial dir " + r->trial_dir : "");
+                      }
+                      done(std::move(r));
+                    }));
 }
 
 void JobManager::Tick() {
@@ -209,9 +230,28 @@ void JobManager::FullPass(bool settling) {
       ReconcileLost(job);
       continue;
     }
-    if (job.stop_requested) Run(it->second, it->second.tracker.OnStopRequested());
+    if (job.stop_requested) {
+      Run(it->second, it->second.tracker.OnStopRequested(job.message));
+    } else {
+      EnforceTimeLimit(job, it->second);
+    }
   }
   Carry(queue_.FullPass(pending, PassInputNow(settling)));
+}
+
+void JobManager::EnforceTimeLimit(const JobRecord& job, ActiveAttempt& a) {
+  if (a.time_limit_s <= 0 || a.time_limit_hit || !job.started_at) return;
+  const int64_t ran_ms = commands::NowMs() - *job.started_at;
+  if (ran_ms < static_cast<int64_t>(a.time_limit_s * 1000)) return;
+  a.time_limit_hit = true;
+  std::ostringstream reason;
+  reason << "time limit of " << a.time_limit_s << " s (run_config.time_limit_s) reached";
+  LOG_WARN << "job " << job.id << ": " << reason.str() << "; stopping it";
+  const std::string id = job.id;
+  Stop(id, reason.str(), [id](Result<std::string> r) {
+    if (!r.ok())
+      LOG_WARN << "job " << id << ": stopping at its time limit: " << r.status().message();
+  });
 }
 
 void JobManager::ReconcileLost(const JobRecord& job) {
@@ -305,6 +345,7 @@ void JobManager::StartAttempt(const JobRecord& job, const JobSpec& spec,
   a.started = clock_->Now();
   a.restart_backoff_s = spec.restart_backoff_s;
   a.max_restart_backoff_s = spec.max_restart_backoff_s;
+  a.time_limit_s = spec.time_limit_s;
   const int attempt = a.attempt();
   active_.erase(job.id);
   active_.emplace(job.id, std::move(a));  // reserves the resources while it commits
@@ -512,10 +553,18 @@ void JobManager::EndAttemptNow(ActiveAttempt& a, commands::AttemptOutcome outcom
   const int attempt = a.attempt();
   LOG_INFO << "job " << job_id << ": attempt " << attempt << " ended " << outcome.state
            << (outcome.reason.empty() ? "" : ": " + outcome.reason);
+  const std::string reason = outcome.reason;
   log_->Propose(
       commands::EndAttempt(job_id, attempt, outcome),
       Answered<cmd::EndAttemptAnswer>(
-          [this, job_id, trial_dir, attempt](Result<cmd::EndAttemptAnswer> r) {
+          [this, job_id, trial_dir, attempt, reason](Result<cmd::EndAttemptAnswer> r) {
+            // What an operator must see in the journal (journalctl -p warning).
+            if (r.ok() && r->job_state == kJobFailed) {
+              LOG_WARN << "job " << job_id << " FAILED in attempt " << attempt << ": " << reason;
+            } else if (r.ok() && r->job_state == kJobPending) {
+              LOG_WARN << "job " << job_id << " attempt " << attempt << " failed: " << reason
+                       << "; it restarts";
+            }
             auto it = active_.find(job_id);
             if (!r.ok()) {
               // Not committed (this node may have lost leadership while paused): the trial dir is

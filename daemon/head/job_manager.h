@@ -115,7 +115,14 @@ class JobManager : public WorkerPoolListener {
   // OK when this cluster could ever run the job; FailedPrecondition ("infeasible: ...").
   Status CheckFeasible(const JobSpec& spec) const;
   // Proposes stop_job and stops running workers; `done` gets the state afterwards.
-  void Stop(const std::string& job_id, std::function<void(Result<std::string>)> done);
+  // `reason`: "" for a user's stop, else why (the job's message once stopped).
+  void Stop(const std::string& job_id, const std::string& reason,
+            std::function<void(Result<std::string>)> done);
+  // Proposes delete_job for a finished job; `done` gets the answer (its trial dir and
+  // checkpoint directories). With `remove_files` those are removed too (never through a
+  // symlink), and every node's logs of the job.
+  void Delete(const std::string& job_id, bool remove_files,
+              std::function<void(Result<cmd::DeleteJobAnswer>)> done);
   // Node view for /v1/nodes.
   ResourceMap UsedResources() const;
   nlohmann::json NodesView() const;
@@ -149,6 +156,8 @@ class JobManager : public WorkerPoolListener {
     std::chrono::steady_clock::time_point started{};  // when start_attempt was proposed
     double restart_backoff_s = 0;                     // the spec's failure_config
     double max_restart_backoff_s = 0;
+    double time_limit_s = 0;      // the spec's run_config.time_limit_s (0: none)
+    bool time_limit_hit = false;  // its stop was proposed
   };
   // Carries out what `a`'s tracker decided, then lets it end the attempt when none of its
   // workers lives any more.
@@ -177,6 +186,9 @@ class JobManager : public WorkerPoolListener {
   JobQueue::PassInput PassInputNow(bool settling) const;
   // Carries out a pass: starts attempts, fails unreadable jobs, proposes changed reasons.
   void Carry(JobQueue::PassResult pass);
+  // Stops `job` (running as `a`) once its run_config.time_limit_s has passed since it
+  // first started; full passes (at least every kFullPassInterval) look.
+  void EnforceTimeLimit(const JobRecord& job, ActiveAttempt& a);
   // Ends the attempt the store calls active although this head does not follow it.
   void ReconcileLost(const JobRecord& job);
   void StartAttempt(const JobRecord& job, const JobSpec& spec, const Placement& placement);

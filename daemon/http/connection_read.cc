@@ -6,7 +6,9 @@
 #include "daemon/http/connection.h"
 
 #include <algorithm>
+#include <chrono>
 #include <limits>
+#include <mutex>
 
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/http/error.hpp>
@@ -14,6 +16,7 @@
 #include <boost/beast/http/status.hpp>
 
 #include "common/crypto.h"
+#include "common/logging.h"
 #include "daemon/http/uri.h"
 
 namespace traintl::http::internal {
@@ -34,6 +37,27 @@ std::string_view Trim(std::string_view s) {
 
 bool IsHttpError(const error_code& ec) {
   return ec.category() == bhttp::make_error_code(bhttp::error::bad_method).category();
+}
+
+// A rejected token is an operator's concern (journalctl -p warning), but a client retrying
+// in a loop must not flood the journal: at most one line per kRejectedTokenLogGap, saying
+// how many rejections it stands for. Connections may run on several threads.
+void WarnRejectedToken(const std::string& remote, const char* why) {
+  constexpr auto kRejectedTokenLogGap = std::chrono::seconds(10);
+  static std::mutex mu;
+  static std::chrono::steady_clock::time_point last{};
+  static int unlogged = 0;
+  std::lock_guard<std::mutex> l(mu);
+  const auto now = std::chrono::steady_clock::now();
+  if (last != std::chrono::steady_clock::time_point{} && now - last < kRejectedTokenLogGap) {
+    ++unlogged;
+    return;
+  }
+  LOG_WARN << "http: rejected a request from " << remote << ": " << why
+           << (unlogged > 0 ? " (and " + std::to_string(unlogged) + " more since the last report)"
+                            : "");
+  last = now;
+  unlogged = 0;
 }
 
 }  // namespace
@@ -176,10 +200,12 @@ void Connection::OnHeader(error_code ec) {
 
   if (route_->options.require_auth) {
     if (token.empty()) {
+      WarnRejectedToken(remote_, "missing bearer token");
       RespondEarly(401, "missing bearer token", {{"WWW-Authenticate", "Bearer"}}, body_unread);
       return;
     }
     if (!token_valid) {
+      WarnRejectedToken(remote_, "invalid token");
       RespondEarly(401, "invalid token", {{"WWW-Authenticate", "Bearer error=\"invalid_token\""}},
                    body_unread);
       return;

@@ -17,8 +17,12 @@
 
 namespace traintl {
 
+std::string Agent::JobDir(const std::string& job_id) const {
+  return options_.data_dir + "/jobs/" + job_id;
+}
+
 std::string Agent::AttemptDir(const std::string& job_id, int attempt) const {
-  return options_.data_dir + "/jobs/" + job_id + "/attempt_" + std::to_string(attempt);
+  return JobDir(job_id) + "/attempt_" + std::to_string(attempt);
 }
 
 std::string Agent::LogPath(const std::string& job_id, int attempt, int rank) const {

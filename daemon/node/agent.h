@@ -69,6 +69,8 @@ class Agent {
 
   std::vector<std::pair<std::string, int>> LiveAttempts() const { return pool_->LiveAttempts(); }
 
+  // Where this node keeps a job's attempts (their contexts and logs).
+  std::string JobDir(const std::string& job_id) const;
   std::string AttemptDir(const std::string& job_id, int attempt) const;
   std::string LogPath(const std::string& job_id, int attempt, int rank) const;
   static std::string StagingDir(const std::string& trial_dir, int attempt);

@@ -75,7 +75,10 @@ std::string EndAttempt(const std::string& job_id, int attempt, const AttemptOutc
   return cmd::Encode(cmd::EndAttempt{job_id, attempt, o});
 }
 
-std::string StopJob(const std::string& job_id) { return cmd::Encode(cmd::StopJob{job_id}); }
+std::string StopJob(const std::string& job_id, const std::string& reason) {
+  return cmd::Encode(cmd::StopJob{job_id, reason});
+}
+std::string DeleteJob(const std::string& job_id) { return cmd::Encode(cmd::DeleteJob{job_id}); }
 
 std::string FailPendingJob(const std::string& job_id, const std::string& reason) {
   return cmd::Encode(cmd::FailPendingJob{job_id, reason});

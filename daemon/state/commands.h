@@ -41,7 +41,9 @@ std::string Report(const std::string& job_id, int attempt, int seq, const nlohma
 std::string CommitCheckpoint(const std::string& job_id, int attempt, int seq,
                              const std::string& path, const nlohmann::json& metrics);
 std::string EndAttempt(const std::string& job_id, int attempt, const AttemptOutcome& outcome);
-std::string StopJob(const std::string& job_id);
+// `reason` = "" for a user's stop; else the job's message once stopped.
+std::string StopJob(const std::string& job_id, const std::string& reason = "");
+std::string DeleteJob(const std::string& job_id);
 // Ends a PENDING job as FAILED with `reason` without an attempt: for a job that can never
 // start (a stored spec this version cannot read). A job no longer PENDING is left as it is.
 std::string FailPendingJob(const std::string& job_id, const std::string& reason);

@@ -197,7 +197,9 @@ Result<cmd::EndAttempt::Answer> ApplyCommand(StateStore::Tx& tx, int64_t time,
   } else if (o.state == kJobStopped) {
     job->state = kJobStopped;
     job->ended_at = time;
-    job->message = o.reason.empty() ? "stopped by user" : o.reason;
+    // A stop with a reason (stop_job's) already holds it as the message.
+    if (!job->stop_requested || job->message.empty())
+      job->message = o.reason.empty() ? "stopped by user" : o.reason;
   } else {
     job->state = kJobSucceeded;
     job->ended_at = time;
@@ -214,14 +216,28 @@ Result<cmd::StopJob::Answer> ApplyCommand(StateStore::Tx& tx, int64_t time, cons
   if (job->state == kJobPending) {
     job->state = kJobStopped;
     job->ended_at = time;
-    job->message = "stopped by user";
+    job->message = c.reason.empty() ? "stopped by user" : c.reason;
     job->pending_reason.clear();
     tx.UpdateJob(*job);
     return cmd::StopJobAnswer{job->state, false};
   }
+  // The first stop decides the reason.
+  if (!job->stop_requested) job->message = c.reason;
   job->stop_requested = true;
   tx.UpdateJob(*job);
   return cmd::StopJobAnswer{job->state, true};
+}
+
+Result<cmd::DeleteJob::Answer> ApplyCommand(StateStore::Tx& tx, int64_t, const cmd::DeleteJob& c) {
+  auto job = tx.GetJob(c.job_id);
+  if (!job) return Refused("no such job");
+  if (!IsTerminalJobState(job->state))
+    return Refused("job " + job->id + " is " + job->state + "; stop it and let it end first");
+  cmd::DeleteJobAnswer answer;
+  answer.trial_dir = job->trial_dir;
+  for (const auto& ck : tx.ListCheckpoints(job->id)) answer.checkpoint_paths.push_back(ck.path);
+  tx.DeleteJob(job->id);
+  return answer;
 }
 
 Result<cmd::FailPendingJob::Answer> ApplyCommand(StateStore::Tx& tx, int64_t time,

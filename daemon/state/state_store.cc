@@ -531,6 +531,14 @@ void StateStore::Tx::DeleteCheckpoint(int64_t id) {
   Stmt(stmts_, "DELETE FROM checkpoints WHERE id = ?").Bind(1, id).Run();
 }
 
+void StateStore::Tx::DeleteJob(const std::string& id) {
+  for (const char* sql :
+       {"DELETE FROM attempts WHERE job_id = ?", "DELETE FROM checkpoints WHERE job_id = ?",
+        "DELETE FROM metrics WHERE job_id = ?", "DELETE FROM worker_events WHERE job_id = ?",
+        "DELETE FROM jobs WHERE id = ?"})
+    Stmt(stmts_, sql).Bind(1, id).Run();
+}
+
 void StateStore::Tx::InsertWorkerEvent(const WorkerEventRecord& e) {
   Stmt(stmts_,
        "INSERT INTO worker_events(job_id, attempt, rank, time, event, detail) "

@@ -97,6 +97,8 @@ class StateStore {
     int64_t InsertCheckpoint(const CheckpointRecord& c);
     std::vector<CheckpointRecord> ListCheckpoints(const std::string& job_id);
     void DeleteCheckpoint(int64_t id);
+    // The job's row and every record of it (attempts, checkpoints, metrics, events).
+    void DeleteJob(const std::string& id);
     void InsertWorkerEvent(const WorkerEventRecord& e);
     void SetMeta(const std::string& key, const std::string& value);
 

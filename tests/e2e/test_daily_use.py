@@ -1,8 +1,15 @@
 """Daily use against a real daemon: jobs called by name, the job list's filters and pages,
 and the lifecycle verbs."""
 import json
+import os
+import time
 
-from harness import DaemonTestCase, main, train_spec
+from harness import DaemonTestCase, main, train_spec, wait_for
+
+
+def warnings(daemon):
+    """The daemon's warning lines ("<time> W ..."): what journalctl -p warning shows."""
+    return [l for l in daemon.log().splitlines() if " W " in l[:30]]
 
 
 class DailyUseTest(DaemonTestCase):
@@ -48,6 +55,77 @@ class DailyUseTest(DaemonTestCase):
         self.assertEqual(self.daemon.get("/v1/jobs?state=sideways")[0], 400)
         self.assertEqual(self.daemon.get("/v1/jobs?cursor=xyz")[0], 400)
         self.assertEqual(self.daemon.get("/v1/jobs?limit=0")[0], 400)
+
+    def test_stop_wait_resubmit_and_delete(self):
+        job_id = self.daemon.submit_spec(train_spec(name="long", epochs=1000, sleep_ms=100))
+        self.daemon.wait_job(job_id, lambda j: j["state"] == "RUNNING", what="RUNNING")
+        # A running job cannot be deleted.
+        p = self.daemon.cli("delete", "long")
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("stop it and let it end first", p.stderr)
+        # stop --wait returns once the job has ended and its workers are gone.
+        p = self.daemon.cli("stop", "long", "--wait", check=True)
+        self.assertEqual(p.stdout.strip(), f"{job_id}: STOPPED")
+        self.assertEqual(self.daemon.job(job_id)["state"], "STOPPED")
+        self.assertEqual(self.daemon.worker_pids(), [])
+
+        # resubmit: a new job with the same spec and library.
+        p = self.daemon.cli("resubmit", job_id, check=True)
+        again = p.stdout.strip()
+        self.assertNotEqual(again, job_id)
+        first, second = self.daemon.job(job_id), self.daemon.job(again)
+        self.assertEqual(second["spec"], first["spec"])
+        self.assertEqual(second["library_sha256"], first["library_sha256"])
+        self.daemon.wait_job(again, lambda j: j["state"] == "RUNNING", what="RUNNING")
+        self.daemon.cli("stop", again, "--wait", check=True)
+        # "long" now names the resubmitted job.
+        p = self.daemon.cli("--json", "status", "long", check=True)
+        self.assertEqual(json.loads(p.stdout)["job_id"], again)
+
+        # delete: records and logs go; the trial dir only with --checkpoints.
+        log_dir = os.path.join(self.daemon.data_dir, "jobs", job_id)
+        self.assertTrue(os.path.isdir(log_dir))
+        p = self.daemon.cli("delete", job_id, check=True)
+        self.assertIn("stays", p.stdout)
+        self.assertEqual(self.daemon.get(f"/v1/jobs/{job_id}")[0], 404)
+        wait_for(lambda: not os.path.exists(log_dir), what="the job's logs removed")
+        self.assertTrue(os.path.isdir(first["trial_dir"]))
+        p = self.daemon.cli("delete", again, "--checkpoints", check=True)
+        wait_for(lambda: not os.path.exists(second["trial_dir"]), what="the trial dir removed")
+        self.assertEqual(self.daemon.get("/v1/jobs")[1]["jobs"], [])
+        p = self.daemon.cli("delete", again)
+        self.assertEqual(p.returncode, 5, p.stderr)
+
+    def test_a_job_past_its_time_limit_is_stopped_with_that_reason(self):
+        spec = train_spec(name="limited", epochs=1000, sleep_ms=100)
+        spec["run_config"]["time_limit_s"] = 1.5
+        job_id = self.daemon.submit_spec(spec)
+        started = time.monotonic()
+        job = self.daemon.wait_terminal(job_id, timeout=30)
+        self.assertEqual(job["state"], "STOPPED", job)
+        self.assertIn("time limit of 1.5 s", job["message"])
+        self.assertLess(time.monotonic() - started, 15)
+        self.assertEqual(job["spec"]["run_config"]["time_limit_s"], 1.5)
+        self.assertIn("time limit of 1.5 s", job["attempts"][-1]["reason"])
+        status, body = self.daemon.post("/v1/jobs", {"spec": dict(spec, run_config={
+            "time_limit_s": -1})})
+        self.assertEqual(status, 400)
+        self.assertEqual(body["field"], "run_config.time_limit_s")
+
+    def test_operators_find_trouble_among_the_warnings(self):
+        failing = self.daemon.submit_spec(train_spec(name="doomed", epochs=2, fail_at_epoch=0))
+        self.daemon.wait_terminal(failing)
+        status, _ = self.daemon.post("/v1/jobs", {"spec": {"name": "bad"}})
+        self.assertEqual(status, 400)
+        self.assertEqual(self.daemon.get("/v1/jobs", token="not-the-token")[0], 401)
+        self.assertEqual(self.daemon.get("/v1/jobs", token="still-not-it")[0], 401)
+        lines = "\n".join(warnings(self.daemon))
+        self.assertIn("this node is now the head", lines)
+        self.assertIn(f"job {failing} FAILED in attempt 1", lines)
+        self.assertIn("refused a job spec from 127.0.0.1", lines)
+        self.assertIn("rejected a request from 127.0.0.1", lines)
+        # A client retrying in a loop does not flood the journal.
+        self.assertEqual(lines.count("rejected a request"), 1, lines)
 
 
 if __name__ == "__main__":

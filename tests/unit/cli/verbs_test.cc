@@ -215,14 +215,67 @@ TEST_CASE("metrics history and latest") {
 TEST_CASE("stop") {
   auto client = Always(200, R"({"job_id":"3f9c2a1b7d4e","state":"STOPPED"})");
   TestContext t(&client);
-  REQUIRE(RunStop("3f9c", t.ctx) == kExitOk);
+  REQUIRE(RunStop("3f9c", JobVerbOptions{}, t.ctx) == kExitOk);
   CHECK(client.requests.at(0).method == "POST");
   CHECK(client.requests.at(0).target == "/v1/jobs/3f9c/stop");
   CHECK(t.out.str() == "3f9c2a1b7d4e: STOPPED\n");
   auto done = Always(200, R"({"job_id":"3f9c2a1b7d4e","state":"SUCCEEDED"})");
   TestContext t2(&done);
-  REQUIRE(RunStop("3f9c", t2.ctx) == kExitOk);
+  REQUIRE(RunStop("3f9c", JobVerbOptions{}, t2.ctx) == kExitOk);
   CHECK_THAT(t2.out.str(), Catch::Contains("already ended as SUCCEEDED"));
+}
+
+TEST_CASE("stop --wait polls until the job has ended") {
+  int gets = 0;
+  ScriptedClient client([&](const HttpRequest& r) -> Result<HttpResponse> {
+    if (r.method == "POST") return Json(200, R"({"job_id":"3f9c2a1b7d4e","state":"RUNNING"})");
+    return Json(200, ++gets < 3 ? R"({"job_id":"3f9c2a1b7d4e","state":"RUNNING"})"
+                                : R"({"job_id":"3f9c2a1b7d4e","state":"STOPPED"})");
+  });
+  TestContext t(&client);
+  JobVerbOptions wait;
+  wait.wait = true;
+  REQUIRE(RunStop("3f9c", wait, t.ctx) == kExitOk);
+  CHECK(gets == 3);
+  CHECK(client.requests.at(1).target == "/v1/jobs/3f9c2a1b7d4e");
+  CHECK(t.out.str() == "3f9c2a1b7d4e: STOPPED\n");
+  // Without --wait the request is all.
+  gets = 0;
+  TestContext t2(&client);
+  REQUIRE(RunStop("3f9c", JobVerbOptions{}, t2.ctx) == kExitOk);
+  CHECK(gets == 0);
+  CHECK(t2.out.str() == "3f9c2a1b7d4e: stop requested (now RUNNING)\n");
+}
+
+TEST_CASE("resubmit and delete") {
+  auto resubmitted =
+      Always(201, R"({"job_id":"0123456789ab","state":"PENDING","resubmitted_from":"3f9c"})");
+  TestContext t(&resubmitted);
+  REQUIRE(RunResubmit("digits", JobVerbOptions{}, t.ctx) == kExitOk);
+  CHECK(resubmitted.requests.at(0).method == "POST");
+  CHECK(resubmitted.requests.at(0).target == "/v1/jobs/digits/resubmit");
+  CHECK(t.out.str() == "0123456789ab\n");
+
+  auto deleted = Always(200, R"({"job_id":"3f9c2a1b7d4e","deleted":true,
+      "trial_dir":"/results/digits-3f9c2a1b7d4e","trial_dir_removed":false})");
+  TestContext d(&deleted);
+  REQUIRE(RunDelete("3f9c", JobVerbOptions{}, d.ctx) == kExitOk);
+  CHECK(deleted.requests.at(0).method == "DELETE");
+  CHECK(deleted.requests.at(0).target == "/v1/jobs/3f9c");
+  CHECK(d.out.str() ==
+        "3f9c2a1b7d4e: deleted (its trial dir /results/digits-3f9c2a1b7d4e stays)\n");
+  JobVerbOptions with_files;
+  with_files.checkpoints = true;
+  TestContext d2(&deleted);
+  REQUIRE(RunDelete("3f9c", with_files, d2.ctx) == kExitOk);
+  CHECK(deleted.requests.at(1).target == "/v1/jobs/3f9c?checkpoints=1");
+  CHECK_THAT(d2.out.str(), Catch::Contains("deleted with its trial dir"));
+
+  auto running =
+      Always(409, R"({"error":"job 3f9c2a1b7d4e is RUNNING; stop it and let it end first"})");
+  TestContext r(&running);
+  CHECK(RunDelete("3f9c", JobVerbOptions{}, r.ctx) != kExitOk);
+  CHECK_THAT(r.err.str(), Catch::Contains("stop it and let it end first"));
 }
 
 TEST_CASE("logs builds the query and prints the text") {

@@ -97,6 +97,10 @@ class RecordingFiles : public CheckpointFiles {
     Record("cleanup " + staging_dir);
     return Status::Ok();
   }
+  Status RemoveDir(const std::string& dir) override {
+    Record("rmdir " + dir);
+    return Status::Ok();
+  }
   std::vector<std::string> calls() {
     std::lock_guard<std::mutex> l(mu_);
     return calls_;

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <string>
 
+#include "proto/job_definition.h"
 #include "proto/job_spec.h"
 #include "tests/unit/proto/job_spec_test_util.h"
 
@@ -225,6 +226,25 @@ TEST_CASE("train_loop_config: any object, deep nesting is user data") {
               "must be an object");
   ExpectError(With("/train_loop_config", nullptr), "train_loop_config", "got null");
   ExpectError(With("/train_loop_config", "lr=1"), "train_loop_config", "must be an object");
+}
+
+TEST_CASE("run_config.time_limit_s: seconds, absent by default, kept through the definition") {
+  JobSpec d = MustParse(Minimal());
+  CHECK(d.time_limit_s == 0);
+  CHECK_FALSE(traintl::JobSpecToJson(d)["run_config"].contains("time_limit_s"));
+  CHECK_FALSE(traintl::JobDefinitionToJson(d).contains("time_limit_s"));
+  json doc = Minimal();
+  doc["run_config"]["time_limit_s"] = 90.5;
+  JobSpec s = MustParse(doc);
+  CHECK(s.time_limit_s == 90.5);
+  CHECK(MustParse(traintl::JobSpecToJson(s)) == s);
+  CHECK(*traintl::JobDefinitionFromJson(traintl::JobDefinitionToJson(s)) == s);
+  doc["run_config"]["time_limit_s"] = nullptr;
+  CHECK(MustParse(doc).time_limit_s == 0);
+  for (json bad : {json(0), json(-5), json("1h"), json(1e9)}) {
+    doc["run_config"]["time_limit_s"] = bad;
+    ExpectError(doc, "run_config.time_limit_s", "seconds in (0, 31536000]");
+  }
 }
 
 TEST_CASE("failure_config: restart backoff fields, defaults and the delay formula") {

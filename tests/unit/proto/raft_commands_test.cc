@@ -68,8 +68,14 @@ TEST_CASE("every command round-trips with a fresh rid and the proposer's time") 
   CHECK(gv.raft_id == 18446744073709551615ull);
   CHECK(std::get<cmd::Report>(RoundTrip(cmd::Report{"j", 1, 4, {{"loss", 1}}}).body).metrics ==
         json{{"loss", 1}});
+  // A stop's reason travels only when set (a user's stop reads as before reasons existed).
+  CHECK(std::get<cmd::StopJob>(RoundTrip(cmd::StopJob{"j", "time limit"}).body).reason ==
+        "time limit");
+  CHECK_FALSE(json::parse(cmd::Encode(cmd::StopJob{"j", ""})).contains("reason"));
+  CHECK(std::get<cmd::DeleteJob>(RoundTrip(cmd::DeleteJob{"j"}).body).job_id == "j");
   // The op name comes from the type: every alternative has a distinct one.
   CHECK(cmd::OpOf(cmd::StopJob{"j"}) == "stop_job");
+  CHECK(cmd::OpOf(cmd::DeleteJob{"j"}) == "delete_job");
   CHECK(json::parse(cmd::Encode(cmd::FailPendingJob{"j", "r"}))["op"] == "fail_pending_job");
 }
 

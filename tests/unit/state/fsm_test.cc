@@ -176,6 +176,42 @@ TEST_CASE("fail_pending_job: a PENDING job fails with the reason, others are lef
   CHECK(store.GetJob("p1")->message == "spec unreadable");
 }
 
+TEST_CASE("a stop with a reason keeps it as the message; delete_job forgets a finished job") {
+  StateStore store;
+  Fsm fsm(&store);
+  Apply(fsm, commands::SubmitJob(MakeJob("a1", 0), ""));
+  Apply(fsm, commands::StartAttempt("a1", 1, ""));
+  CHECK(Apply(fsm, commands::DeleteJob("a1"))["ok"] == false);  // still running
+  Apply(fsm, commands::Report("a1", 1, 0, {{"loss", 1}}));
+  Apply(fsm, commands::CommitCheckpoint("a1", 1, 0, "/tmp/trial/checkpoint_1", {{"loss", 1}}));
+  CHECK(Apply(fsm, commands::StopJob("a1", "time limit of 60 s reached"))["active"] == true);
+  CHECK(Apply(fsm, commands::StopJob("a1"))["active"] == true);  // the first reason stays
+  commands::AttemptOutcome stopped;
+  stopped.state = kJobStopped;
+  stopped.reason = "stopped by user";
+  CHECK(Apply(fsm, commands::EndAttempt("a1", 1, stopped))["job_state"] == kJobStopped);
+  CHECK(store.GetJob("a1")->message == "time limit of 60 s reached");
+  // A pending job stops at once with the reason.
+  Apply(fsm, commands::SubmitJob(MakeJob("b2", 0), ""));
+  Apply(fsm, commands::StopJob("b2", "time limit of 1 s reached"));
+  CHECK(store.GetJob("b2")->message == "time limit of 1 s reached");
+  // A user's stop says so.
+  Apply(fsm, commands::SubmitJob(MakeJob("c3", 0), ""));
+  Apply(fsm, commands::StopJob("c3"));
+  CHECK(store.GetJob("c3")->message == "stopped by user");
+
+  json deleted = Apply(fsm, commands::DeleteJob("a1"));
+  REQUIRE(deleted["ok"] == true);
+  CHECK(deleted["trial_dir"] == "/tmp/trial");
+  CHECK(deleted["checkpoint_paths"] == json::array({"/tmp/trial/checkpoint_1"}));
+  CHECK_FALSE(store.GetJob("a1"));
+  CHECK(store.ListAttempts("a1").empty());
+  CHECK(store.ListCheckpoints("a1").empty());
+  CHECK(store.ListMetrics("a1").empty());
+  CHECK(store.CountJobs() == 2);
+  CHECK(Apply(fsm, commands::DeleteJob("a1"))["ok"] == false);
+}
+
 TEST_CASE("snapshot and restore round trip") {
   StateStore store;
   Fsm fsm(&store);
