@@ -43,6 +43,13 @@ const std::vector<VerbDef>& Verbs() {
                           "follow the job until it ends; the exit code is its outcome");
        },
        [](const std::vector<std::string>& a, CommandLine* cl) { cl->submit.spec_path = a[0]; }},
+      {"validate", "JOB_JSON", "check a job spec and its code without submitting",
+       "Runs every check `submit` does - the spec, the working_dir's module and function or\n"
+       "command, the daemon's checks (could the cluster ever run it) - plus the training\n"
+       "library's ELF file: a shared object of this machine exporting traintl's ABI and the\n"
+       "entry point. Nothing is uploaded or stored. Exit 0 when valid, 2 when not.\n",
+       1, 1, NoOptions,
+       [](const std::vector<std::string>& a, CommandLine* cl) { cl->submit.spec_path = a[0]; }},
       {"status", "[JOB]", "show one job in detail, or all jobs as a table",
        "With JOB: state, attempts (with failed rank, exit code or signal), metrics, the\n"
        "latest checkpoint and, for a failed job, the tail of the failing rank's log.\n"

@@ -7,6 +7,7 @@ namespace cli {
 int RunVerb(const CommandLine& cl, CliContext& ctx) {
   try {
     if (cl.verb == "submit") return RunSubmit(cl.submit, ctx);
+    if (cl.verb == "validate") return RunValidate(cl.submit.spec_path, ctx);
     if (cl.verb == "status") return RunStatus(cl.job, ctx);
     if (cl.verb == "list") return RunList(cl.list, ctx);
     if (cl.verb == "logs") return RunLogs(cl.logs, ctx);

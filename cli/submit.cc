@@ -2,6 +2,7 @@
 // job's packed working_dir) content-addressed,
 // submits the job, and optionally follows it to its end.
 
+#include <algorithm>
 #include <set>
 #include <sstream>
 
@@ -10,9 +11,11 @@
 #include "cli/verbs.h"
 #include "cli/working_dir.h"
 #include "common/crypto.h"
+#include "common/elf_exports.h"
 #include "common/file_util.h"
 #include "common/json_depth.h"
 #include "proto/job_spec.h"
+#include "traintl/abi.h"
 
 namespace traintl {
 namespace cli {
@@ -123,6 +126,44 @@ bool ReadLibrary(const nlohmann::json& spec, const std::string& spec_path, CliCo
     }
     *ctx.err << "\n";
   }
+  return false;
+}
+
+// What traintl-worker will find in the library, read from its ELF file (nothing of it
+// runs): a shared object of this machine exporting the ABI version and the entry point.
+// On failure prints why and returns false. `summary` says what was found.
+bool CheckLibraryExports(const std::string& library, const std::string& function, CliContext& ctx,
+                         std::string* summary) {
+  auto symbols = ListExportedFunctions(library, "traintl_");
+  std::string problem;
+  if (!symbols.ok()) {
+    problem = symbols.status().message();
+  } else if (!std::binary_search(symbols->begin(), symbols->end(),
+                                 std::string(TRAINTL_ABI_VERSION_SYMBOL))) {
+    problem = "not a traintl training library: it does not export " TRAINTL_ABI_VERSION_SYMBOL
+              " (include <traintl/train.h> and export the function with TRAINTL_ENTRYPOINT)";
+  } else {
+    const std::string prefix = TRAINTL_ENTRY_SYMBOL_PREFIX;
+    std::vector<std::string> entries;
+    for (const auto& s : *symbols)
+      if (s.rfind(prefix, 0) == 0) entries.push_back(s.substr(prefix.size()));
+    std::string listed;
+    for (const auto& e : entries) listed += (listed.empty() ? "" : ", ") + e;
+    if (entries.empty()) {
+      problem = "it exports no entry point (export one with TRAINTL_ENTRYPOINT)";
+    } else if (function.empty() && entries.size() > 1) {
+      problem = "it exports several entry points (" + listed + "); name one in entrypoint.function";
+    } else if (!function.empty() &&
+               std::find(entries.begin(), entries.end(), function) == entries.end()) {
+      problem = "entrypoint.function: it exports no entry point " + function +
+                " (it exports: " + listed + ")";
+    } else {
+      *summary = "exports " + (function.empty() ? entries[0] : function);
+      return true;
+    }
+  }
+  *ctx.err << "traintl: the training library " << library << " (entrypoint.library): " << problem
+           << "\n";
   return false;
 }
 
@@ -373,6 +414,47 @@ int WaitForJob(const std::string& job_id, CliContext& ctx) {
     if (!ctx.json) progress.Update(job);
     ctx.sleep_ms(ctx.poll_interval_ms);
   }
+}
+
+int RunValidate(const std::string& spec_path, CliContext& ctx) {
+  int code = kExitOk;
+  nlohmann::json spec;
+  if (!ReadSpec(spec_path, ctx, &spec, &code)) return code;
+  SpecError bad;
+  auto parsed = ParseJobSpec(spec, &bad);
+  if (!parsed.ok()) {
+    *ctx.err << "traintl: " << spec_path << ": invalid job spec: " << bad.ToString() << "\n";
+    return kExitUsage;
+  }
+  std::string found;
+  if (parsed->entry_kind == EntrypointKind::kLibrary) {
+    std::string library, bytes;
+    if (!ReadLibrary(spec, spec_path, ctx, &library, &bytes, &code)) return code;
+    if (!CheckLibraryExports(library, parsed->function, ctx, &found)) return kExitUsage;
+    found = library + " " + found;
+  } else if (!parsed->working_dir.empty()) {
+    PackedWorkingDir packed;
+    if (!PackWorkingDir(*parsed, spec_path, ctx, &packed, &code)) return code;
+    found = "working_dir " + parsed->working_dir + ": " + std::to_string(packed.files) +
+            " files, " + std::to_string(packed.bytes.size()) + " bytes packed";
+  }
+  // The daemon's checks (the same spec rules, and whether the cluster could ever run it),
+  // with nothing stored.
+  HttpRequest post;
+  post.method = "POST";
+  post.target = "/v1/jobs?dry_run=1";
+  post.content_type = "application/json";
+  post.body = nlohmann::json{{"spec", spec}}.dump();
+  ApiResult result = CallJson(ctx, post);
+  if (!result.ok()) return result.exit_code;
+  if (ctx.json) {
+    PrintJson(ctx, result.body);
+    return kExitOk;
+  }
+  *ctx.out << spec_path << ": valid";
+  if (!found.empty()) *ctx.out << "; " << found;
+  *ctx.out << "; the cluster can run it\n";
+  return kExitOk;
 }
 
 int RunSubmit(const SubmitOptions& options, CliContext& ctx) {

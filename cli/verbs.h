@@ -21,6 +21,10 @@ int RunSubmit(const SubmitOptions& options, CliContext& ctx);
 // kExitJobFailed or kExitJobStopped for the outcome (or an error exit code).
 int WaitForJob(const std::string& job_id, CliContext& ctx);
 
+// submit.cc: `traintl validate JOB_JSON`: every check of submit, the library's exports
+// (ELF), and the daemon's (POST /v1/jobs?dry_run=1); nothing uploaded or stored.
+int RunValidate(const std::string& spec_path, CliContext& ctx);
+
 // status.cc; an empty `job` lists the newest jobs, like `list`.
 int RunStatus(const std::string& job, CliContext& ctx);
 // The human-readable block for one JobDetail.

@@ -9,16 +9,14 @@
 #include <string>
 #include <vector>
 
+#include "common/elf_exports.h"
 #include "common/result.h"
 #include "traintl/abi.h"
 
 namespace traintl {
 namespace worker {
 
-// Names of the functions the ELF shared object at `path` defines and exports (its .dynsym)
-// that start with `prefix`, sorted and de-duplicated. Parses the file; loads nothing.
-Result<std::vector<std::string>> ListExportedFunctions(const std::string& path,
-                                                       const std::string& prefix);
+using ::traintl::ListExportedFunctions;  // common/elf_exports.h
 
 struct TrainingLibrary {
   void* handle = nullptr;  // from dlopen; never closed

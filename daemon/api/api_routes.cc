@@ -201,6 +201,21 @@ void HandleSubmit(const ApiContext& ctx, const Request& req, const ResponderPtr&
     res->SendError(400, err.ToString(), {{"field", err.field}});
     return;
   }
+  // validate's request: every check but the code's presence, nothing stored.
+  if (auto it = req.query.find("dry_run"); it != req.query.end() && it->second == "1") {
+    for (const char* field : {"library_sha256", "working_dir_sha256", "submission_id"}) {
+      if (body.contains(field)) {
+        res->SendError(400, std::string(field) + ": not taken by a dry run", {{"field", field}});
+        return;
+      }
+    }
+    if (Status feasible = ctx.jobs->CheckFeasible(*spec); !feasible.ok()) {
+      res->SendError(400, feasible.message(), {{"field", "scaling_config"}});
+      return;
+    }
+    res->SendJson(200, {{"valid", true}, {"spec", JobSpecToJson(*spec)}});
+    return;
+  }
   JobManager::Submission sub;
   // The job's code blob: the library, or a python or command job's packed working_dir.
   const bool is_library = spec->entry_kind == EntrypointKind::kLibrary;

@@ -4,7 +4,7 @@ import json
 import os
 import time
 
-from harness import DaemonTestCase, main, train_spec, wait_for
+from harness import DaemonTestCase, lib_path, main, train_spec, wait_for
 
 
 def warnings(daemon):
@@ -111,6 +111,40 @@ class DailyUseTest(DaemonTestCase):
             "time_limit_s": -1})})
         self.assertEqual(status, 400)
         self.assertEqual(body["field"], "run_config.time_limit_s")
+
+    def test_validate_checks_the_library_and_the_cluster_and_stores_nothing(self):
+        def validate(spec):
+            path = os.path.join(self.daemon.data_dir, "validate.json")
+            with open(path, "w") as f:
+                json.dump(spec, f)
+            return self.daemon.cli("validate", path)
+
+        p = validate(train_spec())
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("valid; " + lib_path("libtest_train.so") + " exports", p.stdout)
+        # What submit would only find when the job runs.
+        spec = train_spec()
+        spec["entrypoint"]["function"] = "no_such_function"
+        p = validate(spec)
+        self.assertEqual(p.returncode, 2, p.stdout)
+        self.assertIn("exports no entry point no_such_function", p.stderr)
+        p = validate(train_spec(library=lib_path("not_a_library.so")))
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("not an ELF file", p.stderr)
+        p = validate(train_spec(library=lib_path("libtest_noentry.so")))
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("not a traintl training library", p.stderr)
+        p = validate(train_spec(library=lib_path("libtest_multi.so")))
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("several entry points", p.stderr)
+        # The daemon's checks: a job the cluster can never run.
+        p = validate(train_spec(workers=64))
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("infeasible", p.stderr)
+        # Nothing was stored or uploaded.
+        self.assertEqual(self.daemon.get("/v1/jobs")[1]["jobs"], [])
+        self.assertEqual(os.listdir(os.path.join(self.daemon.data_dir, "blobs"))
+                         if os.path.isdir(os.path.join(self.daemon.data_dir, "blobs")) else [], [])
 
     def test_operators_find_trouble_among_the_warnings(self):
         failing = self.daemon.submit_spec(train_spec(name="doomed", epochs=2, fail_at_epoch=0))
