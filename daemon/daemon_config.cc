@@ -86,6 +86,11 @@ bool ParseDaemonConfig(int argc, char** argv, DaemonConfig* cfg, int* exit_code)
       "warm-workers", po::value(&cfg->warm_workers)->default_value(0),
       "workers kept started, with LibTorch and Python loaded, for the next ranks to start "
       "without that wait (each holds that memory while it waits)")(
+      "retain-jobs", po::value(&cfg->retain_jobs)->default_value(0),
+      "finished jobs kept: older ones are deleted (records and logs, not their trial dirs); "
+      "0 keeps every one")("retain-days", po::value(&cfg->retain_days)->default_value(0),
+                           "days a finished job is kept before it is deleted (records and "
+                           "logs, not its trial dir); 0 keeps it forever")(
       "max-upload-mb", po::value(&max_upload_mb)->default_value(512),
       "largest training library accepted, in MiB")(
       "max-log-streams", po::value(&cfg->max_log_streams)->default_value(64),
@@ -187,6 +192,9 @@ bool ParseDaemonConfig(int argc, char** argv, DaemonConfig* cfg, int* exit_code)
   if (stop_grace_ms < 0) return fail("--worker-stop-grace-ms must be >= 0");
   if (cfg->warm_workers < 0 || cfg->warm_workers > 64)
     return fail("--warm-workers must be between 0 and 64");
+  if (cfg->retain_jobs < 0) return fail("--retain-jobs must be >= 0");
+  if (!(cfg->retain_days >= 0 && cfg->retain_days <= 36500))
+    return fail("--retain-days must be between 0 and 36500");
   cfg->worker_stop_grace = std::chrono::milliseconds(stop_grace_ms);
   if (max_upload_mb <= 0) return fail("--max-upload-mb must be > 0");
   cfg->max_upload_bytes = static_cast<size_t>(max_upload_mb) << 20;

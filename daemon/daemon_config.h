@@ -26,10 +26,12 @@ struct DaemonConfig {
   int collective_timeout_s = 300;  // --collective-timeout
   std::chrono::milliseconds worker_stop_grace{3000};  // --worker-stop-grace-ms
   int warm_workers = 0;                               // --warm-workers
-  size_t max_upload_bytes = 512u << 20;               // --max-upload-mb
-  int max_log_streams = 64;                           // --max-log-streams
-  uint64_t min_free_disk_mb = 128;                    // --min-free-disk-mb
-  LogLevel log_level = LogLevel::kInfo;               // --log-level
+  int retain_jobs = 0;                   // --retain-jobs: finished jobs kept (newest); 0 = all
+  double retain_days = 0;                // --retain-days: finished jobs kept this long; 0 = forever
+  size_t max_upload_bytes = 512u << 20;  // --max-upload-mb
+  int max_log_streams = 64;              // --max-log-streams
+  uint64_t min_free_disk_mb = 128;       // --min-free-disk-mb
+  LogLevel log_level = LogLevel::kInfo;  // --log-level
   // Multi-node (DESIGN §5). --server: a Raft voter; --join: API addresses (host:port) of
   // daemons already in the cluster. A daemon with neither is a one-node cluster; with
   // --join but no --server it is an agent.

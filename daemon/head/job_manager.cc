@@ -237,6 +237,25 @@ void JobManager::FullPass(bool settling) {
     }
   }
   Carry(queue_.FullPass(pending, PassInputNow(settling)));
+  ExpireFinishedJobs();
+}
+
+void JobManager::ExpireFinishedJobs() {
+  if (expiring_ > 0 || (options_.retain_jobs <= 0 && options_.retain_for.count() <= 0)) return;
+  // The query ranks every finished job: not on every pass.
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last_expiry_ < kRetentionInterval) return;
+  last_expiry_ = now;
+  constexpr size_t kBatch = 100;  // a backlog (a lowered limit) goes over several passes
+  const int64_t cutoff =
+      options_.retain_for.count() > 0 ? commands::NowMs() - options_.retain_for.count() : 0;
+  for (const std::string& id : store_->ExpiredJobs(options_.retain_jobs, cutoff, kBatch)) {
+    ++expiring_;
+    Delete(id, /*remove_files=*/false, [this, id](Result<cmd::DeleteJobAnswer> r) {
+      --expiring_;
+      if (!r.ok()) LOG_WARN << "retention: deleting job " << id << ": " << r.status().message();
+    });
+  }
 }
 
 void JobManager::EnforceTimeLimit(const JobRecord& job, ActiveAttempt& a) {

@@ -82,6 +82,12 @@ struct JobManagerOptions {
   // This daemon process's run id, recorded with every attempt it starts (see
   // LostAttemptReason). Default "": a random one.
   std::string run_id;
+  // Retention of finished jobs (traintld --retain-jobs / --retain-days): beyond the newest
+  // `retain_jobs` finished jobs, or ended more than `retain_for` ago, a job is deleted
+  // (delete_job: its records and its logs here; its trial dir stays). 0: no such limit.
+  // Default: both 0 (every job is kept).
+  int retain_jobs = 0;
+  std::chrono::milliseconds retain_for{0};
 };
 
 // The spec's policies the FSM applies, as stored with the job.
@@ -186,6 +192,8 @@ class JobManager : public WorkerPoolListener {
   JobQueue::PassInput PassInputNow(bool settling) const;
   // Carries out a pass: starts attempts, fails unreadable jobs, proposes changed reasons.
   void Carry(JobQueue::PassResult pass);
+  // Deletes finished jobs beyond the retention limits, a batch at a time (full passes).
+  void ExpireFinishedJobs();
   // Stops `job` (running as `a`) once its run_config.time_limit_s has passed since it
   // first started; full passes (at least every kFullPassInterval) look.
   void EnforceTimeLimit(const JobRecord& job, ActiveAttempt& a);
@@ -233,6 +241,8 @@ class JobManager : public WorkerPoolListener {
   // A full pass runs at least this often, even when no event asked for one: the safety
   // net for whatever frees a job that no event reports.
   static constexpr std::chrono::milliseconds kFullPassInterval{2000};
+  // How often retention (ExpireFinishedJobs) looks for finished jobs to delete.
+  static constexpr std::chrono::milliseconds kRetentionInterval{5000};
 
   // Owned by the io_context thread.
   boost::asio::steady_timer timer_;
@@ -254,8 +264,10 @@ class JobManager : public WorkerPoolListener {
   // PENDING jobs, their decoded definitions, pending reasons proposed, and restart holds
   // (this head's clock: a new head's settle period delays restarts anyway).
   JobQueue queue_;
-  std::map<std::string, ActiveAttempt> active_;  // job id -> its live attempt
-  std::set<std::string> reconciling_;            // jobs whose lost attempt is being ended
+  std::map<std::string, ActiveAttempt> active_;          // job id -> its live attempt
+  std::set<std::string> reconciling_;                    // jobs whose lost attempt is being ended
+  int expiring_ = 0;                                     // retention deletes proposed, not answered
+  std::chrono::steady_clock::time_point last_expiry_{};  // the last retention query
   NodeRegistry registry_;
   std::chrono::steady_clock::time_point head_since_{};
   std::set<std::pair<std::string, int>> stale_stopped_;

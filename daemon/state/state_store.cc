@@ -246,6 +246,25 @@ StateStore::JobPage StateStore::ListJobs(const JobQuery& q) const {
   return page;
 }
 
+std::vector<std::string> StateStore::ExpiredJobs(int keep, int64_t ended_before_ms,
+                                                 size_t limit) const {
+  std::lock_guard<std::mutex> l(mu_);
+  // Either limit deletes: a job past the count, or past the age. A job without ended_at
+  // counts as ended at its submission.
+  Stmt s(stmts_,
+         "SELECT id FROM (SELECT id, COALESCE(ended_at, submitted_at) AS t, "
+         "ROW_NUMBER() OVER (ORDER BY COALESCE(ended_at, submitted_at) DESC, id DESC) AS n "
+         "FROM jobs WHERE state IN ('SUCCEEDED', 'FAILED', 'STOPPED')) "
+         "WHERE (:keep > 0 AND n > :keep) OR (:cutoff > 0 AND t < :cutoff) "
+         "ORDER BY t, id LIMIT :limit");
+  s.Bind(":keep", static_cast<int64_t>(keep))
+      .Bind(":cutoff", ended_before_ms)
+      .Bind(":limit", static_cast<int64_t>(limit));
+  std::vector<std::string> out;
+  while (s.Step()) out.push_back(s.Text(0));
+  return out;
+}
+
 std::vector<JobRecord> StateStore::ListActiveJobs(bool with_spec) const {
   std::lock_guard<std::mutex> l(mu_);
   Stmt s(stmts_, Sql("SELECT ", with_spec ? kJobColumns : kJobColumnsWithoutSpec,

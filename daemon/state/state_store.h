@@ -55,6 +55,10 @@ class StateStore {
     bool more = false;            // more jobs match after the last one
   };
   JobPage ListJobs(const JobQuery& query) const;
+  // Finished jobs (SUCCEEDED, FAILED, STOPPED) beyond the newest `keep` of them (by end
+  // time; 0 = no count limit) or that ended before `ended_before_ms` (0 = no age limit),
+  // oldest first, at most `limit`.
+  std::vector<std::string> ExpiredJobs(int keep, int64_t ended_before_ms, size_t limit) const;
   // Jobs in PENDING, STARTING or RUNNING, by priority desc then submit time. Without
   // `with_spec` the spec field is left empty: the head's scheduling pass reads every
   // active job several times a second and keeps the (immutable) specs it parsed.

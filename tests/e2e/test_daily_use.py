@@ -4,7 +4,7 @@ import json
 import os
 import time
 
-from harness import DaemonTestCase, lib_path, main, train_spec, wait_for
+from harness import Daemon, DaemonTestCase, lib_path, main, train_spec, wait_for
 
 
 def warnings(daemon):
@@ -145,6 +145,22 @@ class DailyUseTest(DaemonTestCase):
         self.assertEqual(self.daemon.get("/v1/jobs")[1]["jobs"], [])
         self.assertEqual(os.listdir(os.path.join(self.daemon.data_dir, "blobs"))
                          if os.path.isdir(os.path.join(self.daemon.data_dir, "blobs")) else [], [])
+
+    def test_retention_deletes_the_oldest_finished_jobs(self):
+        self.daemon.stop()
+        self.daemon = Daemon(num_cpus=4, extra_args=["--retain-jobs", "2"]).start()
+        ids = []
+        for i in range(4):
+            ids.append(self.daemon.submit_spec(train_spec(name=f"r{i}", epochs=1, sleep_ms=0)))
+            self.daemon.wait_terminal(ids[-1])
+        running = self.daemon.submit_spec(train_spec(name="running", epochs=1000, sleep_ms=100))
+        wait_for(lambda: [j["job_id"] for j in self.daemon.get("/v1/jobs")[1]["jobs"]] ==
+                 [running, ids[3], ids[2]], timeout=30, what="the two oldest jobs deleted")
+        # Records and logs go; the trial dirs stay (they hold the checkpoints).
+        wait_for(lambda: not os.path.exists(os.path.join(self.daemon.data_dir, "jobs", ids[0])),
+                 what="the deleted job's logs removed")
+        self.assertIn("deleted", self.daemon.log())
+        self.daemon.cli("stop", running, "--wait", check=True)
 
     def test_operators_find_trouble_among_the_warnings(self):
         failing = self.daemon.submit_spec(train_spec(name="doomed", epochs=2, fail_at_epoch=0))

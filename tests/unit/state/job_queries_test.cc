@@ -98,3 +98,32 @@ TEST_CASE("the job list pages newest first and filters by state and name") {
   CHECK(store.ListJobs(none).jobs.empty());
   CHECK(store.ListJobs(size_t{0}).size() == 5);
 }
+
+TEST_CASE("retention picks finished jobs past the count or the age, oldest first") {
+  StateStore store;
+  auto finished = [&](const std::string& id, int64_t ended) {
+    JobRecord j;
+    j.id = id;
+    j.name = "n";
+    j.spec = "{}";
+    j.state = "SUCCEEDED";
+    j.submitted_at = ended - 10;
+    j.ended_at = ended;
+    store.Mutate([&](StateStore::Tx& tx) {
+      tx.InsertJob(j, "");
+      return std::string();
+    });
+  };
+  finished("000000000001", 1000);
+  finished("000000000002", 2000);
+  finished("000000000003", 3000);
+  finished("000000000004", 4000);
+  Insert(store, "000000000005", "n", 100, "RUNNING");  // never, however old
+  using V = std::vector<std::string>;
+  CHECK(store.ExpiredJobs(0, 0, 100).empty());
+  CHECK(store.ExpiredJobs(2, 0, 100) == V{"000000000001", "000000000002"});
+  CHECK(store.ExpiredJobs(0, 2500, 100) == V{"000000000001", "000000000002"});
+  CHECK(store.ExpiredJobs(3, 2500, 100) == V{"000000000001", "000000000002"});
+  CHECK(store.ExpiredJobs(1, 0, 2) == V{"000000000001", "000000000002"});
+  CHECK(store.ExpiredJobs(10, 0, 100).empty());
+}
