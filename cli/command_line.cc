@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <boost/program_options.hpp>
+#include <ctime>
 #include <sstream>
 
 #include "common/spelling.h"
@@ -69,19 +70,26 @@ const std::vector<VerbDef>& Verbs() {
              "all", po::bool_switch(&cl->list.all), "show every matching job");
        },
        NoArgs},
-      {"logs", "JOB [--rank N] [--attempt N] [-f] [--tail N]", "print the log of one rank",
-       "Prints rank N's (default 0) log of one attempt (default: the latest). With -f, keeps\n"
-       "printing new lines until the attempt ends. The output is the log text, also with\n"
-       "--json.\n",
+      {"logs", "JOB [--rank N[,M..]] [--attempt N] [-f] [-n N] [--since T]",
+       "print the logs of a job's ranks",
+       "Prints the log of every rank of the latest attempt, interleaved in the order the\n"
+       "lines were written (to within 0.25 s), each line prefixed with its rank ([rank 1]);\n"
+       "--rank picks ranks (one rank: no prefix). With -f, waits for a job that has not\n"
+       "started, keeps printing new lines, follows the job across restarts (a line\n"
+       "\"--- attempt N ---\" marks each) and ends when the job ends; with --attempt, only\n"
+       "that attempt. --since takes 30s, 5m, 2h, 1d or a UTC time (2026-12-03T09:00:00).\n"
+       "The output is the log text, also with --json.\n",
        1, 1,
        [](po::options_description* d, CommandLine* cl) {
-         d->add_options()("rank", po::value<int>(&cl->logs.rank)->value_name("N"),
-                          "the rank whose log to print (default 0)")(
+         d->add_options()("rank", po::value<std::string>()->value_name("N[,M..]"),
+                          "the ranks whose logs to print (default: every rank)")(
              "attempt", po::value<int>(&cl->logs.attempt)->value_name("N"),
              "the attempt (1, 2, ...; default: the latest)")(
              "follow,f", po::bool_switch(&cl->logs.follow),
-             "keep printing new lines until the attempt ends")(
-             "tail", po::value<int>(&cl->logs.tail)->value_name("N"), "only the last N lines");
+             "keep printing new lines, across restarts, until the job ends")(
+             "tail,n", po::value<int>(&cl->logs.tail)->value_name("N"), "only the last N lines")(
+             "since", po::value<std::string>(&cl->logs.since)->value_name("T"),
+             "only lines written since T (30s, 5m, 2h, 1d, or a UTC time)");
        },
        [](const std::vector<std::string>& a, CommandLine* cl) { cl->logs.job = a[0]; }},
       {"stop", "JOB [--wait]", "stop a job (its workers get SIGTERM, then SIGKILL)",
@@ -154,8 +162,8 @@ po::options_description GlobalDescription(GlobalOptions* g) {
 // Options that take a value as the next argument, so that scanning for the verb can skip it.
 bool TakesValue(const std::string& arg) {
   static const char* kWithValue[] = {"--address", "--token-file", "--data-dir", "--ca-file",
-                                     "--rank",    "--attempt",    "--tail",     "--state",
-                                     "--name",    "--limit"};
+                                     "--rank",    "--attempt",    "--tail",     "-n",
+                                     "--since",   "--state",      "--name",     "--limit"};
   return std::find(std::begin(kWithValue), std::end(kWithValue), arg) != std::end(kWithValue);
 }
 
@@ -166,6 +174,34 @@ std::string UsageLine(const VerbDef& v) {
 }
 
 }  // namespace
+
+Result<int64_t> ParseSince(const std::string& text, int64_t now_ms) {
+  const Status bad = Status::InvalidArgument(
+      "--since takes a duration (30s, 5m, 2h, 1d) or a UTC time (2026-12-03T09:00:00), got '" +
+      text + "'");
+  if (text.size() >= 2 && text.size() <= 10 &&
+      text.find_first_not_of("0123456789", 0) == text.size() - 1) {
+    const int64_t n = std::stoll(text.substr(0, text.size() - 1));
+    const char unit = text.back();
+    const int64_t ms = unit == 's'   ? 1000
+                       : unit == 'm' ? 60000
+                       : unit == 'h' ? 3600000
+                       : unit == 'd' ? 86400000
+                                     : 0;
+    if (ms == 0) return bad;
+    return now_ms - n * ms;
+  }
+  std::tm tm{};
+  std::string t = text;
+  if (!t.empty() && (t.back() == 'Z' || t.back() == 'z')) t.pop_back();
+  for (const char* format :
+       {"%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M", "%Y-%m-%d"}) {
+    tm = std::tm{};
+    const char* end = strptime(t.c_str(), format, &tm);
+    if (end != nullptr && *end == '\0') return static_cast<int64_t>(timegm(&tm)) * 1000;
+  }
+  return bad;
+}
 
 const std::vector<std::string>& VerbNames() {
   static const std::vector<std::string> kNames = [] {
@@ -237,8 +273,25 @@ Result<CommandLine> ParseCommandLine(const std::vector<std::string>& args) {
         vm);
     po::notify(vm);
     if (verb != nullptr) {
-      if (vm.count("rank") && cl.logs.rank < 0) {
-        return Status::InvalidArgument("--rank must be 0 or more");
+      if (vm.count("rank")) {
+        const std::string list = vm["rank"].as<std::string>();
+        for (size_t pos = 0; pos <= list.size();) {
+          const size_t comma = std::min(list.find(',', pos), list.size());
+          const std::string item = list.substr(pos, comma - pos);
+          if (item.empty() || item.size() > 6 ||
+              item.find_first_not_of("0123456789") != std::string::npos) {
+            return Status::InvalidArgument(
+                "--rank must be a rank (0 or more) or a comma-separated "
+                "list of them, got '" +
+                list + "'");
+          }
+          cl.logs.ranks.push_back(std::stoi(item));
+          pos = comma + 1;
+        }
+      }
+      if (vm.count("since")) {
+        if (Result<int64_t> since = ParseSince(cl.logs.since, 0); !since.ok())
+          return since.status();
       }
       if (vm.count("attempt") && cl.logs.attempt < 1) {
         return Status::InvalidArgument("--attempt must be 1 or more");

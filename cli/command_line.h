@@ -33,10 +33,13 @@ struct SubmitOptions {
 
 struct LogsOptions {
   std::string job;
-  int rank = 0;         // --rank N
-  int attempt = 0;      // --attempt N; 0 = the latest attempt
+  // --rank N or --rank 0,2; empty = every rank, interleaved (each line prefixed with its
+  // rank when more than one is shown).
+  std::vector<int> ranks;
+  int attempt = 0;      // --attempt N; 0 = the latest attempt (and, with -f, those after it)
   bool follow = false;  // -f/--follow
-  int tail = -1;        // --tail N; -1 = the whole log
+  int tail = -1;        // --tail/-n N; -1 = the whole log
+  std::string since;    // --since 5m|2h|30s|1d or an ISO time (UTC); "" = from the start
 };
 
 struct ListOptions {
@@ -71,6 +74,11 @@ Result<CommandLine> ParseCommandLine(const std::vector<std::string>& args);
 // The help text: general usage (verbs, global options, exit codes) when `verb` is empty,
 // else that verb's usage and options. Unknown verbs get the general text.
 std::string HelpText(const std::string& verb);
+
+// The unix ms that `--since` text means at `now_ms`: a duration back from now ("30s",
+// "5m", "2h", "1d") or a UTC time ("2026-12-03T09:00:00", "2026-12-03 09:00", a trailing
+// "Z" allowed). InvalidArgument saying what is accepted.
+Result<int64_t> ParseSince(const std::string& text, int64_t now_ms);
 
 // The verbs, in help order.
 const std::vector<std::string>& VerbNames();

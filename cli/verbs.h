@@ -39,8 +39,9 @@ std::string FormatJobTable(const nlohmann::json& jobs, int64_t now_ms);
 
 // logs.cc
 int RunLogs(const LogsOptions& options, CliContext& ctx);
-// The request target for `options` ("/v1/jobs/<job>/logs?rank=0...").
-std::string LogsTarget(const LogsOptions& options);
+// The request target for `options` ("/v1/jobs/<job>/logs?ranks=all..."); `since_ms` is
+// options.since resolved (0: none).
+std::string LogsTarget(const LogsOptions& options, int64_t since_ms = 0);
 
 // stop.cc: stop, resubmit, delete.
 int RunStop(const std::string& job, const JobVerbOptions& options, CliContext& ctx);

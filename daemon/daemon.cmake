@@ -15,6 +15,7 @@ add_library(traintl_head STATIC
   node/head_link.cc
   api/views.cc
   api/api_routes.cc
+  api/log_stream.cc
   api/head_forwarder.cc
   api/internal_routes.cc
   daemon_config.cc

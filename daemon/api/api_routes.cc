@@ -13,6 +13,7 @@
 #include "common/file_util.h"
 #include "common/json_depth.h"
 #include "common/logging.h"
+#include "daemon/api/log_stream.h"
 #include "daemon/api/views.h"
 #include "daemon/http/responder.h"
 #include "daemon/state/commands.h"
@@ -80,95 +81,6 @@ int HttpStatusFor(const Status& st) {
       return 500;
   }
 }
-
-// Streams a log file: the existing content (or its last N lines), then, with follow, new
-// bytes as they are written until the attempt has ended and the file is drained.
-class LogStream : public std::enable_shared_from_this<LogStream> {
- public:
-  LogStream(const ApiContext& ctx, ResponderPtr res, std::string path, std::string job_id,
-            int attempt, bool follow)
-      : ctx_(ctx),
-        res_(std::move(res)),
-        path_(std::move(path)),
-        job_id_(std::move(job_id)),
-        attempt_(attempt),
-        follow_(follow),
-        timer_(*ctx.io) {
-    ++*ctx_.open_log_streams;
-  }
-  ~LogStream() { --*ctx_.open_log_streams; }
-
-  void Start(int tail_lines) {
-    struct stat st;
-    off_t size = ::stat(path_.c_str(), &st) == 0 ? st.st_size : 0;
-    if (tail_lines > 0) {
-      // Read backwards until we have tail_lines newlines (bounded to the last 16 MiB).
-      const off_t window = std::min<off_t>(size, 16 << 20);
-      std::string buf = ReadRange(size - window, static_cast<size_t>(window));
-      int lines = 0;
-      size_t pos = buf.size();
-      if (pos > 0 && buf[pos - 1] == '\n') --pos;
-      while (pos > 0) {
-        if (buf[pos - 1] == '\n' && ++lines == tail_lines) break;
-        --pos;
-      }
-      offset_ = size - window + static_cast<off_t>(pos);
-    }
-    res_->BeginChunked(200, "text/plain; charset=utf-8");
-    Pump();
-  }
-
- private:
-  std::string ReadRange(off_t from, size_t n) {
-    std::string out(n, '\0');
-    int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return "";
-    ssize_t r = ::pread(fd, out.data(), n, from);
-    ::close(fd);
-    out.resize(r > 0 ? static_cast<size_t>(r) : 0);
-    return out;
-  }
-
-  bool AttemptEnded() const {
-    auto job = ctx_.store->GetJob(job_id_);
-    if (!job) return true;
-    if (job->attempt != attempt_) return true;
-    return IsTerminalJobState(job->state) || job->state == kJobPending;
-  }
-
-  void Pump() {
-    if (res_->closed()) return;
-    // Decide before reading: an ended attempt's file no longer grows.
-    const bool ended = !follow_ || AttemptEnded();
-    std::string chunk = ReadRange(offset_, 256 * 1024);
-    if (!chunk.empty()) {
-      offset_ += static_cast<off_t>(chunk.size());
-      auto self = shared_from_this();
-      res_->WriteChunk(std::move(chunk), [self](bool ok) {
-        if (ok) self->Pump();
-      });
-      return;
-    }
-    if (ended) {
-      res_->EndChunked();
-      return;
-    }
-    timer_.expires_after(std::chrono::milliseconds(200));
-    auto self = shared_from_this();
-    timer_.async_wait([self](const boost::system::error_code& ec) {
-      if (!ec) self->Pump();
-    });
-  }
-
-  const ApiContext ctx_;
-  ResponderPtr res_;
-  const std::string path_;
-  const std::string job_id_;
-  const int attempt_;
-  const bool follow_;
-  off_t offset_ = 0;
-  asio::steady_timer timer_;
-};
 
 void HandleSubmit(const ApiContext& ctx, const Request& req, const ResponderPtr& res) {
   // Strict parsing: bounded depth and size, no silently merged duplicate keys.
@@ -305,32 +217,68 @@ void HandleSubmit(const ApiContext& ctx, const Request& req, const ResponderPtr&
 void HandleLogs(const ApiContext& ctx, const Request& req, const ResponderPtr& res) {
   auto job = ResolveJob(ctx, req, res);
   if (!job) return;
-  int rank = 0, attempt = job->attempt, tail = 0;
+  LogStream::Options o;
+  const int num_workers = JobNumWorkers(*job);
+  int rank = 0, attempt = 0, tail = 0;
   if (!QueryInt(req, res, "rank", &rank) || !QueryInt(req, res, "attempt", &attempt) ||
       !QueryInt(req, res, "tail", &tail))
     return;
-  bool follow = false;
+  if (auto it = req.query.find("ranks"); it != req.query.end() && !it->second.empty()) {
+    // "all", or a comma-separated list: interleaved, each line prefixed with its rank.
+    o.prefix = true;
+    if (it->second != "all") {
+      for (size_t pos = 0; pos <= it->second.size();) {
+        const size_t comma = std::min(it->second.find(',', pos), it->second.size());
+        const std::string item = it->second.substr(pos, comma - pos);
+        if (item.empty() || item.size() > 6 ||
+            item.find_first_not_of("0123456789") != std::string::npos ||
+            std::stoi(item) >= num_workers) {
+          res->SendError(400, "query parameter ranks must be all or ranks 0.." +
+                                  std::to_string(num_workers - 1) + ", comma-separated");
+          return;
+        }
+        o.ranks.push_back(std::stoi(item));
+        pos = comma + 1;
+      }
+      std::sort(o.ranks.begin(), o.ranks.end());
+      o.ranks.erase(std::unique(o.ranks.begin(), o.ranks.end()), o.ranks.end());
+    }
+  } else {
+    o.ranks = {rank};
+  }
   if (auto it = req.query.find("follow"); it != req.query.end())
-    follow = it->second == "1" || it->second == "true";
-  if (attempt < 1 || attempt > job->attempt) {
+    o.follow = it->second == "1" || it->second == "true";
+  if (auto it = req.query.find("since"); it != req.query.end() && !it->second.empty()) {
+    if (it->second.size() > 15 || it->second.find_first_not_of("0123456789") != std::string::npos) {
+      res->SendError(400, "query parameter since must be a time in ms since the epoch");
+      return;
+    }
+    o.since_ms = std::stoll(it->second);
+  }
+  o.tail = tail;
+  o.attempt = attempt;
+  if (attempt > job->attempt || (job->attempt == 0 && !o.follow)) {
     res->SendError(404, job->attempt == 0 ? "job " + job->id + " has not started yet"
                                           : "job " + job->id + " has attempts 1.." +
                                                 std::to_string(job->attempt));
     return;
   }
-  const std::string path = ctx.agent->LogPath(job->id, attempt, rank);
-  if (!PathExists(path)) {
-    res->SendError(
-        404, "no log for rank " + std::to_string(rank) + " of attempt " + std::to_string(attempt));
-    return;
+  // One rank asked for by number, of an attempt that ran: its log must be here.
+  if (!o.prefix && !o.follow) {
+    const int a = attempt > 0 ? attempt : job->attempt;
+    if (!PathExists(ctx.agent->LogPath(job->id, a, rank))) {
+      res->SendError(
+          404, "no log for rank " + std::to_string(rank) + " of attempt " + std::to_string(a));
+      return;
+    }
   }
   if (*ctx.open_log_streams >= ctx.max_log_streams) {
     res->SendError(503, "too many log streams open (" + std::to_string(ctx.max_log_streams) +
                             "); retry later");
     return;
   }
-  auto stream = std::make_shared<LogStream>(ctx, res, path, job->id, attempt, follow);
-  stream->Start(tail);
+  auto stream = std::make_shared<LogStream>(ctx, res, job->id, num_workers, std::move(o));
+  stream->Start();
 }
 
 // A new job with a finished or running job's definition and code (library or packed

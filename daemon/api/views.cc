@@ -31,7 +31,7 @@ json DisplaySpec(const JobRecord& job) {
 
 // scaling_config.num_workers of the job, without building its whole spec (lists show it
 // for every job).
-int NumWorkers(const JobRecord& job) {
+int NumWorkersOf(const JobRecord& job) {
   json d = ParseOr(job.definition.empty() ? job.spec : job.definition, json::object());
   const char* section = job.definition.empty() ? "scaling_config" : "scaling";
   auto it = d.find(section);
@@ -42,8 +42,10 @@ int NumWorkers(const JobRecord& job) {
 
 }  // namespace
 
+int JobNumWorkers(const JobRecord& job) { return NumWorkersOf(job); }
+
 json JobSummaryJson(const JobRecord& job) {
-  const int workers = NumWorkers(job);
+  const int workers = NumWorkersOf(job);
   return json{{"job_id", job.id},
               {"name", job.name},
               {"state", job.state},

@@ -7,6 +7,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include "common/fd_passing.h"
 #include "common/logging.h"
 #include "common/safe_fs.h"
+#include "daemon/node/log_index.h"
 #include "daemon/node/stop_escalation.h"
 
 namespace traintl {
@@ -26,6 +28,13 @@ namespace asio = boost::asio;
 using nlohmann::json;
 
 namespace {
+
+// Unix ms: the time a log index records.
+int64_t WallMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 
 // The thread ids of process `pid` (/proc/<pid>/task).
 std::vector<pid_t> Threads(pid_t pid) {
@@ -117,6 +126,8 @@ struct WorkerPool::Worker {
   bool channel_closed = false;
   bool finished = false;
   WorkerExit exit;
+  UniqueFd log;          // the rank's log, for its size
+  LogIndexWriter index;  // when its log grew (log_index.h)
 };
 
 WorkerPool::WorkerPool(asio::io_context& io, WorkerPoolOptions options,
@@ -126,7 +137,8 @@ WorkerPool::WorkerPool(asio::io_context& io, WorkerPoolOptions options,
       listener_(listener),
       launcher_(options_.launcher != nullptr ? options_.launcher : PosixProcessLauncher::Get()),
       clock_(options_.clock != nullptr ? options_.clock : SystemClock::Get()),
-      sigchld_(io, SIGCHLD) {
+      sigchld_(io, SIGCHLD),
+      log_sample_timer_(io) {
   StartSignalWait();
 }
 
@@ -195,7 +207,7 @@ Status WorkerPool::Launch(const WorkerLaunch& l) {
   if (std::optional<Warm> warm = l.warm_ok ? TakeWarm(user, env) : std::nullopt) {
     Status handed = HandOver(*warm, l.context_path, spec);
     if (handed.ok()) {
-      Adopt(l, warm->pid, warm->channel_fd, /*warm=*/true);
+      Adopt(l, warm->pid, warm->channel_fd, /*warm=*/true, std::move(*log_file));
       warm_failures_ = 0;
       return Status::Ok();
     }
@@ -207,11 +219,11 @@ Status WorkerPool::Launch(const WorkerLaunch& l) {
   Result<SpawnedProcess> process = launcher_->Spawn(spec);
   if (!process.ok()) return process.status();
   if (options_.reaper != nullptr) options_.reaper->Track(process->pid);
-  Adopt(l, process->pid, process->channel_fd, /*warm=*/false);
+  Adopt(l, process->pid, process->channel_fd, /*warm=*/false, std::move(*log_file));
   return Status::Ok();
 }
 
-void WorkerPool::Adopt(const WorkerLaunch& l, pid_t pid, int channel_fd, bool warm) {
+void WorkerPool::Adopt(const WorkerLaunch& l, pid_t pid, int channel_fd, bool warm, UniqueFd log) {
   auto w = std::make_shared<Worker>(
       io_, options_.max_message_bytes, pid,
       StopEscalation(clock_, launcher_, pid, options_.stop_grace, options_.term_grace));
@@ -228,7 +240,13 @@ void WorkerPool::Adopt(const WorkerLaunch& l, pid_t pid, int channel_fd, bool wa
     launcher_->SignalGroup(pid, SIGKILL);
     w->channel_closed = true;
   }
+  w->log = std::move(log);
+  // Without an index the log is still served, only without the times of its lines.
+  if (Status st = w->index.Open(LogIndexPath(l.log_path)); !st.ok())
+    LOG_WARN << "log index of job " << l.job_id << " rank " << l.rank << ": " << st.message();
+  const bool first = workers_.empty();
   workers_[pid] = w;
+  if (first) ArmLogSampling();
   if (!ec) ReadNext(w);
   LOG_INFO << "started worker job=" << l.job_id << " attempt=" << l.attempt << " rank=" << l.rank
            << " pid=" << pid << (warm ? " (warm)" : "");
@@ -424,9 +442,29 @@ void WorkerPool::ReapChildren() {
   }
 }
 
+void WorkerPool::ArmLogSampling() {
+  log_sample_timer_.expires_after(kLogSampleInterval);
+  log_sample_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || workers_.empty()) return;
+    SampleLogs();
+    ArmLogSampling();
+  });
+}
+
+void WorkerPool::SampleLogs() {
+  const int64_t now = WallMs();
+  for (auto& [pid, w] : workers_) SampleLog(*w, now);
+}
+
+void WorkerPool::SampleLog(Worker& w, int64_t now_ms) {
+  struct stat st;
+  if (w.log.valid() && ::fstat(w.log.get(), &st) == 0) w.index.Sample(now_ms, st.st_size);
+}
+
 void WorkerPool::MaybeFinish(const std::shared_ptr<Worker>& w) {
   if (w->finished || !w->exited || !w->channel_closed) return;
   w->finished = true;
+  SampleLog(*w, WallMs());  // its last lines
   w->drain_timer.cancel();
   w->exit.stopped_by_agent = w->stop.requested();
   workers_.erase(w->pid);

@@ -32,6 +32,7 @@
 
 #include "common/clock.h"
 #include "common/result.h"
+#include "common/safe_fs.h"
 #include "common/status.h"
 #include "daemon/node/process_launcher.h"
 #include "daemon/node/worker_cgroups.h"
@@ -183,7 +184,13 @@ class WorkerPool {
     int channel_fd;
   };
   // Tracks the started process `pid` as the worker of `launch`.
-  void Adopt(const WorkerLaunch& launch, pid_t pid, int channel_fd, bool warm);
+  // `log` is the rank's log, kept open to sample its size (SampleLogs).
+  void Adopt(const WorkerLaunch& launch, pid_t pid, int channel_fd, bool warm, UniqueFd log);
+  // Samples every live rank's log size into its index every kLogSampleInterval while any
+  // rank lives (log_index.h).
+  void ArmLogSampling();
+  void SampleLogs();
+  void SampleLog(Worker& w, int64_t now_ms);
   // A warm worker that may run `user`'s rank with `env`, taken out of the pool; none when
   // the pool is empty or a new process is needed.
   std::optional<Warm> TakeWarm(const std::optional<WorkerUser>& user,
@@ -214,6 +221,7 @@ class WorkerPool {
 
   // Owned by the io_context thread.
   boost::asio::signal_set sigchld_;
+  boost::asio::steady_timer log_sample_timer_;
   std::map<pid_t, std::shared_ptr<Worker>> workers_;
   std::vector<Warm> warm_;  // oldest first
   int warm_failures_ = 0;   // warm workers in a row that failed to start or died unused

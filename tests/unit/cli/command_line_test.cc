@@ -59,21 +59,41 @@ TEST_CASE("status takes an optional job") {
 TEST_CASE("logs options") {
   auto cl = Parse({"logs", "3f9c"});
   CHECK(cl.logs.job == "3f9c");
-  CHECK(cl.logs.rank == 0);
+  CHECK(cl.logs.ranks.empty());
   CHECK(cl.logs.attempt == 0);
   CHECK(cl.logs.tail == -1);
   CHECK_FALSE(cl.logs.follow);
   cl = Parse({"logs", "-f", "--rank", "2", "--attempt=3", "--tail", "50", "3f9c"});
   CHECK(cl.logs.job == "3f9c");
-  CHECK(cl.logs.rank == 2);
+  CHECK(cl.logs.ranks == std::vector<int>{2});
   CHECK(cl.logs.attempt == 3);
   CHECK(cl.logs.tail == 50);
   CHECK(cl.logs.follow);
   CHECK(Parse({"logs", "x", "--follow"}).logs.follow);
+  cl = Parse({"logs", "x", "-n", "7", "--rank", "0,2", "--since", "5m"});
+  CHECK(cl.logs.tail == 7);
+  CHECK(cl.logs.ranks == std::vector<int>{0, 2});
+  CHECK(cl.logs.since == "5m");
+  CHECK_THAT(ParseError({"logs", "x", "--since", "yesterday"}), Catch::Contains("--since takes"));
+  CHECK_THAT(ParseError({"logs", "x", "--rank", "1,,2"}), Catch::Contains("comma-separated"));
   CHECK_THAT(ParseError({"logs", "x", "--rank", "abc"}), Catch::Contains("rank"));
   CHECK_THAT(ParseError({"logs", "x", "--attempt", "0"}), Catch::Contains("--attempt"));
   CHECK_THAT(ParseError({"logs", "x", "--tail"}), Catch::Contains("tail"));
   CHECK_THAT(ParseError({"logs"}), Catch::Contains("usage: traintl logs JOB"));
+}
+
+TEST_CASE("--since: durations back from now, or UTC times") {
+  const int64_t now = 1764752400000;  // 2025-12-03T09:00:00Z
+  CHECK(*traintl::cli::ParseSince("30s", now) == now - 30000);
+  CHECK(*traintl::cli::ParseSince("5m", now) == now - 300000);
+  CHECK(*traintl::cli::ParseSince("2h", now) == now - 7200000);
+  CHECK(*traintl::cli::ParseSince("1d", now) == now - 86400000);
+  CHECK(*traintl::cli::ParseSince("2025-12-03T08:00:00", now) == now - 3600000);
+  CHECK(*traintl::cli::ParseSince("2025-12-03T08:00:00Z", now) == now - 3600000);
+  CHECK(*traintl::cli::ParseSince("2025-12-03 08:30", now) == now - 1800000);
+  CHECK(*traintl::cli::ParseSince("2025-12-03", now) == now - 9 * 3600000);
+  for (const char* bad : {"", "5", "m", "5w", "5mm", "tomorrow", "2025-13-45T99:00:00"})
+    CHECK_FALSE(traintl::cli::ParseSince(bad, now).ok());
 }
 
 TEST_CASE("job verbs need exactly one job") {

@@ -174,13 +174,14 @@ TEST_CASE("logs -f prints a chunked answer; errors while streaming are reported"
   TestContext t(&client);
   LogsOptions o;
   o.job = "ab";
+  o.ranks = {0};
   o.follow = true;
   REQUIRE(RunLogs(o, t.ctx) == kExitOk);
   CHECK(t.out.str() == "epoch 0 loss=1\nepoch 1 loss=0.5\n");
   CHECK(server.requests().at(0).target == "/v1/jobs/ab/logs?rank=0&follow=1");
 
   TestContext t2(&client);
-  o.rank = 9;
+  o.ranks = {9};
   CHECK(RunLogs(o, t2.ctx) == kExitNotFound);
   CHECK(t2.err.str() == "traintl: no log for rank 9\n");
   CHECK(t2.out.str().empty());

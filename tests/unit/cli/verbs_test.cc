@@ -281,8 +281,10 @@ TEST_CASE("resubmit and delete") {
 TEST_CASE("logs builds the query and prints the text") {
   LogsOptions o;
   o.job = "3f9c";
-  CHECK(LogsTarget(o) == "/v1/jobs/3f9c/logs?rank=0");
-  o.rank = 2;
+  CHECK(LogsTarget(o) == "/v1/jobs/3f9c/logs?ranks=all");
+  o.ranks = {0, 2};
+  CHECK(LogsTarget(o, 1234) == "/v1/jobs/3f9c/logs?ranks=0,2&since=1234");
+  o.ranks = {2};
   o.attempt = 3;
   o.tail = 10;
   o.follow = true;
@@ -306,11 +308,19 @@ TEST_CASE("logs builds the query and prints the text") {
     CHECK(t.out.str() == "line 1\nline 2\n");
     CHECK(client.requests.back().timeout_ms == (follow ? -1 : 0));
   }
+  // On a terminal, rank prefixes are coloured (and nothing else is touched).
+  auto prefixed = Always(200, "[rank 0] a\n[rank 1] b\nplain\n");
+  TestContext tty(&prefixed);
+  tty.ctx.out_is_tty = true;
+  LogsOptions all;
+  all.job = "3f";
+  REQUIRE(RunLogs(all, tty.ctx) == kExitOk);
+  CHECK(tty.out.str() == "\033[36m[rank 0]\033[0m a\n\033[33m[rank 1]\033[0m b\nplain\n");
   auto missing = Always(404, R"({"error":"no log for rank 5 of attempt 1"})");
   TestContext t(&missing);
   LogsOptions lo;
   lo.job = "3f";
-  lo.rank = 5;
+  lo.ranks = {5};
   CHECK(RunLogs(lo, t.ctx) == kExitNotFound);
   CHECK(t.err.str() == "traintl: no log for rank 5 of attempt 1\n");
 }

@@ -1,0 +1,101 @@
+// LogStream: the text of GET /v1/jobs/{job}/logs - one rank's log, or several ranks'
+// interleaved line by line in the order they were written (each line prefixed
+// "[rank N] "), optionally only the last N lines or those written since a time, and with
+// follow, new lines as they come: across the job's restarts (a "--- attempt N ---" line
+// marks each), waiting for a job that has not started, until the job ends.
+//
+// Line times come from each log's index (daemon/node/log_index.h), so ranks interleave to
+// within one sample interval; lines after the last sample count as written now.
+//
+// Thread-safety: lives on the io_context thread of the API (a shared_ptr keeps it alive
+// across its timer and write callbacks).
+#pragma once
+
+#include <sys/types.h>
+
+#include <boost/asio/steady_timer.hpp>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "daemon/api/api_routes.h"
+#include "daemon/node/log_index.h"
+
+namespace traintl {
+
+class LogStream : public std::enable_shared_from_this<LogStream> {
+ public:
+  struct Options {
+    std::vector<int> ranks;  // the ranks to show; empty (default): every rank of the job
+    // The attempt; 0 (default): the latest, and with `follow` every one after it.
+    int attempt = 0;
+    bool follow = false;   // keep streaming new lines (default false)
+    int tail = 0;          // only the last N lines of what exists; 0 (default): all
+    int64_t since_ms = 0;  // only lines written at or after this unix ms; 0 (default): all
+    bool prefix = false;   // "[rank N] " before each line (default false)
+  };
+
+  LogStream(const ApiContext& ctx, std::shared_ptr<http::Responder> res, std::string job_id,
+            int num_workers, Options options);
+  ~LogStream();
+  LogStream(const LogStream&) = delete;
+  LogStream& operator=(const LogStream&) = delete;
+
+  // Starts the chunked answer and streams; the job has an attempt unless following.
+  void Start();
+
+ private:
+  struct Source {
+    int rank = 0;
+    std::string path;
+    off_t offset = 0;    // next byte to read; buf ends here
+    off_t hist_end = 0;  // the history is the bytes before this
+    std::string buf;     // read, not yet sent: from buf_head on
+    size_t buf_head = 0;
+    std::vector<LogMark> marks;
+  };
+
+  // Waits (follow) for the job's first attempt, then opens it.
+  void WaitForStart();
+  // Opens attempt `a`: its sources, then its history (what exists), then Pump.
+  void OpenAttempt(int attempt, bool marker);
+  // Everything up to now, merged by time: as chunks, or (tail) the last N lines.
+  void History();
+  // Where `src`'s history starts for options_.tail / since_ms.
+  off_t HistoryStart(const Source& src, off_t size) const;
+  // Merges history lines into out_ until it is a chunk's worth, then flushes and goes on.
+  void MergeHistory();
+  // Follow: new bytes of every source, every 200 ms, until the attempt ends; then the next
+  // attempt, or the end.
+  void Pump();
+  void AfterAttempt();
+  bool AttemptEnded() const;
+  // Reads up to `max` more bytes of `src`, not past `limit` (-1: its size now).
+  void Fill(Source& src, size_t max, off_t limit = -1);
+  // Whether `src` holds a complete line; its end's file offset in *end.
+  bool PeekLine(const Source& src, off_t* end) const;
+  // Takes the complete line PeekLine saw (with its '\n').
+  std::string TakeLine(Source& src);
+  void Emit(const Source& src, const std::string& line);
+  void Flush(std::function<void()> then);
+  void Later(std::function<void()> then);
+  void End();
+
+  // Constant after construction.
+  const ApiContext ctx_;
+  const std::shared_ptr<http::Responder> res_;
+  const std::string job_id_;
+  const int num_workers_;
+  const Options options_;
+
+  boost::asio::steady_timer timer_;
+  int attempt_ = 0;
+  std::vector<Source> sources_;
+  int64_t history_now_ = 0;             // the time of lines written after their log's last mark
+  std::deque<std::string> tail_lines_;  // with options_.tail: the last lines merged
+  std::string out_;                     // what the next chunk carries
+};
+
+}  // namespace traintl
