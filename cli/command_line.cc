@@ -194,11 +194,20 @@ Result<int64_t> ParseSince(const std::string& text, int64_t now_ms) {
   std::tm tm{};
   std::string t = text;
   if (!t.empty() && (t.back() == 'Z' || t.back() == 'z')) t.pop_back();
+  // Milliseconds after the seconds: "...:00.250".
+  int64_t frac_ms = 0;
+  if (const size_t dot = t.rfind('.');
+      dot != std::string::npos && dot + 1 < t.size() && t.size() - dot - 1 <= 3 &&
+      t.find_first_not_of("0123456789", dot + 1) == std::string::npos) {
+    frac_ms = std::stoll(t.substr(dot + 1));
+    for (size_t digits = t.size() - dot - 1; digits < 3; ++digits) frac_ms *= 10;
+    t.resize(dot);
+  }
   for (const char* format :
        {"%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M", "%Y-%m-%d"}) {
     tm = std::tm{};
     const char* end = strptime(t.c_str(), format, &tm);
-    if (end != nullptr && *end == '\0') return static_cast<int64_t>(timegm(&tm)) * 1000;
+    if (end != nullptr && *end == '\0') return static_cast<int64_t>(timegm(&tm)) * 1000 + frac_ms;
   }
   return bad;
 }

@@ -76,8 +76,8 @@ Result<CommandLine> ParseCommandLine(const std::vector<std::string>& args);
 std::string HelpText(const std::string& verb);
 
 // The unix ms that `--since` text means at `now_ms`: a duration back from now ("30s",
-// "5m", "2h", "1d") or a UTC time ("2026-12-03T09:00:00", "2026-12-03 09:00", a trailing
-// "Z" allowed). InvalidArgument saying what is accepted.
+// "5m", "2h", "1d") or a UTC time ("2026-12-03T09:00:00", "2026-12-03T09:00:00.250",
+// "2026-12-03 09:00", a trailing "Z" allowed). InvalidArgument saying what is accepted.
 Result<int64_t> ParseSince(const std::string& text, int64_t now_ms);
 
 // The verbs, in help order.

@@ -59,7 +59,7 @@ bool ParseDaemonConfig(int argc, char** argv, DaemonConfig* cfg, int* exit_code)
   int64_t heartbeat_ms = 500, loss_ms = 4000, lease_ms = -1;
   std::string join;
   po::options_description opts("traintld options");
-  opts.add_options()("help,h", "show this help")(
+  opts.add_options()("help,h", "show this help")("version", "show the version")(
       "config", po::value(&config_file),
       "config file (key = value lines, same names as the options); default "
       "/etc/traintl/traintld.conf when it exists")("data-dir", po::value(&cfg->data_dir),
@@ -146,6 +146,11 @@ bool ParseDaemonConfig(int argc, char** argv, DaemonConfig* cfg, int* exit_code)
     std::cerr << "traintld: " << e.what() << "\n"
               << "Try 'traintld --help'.\n";
     *exit_code = 2;
+    return false;
+  }
+  if (vm.count("version")) {
+    std::cout << "traintld " << TRAINTL_VERSION << "\n";
+    *exit_code = 0;
     return false;
   }
   if (vm.count("help")) {

@@ -7,7 +7,9 @@ ROOT="$PWD"
 BUILD_DIR="${BUILD_DIR:-build}"
 
 scripts/install-deps.sh
-BUILD_TYPE="${BUILD_TYPE:-Release}" scripts/build.sh
+# Only what it runs, with scripts/test.sh's build type and directory: test.sh afterwards
+# builds the rest, not everything again.
+TARGETS="traintld traintl traintl-worker traintl_torch digits_train" scripts/build.sh
 BIN="$ROOT/$BUILD_DIR/bin"
 
 DATA="$ROOT/$BUILD_DIR/digits-data"
@@ -48,12 +50,12 @@ set +e
 traintl submit "$WORK/job.json" --wait
 rc=$?
 set -e
-JOB="$(traintl --json list | python3 -c 'import json,sys; print(json.load(sys.stdin)["jobs"][0]["job_id"])')"
+JOB=digits-ddp  # the job's name: every verb takes it (its newest job)
 echo "== traintl status $JOB"
 traintl status "$JOB"
 echo "== traintl checkpoints $JOB"
 traintl checkpoints "$JOB"
-echo "== traintl logs $JOB --rank 0 --tail 15"
-traintl logs "$JOB" --rank 0 --tail 15
+echo "== traintl logs $JOB -n 20 (every rank, interleaved)"
+traintl logs "$JOB" -n 20
 echo "== shutting down"
 exit $rc

@@ -35,6 +35,7 @@ import os
 import resource
 import socket
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -237,7 +238,7 @@ def bench_control_plane(n_submit, n_jobs, clients, rounds, tag=""):
         more, errors2, _, _ = submit_many(head, sha, max(0, n_jobs - len(ids)), clients,
                                           stop_after=True)
         all_ids = ids + more
-        total = json.loads(conn.call("GET", "/v1/jobs")[1])["jobs"]
+        total = list_all(conn)
         lat = []
         for i in range(2000):
             jid = all_ids[(i * 7919) % len(all_ids)]
@@ -248,6 +249,23 @@ def bench_control_plane(n_submit, n_jobs, clients, rounds, tag=""):
         print(f"{tag}status latency: GET /v1/jobs/<id> with {len(total)} jobs in the store: "
               f"p50 {pct(lat, 50):.2f} ms, p99 {pct(lat, 99):.2f} ms, max {max(lat):.2f} ms "
               f"(target p99 < 20 ms)")
+        # Listing: the API's default answer (a page, in builds that page) and the CLI's.
+        list_ms = []
+        for _ in range(200):
+            t0 = time.perf_counter()
+            st, body = conn.call("GET", "/v1/jobs")
+            list_ms.append((time.perf_counter() - t0) * 1000)
+            assert st == 200
+        shown = len(json.loads(body)["jobs"])
+        cli_ms = []
+        for _ in range(30):
+            t0 = time.perf_counter()
+            subprocess.run([harness.bin_path("traintl"), "--data-dir", head.data_dir, "list"],
+                           capture_output=True, check=True)
+            cli_ms.append((time.perf_counter() - t0) * 1000)
+        print(f"{tag}listing with {len(total)} jobs: GET /v1/jobs ({shown} jobs in the answer) "
+              f"p50 {pct(list_ms, 50):.2f} ms, p99 {pct(list_ms, 99):.2f} ms; `traintl list` "
+              f"p50 {pct(cli_ms, 50):.1f} ms, p99 {pct(cli_ms, 99):.1f} ms (target p99 < 20 ms)")
         head.post(f"/v1/jobs/{bid}/stop")
         head.wait_terminal(bid)
     finally:
@@ -255,8 +273,21 @@ def bench_control_plane(n_submit, n_jobs, clients, rounds, tag=""):
             d.stop()
         c.cleanup()
     return {"submit_rates": rates, "status_ms": lat, "jobs_stored": len(total),
+            "list_ms": list_ms, "list_cli_ms": cli_ms,
             "head_cpu": [x[head_i] for x in cpu],
             "head_ms_per_submit": [x[head_i] * 10 / r for x, r in zip(cpu, rates) if r]}
+
+
+def list_all(conn):
+    """Every job, page by page (a build without pages answers all at once)."""
+    jobs, cursor = [], None
+    while True:
+        path = "/v1/jobs?limit=1000" + (f"&cursor={cursor}" if cursor else "")
+        body = json.loads(conn.call("GET", path)[1])
+        jobs += body["jobs"]
+        cursor = body.get("next_cursor")
+        if not cursor:
+            return jobs
 
 
 def cpu_seconds(pid):
@@ -390,6 +421,12 @@ FIGURES = [
     ("status GET /v1/jobs/<id>, p99 ms", "control",
      lambda reps: pct(_all(reps, "status_ms"), 99),
      lambda r: pct(r["status_ms"], 99), True, ("< 20 ms", lambda v: v < 20)),
+    ("list GET /v1/jobs (default answer), p99 ms", "control",
+     lambda reps: pct(_all(reps, "list_ms"), 99),
+     lambda r: pct(r["list_ms"], 99), True, ("< 20 ms", lambda v: v < 20)),
+    ("`traintl list`, p99 ms", "control",
+     lambda reps: pct(_all(reps, "list_cli_ms"), 99),
+     lambda r: pct(r["list_cli_ms"], 99), True, None),
     ("head CPU with simulated agents at 1 Hz, % of a core", "heartbeats",
      lambda reps: statistics.median([r["hb_cpu"] for r in reps if r]),
      lambda r: r["hb_cpu"], True, ("< 10 %", lambda v: v < 10)),

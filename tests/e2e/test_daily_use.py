@@ -63,7 +63,7 @@ class DailyUseTest(DaemonTestCase):
         blocker = self.daemon.submit_spec(train_spec(name="blocker", workers=4, epochs=1000,
                                                      sleep_ms=100))
         self.daemon.wait_job(blocker, lambda j: j["state"] == "RUNNING", what="RUNNING")
-        spec = merge(train_spec(name="restarts", epochs=6, sleep_ms=600, fail_at_epoch=2,
+        spec = merge(train_spec(name="restarts", epochs=6, sleep_ms=1000, fail_at_epoch=2,
                                 checkpoint_every=1, max_failures=1), {})
         job_id = self.daemon.submit_spec(spec)
         self.assertEqual(self.daemon.job(job_id)["state"], "PENDING")
@@ -92,7 +92,7 @@ class DailyUseTest(DaemonTestCase):
         self.assertTrue(any("attempt 2 starting at epoch" in l for l in second), second)
         self.assertIn("[rank 1] epoch 5 rank 1 loss", "\n".join(second))
         # Interleaved as written: the ranks' epoch lines alternate epoch by epoch (an epoch
-        # takes 600 ms; lines are placed to within the 250 ms of the log index's samples).
+        # takes 1 s; lines are placed to within the 250 ms of the log index's samples).
         def epochs(lines):
             return [int(l.split()[3]) for l in lines if " epoch " in l and " loss " in l]
         self.assertEqual(epochs(second), sorted(epochs(second)), second)
@@ -114,18 +114,18 @@ class DailyUseTest(DaemonTestCase):
                                          check=True).stdout, "")
         self.assertEqual(self.daemon.cli("logs", "restarts", "--since", "1m",
                                          check=True).stdout.splitlines(), again)
-        # A time between two epochs of attempt 1 (after epoch 0's report, more than a
-        # sample later): epoch 0's lines are left out, epoch 1's are there.
+        # A time between two epochs of attempt 1, half an epoch after epoch 0's report
+        # (two samples; the next epoch's lines come half an epoch later): epoch 0's lines
+        # are left out, epoch 1's are there.
         history = self.daemon.get(f"/v1/jobs/{job_id}/metrics")[1]["history"]
         t0 = [h["time"] for h in history if h["attempt"] == 1 and h["metrics"]["epoch"] == 0][0]
-        since = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime((t0 + 300) / 1000))
-        if (t0 + 300) % 1000 < 300:  # the UTC text has whole seconds: keep the gap
-            p = self.daemon.cli("logs", "restarts", "--attempt", "1", "--since", since,
-                                check=True)
-            self.assertNotIn("epoch 0 rank", p.stdout)
-            self.assertIn("[rank 0] epoch 1 rank 0", p.stdout)
+        since = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime((t0 + 500) // 1000)) + \
+            ".%03d" % ((t0 + 500) % 1000)
+        p = self.daemon.cli("logs", "restarts", "--attempt", "1", "--since", since, check=True)
+        self.assertNotIn("epoch 0 rank", p.stdout)
+        self.assertIn("[rank 0] epoch 1 rank 0", p.stdout)
         status, body = self.daemon.request(
-            "GET", f"/v1/jobs/{job_id}/logs?ranks=all&attempt=1&since={t0 + 300}", raw=True)
+            "GET", f"/v1/jobs/{job_id}/logs?ranks=all&attempt=1&since={t0 + 500}", raw=True)
         self.assertEqual(status, 200)
         self.assertNotIn(b"epoch 0 rank", body)
         self.assertIn(b"[rank 1] epoch 1 rank 1", body)

@@ -82,7 +82,7 @@ TEST_CASE("logs options") {
   CHECK_THAT(ParseError({"logs"}), Catch::Contains("usage: traintl logs JOB"));
 }
 
-TEST_CASE("--since: durations back from now, or UTC times") {
+TEST_CASE("logs since: durations back from now, or UTC times") {
   const int64_t now = 1764752400000;  // 2025-12-03T09:00:00Z
   CHECK(*traintl::cli::ParseSince("30s", now) == now - 30000);
   CHECK(*traintl::cli::ParseSince("5m", now) == now - 300000);
@@ -90,6 +90,7 @@ TEST_CASE("--since: durations back from now, or UTC times") {
   CHECK(*traintl::cli::ParseSince("1d", now) == now - 86400000);
   CHECK(*traintl::cli::ParseSince("2025-12-03T08:00:00", now) == now - 3600000);
   CHECK(*traintl::cli::ParseSince("2025-12-03T08:00:00Z", now) == now - 3600000);
+  CHECK(*traintl::cli::ParseSince("2025-12-03T08:00:00.25Z", now) == now - 3600000 + 250);
   CHECK(*traintl::cli::ParseSince("2025-12-03 08:30", now) == now - 1800000);
   CHECK(*traintl::cli::ParseSince("2025-12-03", now) == now - 9 * 3600000);
   for (const char* bad : {"", "5", "m", "5w", "5mm", "tomorrow", "2025-13-45T99:00:00"})
