@@ -32,7 +32,7 @@ void AssignJob(const std::vector<std::string>& a, CommandLine* cl) {
 
 const std::vector<VerbDef>& Verbs() {
   static const std::vector<VerbDef> kVerbs = {
-      {"submit", "JOB_JSON [--wait]", "upload the training library and submit a job",
+      {"submit", "JOB_JSON [--wait [--logs]]", "upload the training library and submit a job",
        "Reads JOB_JSON, uploads the file named by entrypoint.library (content-addressed by\n"
        "SHA-256, skipped when the cluster already has it) and submits the job. A relative\n"
        "library path is resolved against the current directory, not the spec's directory.\n"
@@ -41,7 +41,9 @@ const std::vector<VerbDef>& Verbs() {
        1, 1,
        [](po::options_description* d, CommandLine* cl) {
          d->add_options()("wait", po::bool_switch(&cl->submit.wait),
-                          "follow the job until it ends; the exit code is its outcome");
+                          "follow the job until it ends; the exit code is its outcome")(
+             "logs", po::bool_switch(&cl->submit.logs),
+             "with --wait: also print rank 0's output as it comes, across restarts");
        },
        [](const std::vector<std::string>& a, CommandLine* cl) { cl->submit.spec_path = a[0]; }},
       {"validate", "JOB_JSON", "check a job spec and its code without submitting",
@@ -310,6 +312,9 @@ Result<CommandLine> ParseCommandLine(const std::vector<std::string>& args) {
       }
       if (vm.count("limit") && (cl.list.limit < 1 || cl.list.limit > 1000)) {
         return Status::InvalidArgument("--limit must be 1..1000 (--all shows every job)");
+      }
+      if (cl.submit.logs && !cl.submit.wait) {
+        return Status::InvalidArgument("--logs goes with --wait");
       }
       if (vm.count("limit") && cl.list.all) {
         return Status::InvalidArgument("--limit and --all exclude each other");

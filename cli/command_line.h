@@ -29,6 +29,7 @@ struct GlobalOptions {
 struct SubmitOptions {
   std::string spec_path;  // the job.json argument
   bool wait = false;      // --wait: follow the job to its end; exit code = outcome
+  bool logs = false;      // --logs (with --wait): also print rank 0's output as it comes
 };
 
 struct LogsOptions {

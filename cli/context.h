@@ -33,6 +33,9 @@ struct CliContext {
   // How long `submit --wait` keeps retrying while the daemon is unreachable (e.g. a head
   // failover or a daemon restart) before giving up with kExitUnavailable.
   int64_t reconnect_grace_ms = 60000;
+  // A second client to the same daemon, for a stream read on another thread beside
+  // `client` (`submit --wait --logs`). Null: that is not available (the caller says so).
+  std::function<std::unique_ptr<HttpClient>()> new_client;
 };
 
 // The result of a JSON API call: the parsed 2xx body, or the exit code of an error that

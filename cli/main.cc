@@ -78,6 +78,9 @@ int main(int argc, char** argv) {
         .count();
   };
   ctx.sleep_ms = [](int64_t ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); };
+  ctx.new_client = [client_options]() -> std::unique_ptr<HttpClient> {
+    return std::make_unique<BeastHttpClient>(client_options);
+  };
   int code = RunVerb(cl, ctx);
   std::cout.flush();
   return code;

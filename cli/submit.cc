@@ -3,7 +3,10 @@
 // submits the job, and optionally follows it to its end.
 
 #include <algorithm>
+#include <condition_variable>
+#include <mutex>
 #include <set>
+#include <thread>
 #include <sstream>
 
 #include "cli/exit_codes.h"
@@ -368,8 +371,59 @@ int Outcome(const nlohmann::json& job, ProgressPrinter* progress, CliContext& ct
 
 }  // namespace
 
-int WaitForJob(const std::string& job_id, CliContext& ctx) {
-  ProgressPrinter progress(ctx);
+// Streams rank 0's log (following the job across restarts) on a thread of its own. What
+// the thread shares with WaitForJob lives in Shared, which the thread co-owns: it may
+// outlive WaitForJob (a stream still open when the job ended dies with the process).
+class RankZeroLog {
+ public:
+  struct Shared {
+    std::mutex mu;  // held for every write to ctx.out, the progress printer's too
+    std::condition_variable cv;
+    bool closed = false;  // WaitForJob is done with ctx.out: write nothing more
+    bool done = false;    // the stream ended
+  };
+
+  RankZeroLog(const std::string& job_id, CliContext& ctx) {
+    HttpRequest request;
+    request.target = JobPath(job_id, "/logs") + "?rank=0&follow=1";
+    request.timeout_ms = -1;  // a quiet training loop can go minutes without a line
+    std::shared_ptr<HttpClient> client = ctx.new_client();
+    std::thread([client, request, shared = shared_, out = ctx.out] {
+      client->Stream(request, [&](std::string_view data) {
+        std::lock_guard<std::mutex> l(shared->mu);
+        if (shared->closed) return;
+        out->write(data.data(), static_cast<std::streamsize>(data.size()));
+        out->flush();
+      });
+      std::lock_guard<std::mutex> l(shared->mu);
+      shared->done = true;
+      shared->cv.notify_all();
+    }).detach();
+  }
+
+  std::mutex& mu() { return shared_->mu; }
+  // Gives the stream up to `ms` to deliver the job's last lines (it ends with the job),
+  // then closes it: returns holding mu().
+  std::unique_lock<std::mutex> End(int64_t ms) {
+    std::unique_lock<std::mutex> l(shared_->mu);
+    shared_->cv.wait_for(l, std::chrono::milliseconds(ms), [this] { return shared_->done; });
+    shared_->closed = true;
+    return l;
+  }
+
+ private:
+  std::shared_ptr<Shared> shared_ = std::make_shared<Shared>();
+};
+
+int WaitForJob(const std::string& job_id, CliContext& ctx, bool logs) {
+  // Log lines and a redrawn status line do not mix: with logs, progress comes as lines.
+  CliContext progress_ctx = ctx;
+  progress_ctx.out_is_tty = ctx.out_is_tty && !logs;
+  ProgressPrinter progress(progress_ctx);
+  std::unique_ptr<RankZeroLog> log;
+  std::mutex no_log_mu;
+  if (logs && ctx.new_client) log = std::make_unique<RankZeroLog>(job_id, ctx);
+  std::unique_lock<std::mutex> printing(log ? log->mu() : no_log_mu, std::defer_lock);
   int64_t unreachable_since = -1;
   for (;;) {
     HttpRequest request;
@@ -408,10 +462,14 @@ int WaitForJob(const std::string& job_id, CliContext& ctx) {
       return kExitServerError;
     }
     if (IsTerminal(JsonString(job, "state"))) {
+      // The log's last lines come first (its stream ends with the job).
+      std::unique_lock<std::mutex> ended = log ? log->End(5000) : std::unique_lock<std::mutex>();
       if (!ctx.json) progress.Update(job);
       return Outcome(job, &progress, ctx);
     }
+    printing.lock();
     if (!ctx.json) progress.Update(job);
+    printing.unlock();
     ctx.sleep_ms(ctx.poll_interval_ms);
   }
 }
@@ -526,7 +584,7 @@ int RunSubmit(const SubmitOptions& options, CliContext& ctx) {
       *ctx.out << "  Ctrl-C stops watching, not the job (traintl stop " << job_id << ")\n";
     }
   }
-  return WaitForJob(job_id, ctx);
+  return WaitForJob(job_id, ctx, options.logs);
 }
 
 }  // namespace cli

@@ -18,8 +18,10 @@ namespace cli {
 // submit.cc
 int RunSubmit(const SubmitOptions& options, CliContext& ctx);
 // Polls GET /v1/jobs/{job_id} until the job ends, printing progress; returns kExitOk,
-// kExitJobFailed or kExitJobStopped for the outcome (or an error exit code).
-int WaitForJob(const std::string& job_id, CliContext& ctx);
+// kExitJobFailed or kExitJobStopped for the outcome (or an error exit code). With `logs`,
+// rank 0's output is streamed between the progress lines (ctx.new_client's client, on a
+// thread of its own).
+int WaitForJob(const std::string& job_id, CliContext& ctx, bool logs = false);
 
 // submit.cc: `traintl validate JOB_JSON`: every check of submit, the library's exports
 // (ELF), and the daemon's (POST /v1/jobs?dry_run=1); nothing uploaded or stored.

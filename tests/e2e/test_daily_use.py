@@ -130,6 +130,27 @@ class DailyUseTest(DaemonTestCase):
         self.assertNotIn(b"epoch 0 rank", body)
         self.assertIn(b"[rank 0] epoch 1 rank 0", body)  # rank 1 may die before its flush
 
+    def test_submit_wait_logs_streams_rank_0_between_the_progress_lines(self):
+        path = os.path.join(self.daemon.data_dir, "job.json")
+        with open(path, "w") as f:
+            json.dump(train_spec(name="chatty", epochs=4, sleep_ms=300, fail_at_epoch=1,
+                                 max_failures=1), f)
+        p = self.daemon.cli("submit", path, "--wait", "--logs")
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        out = p.stdout
+        # Rank 0's lines of both attempts (and none of rank 1's), then the outcome.
+        self.assertIn("rank 0/2 attempt 1 starting at epoch 0", out)
+        self.assertIn("injecting failure 'throw' at epoch 1 on rank 0", out)
+        self.assertIn("rank 0/2 attempt 2 starting at epoch", out)
+        self.assertIn("--- attempt 2 ---", out)
+        self.assertIn("epoch 3 rank 0 loss", out)
+        self.assertNotIn("rank 1 loss", out)
+        self.assertLess(out.index("epoch 3 rank 0 loss"), out.index(" SUCCEEDED after "))
+        self.assertIn("attempt 1 FAILED", out)
+        p = self.daemon.cli("submit", path, "--logs")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--logs goes with --wait", p.stderr)
+
     def test_stop_wait_resubmit_and_delete(self):
         job_id = self.daemon.submit_spec(train_spec(name="long", epochs=1000, sleep_ms=100))
         self.daemon.wait_job(job_id, lambda j: j["state"] == "RUNNING", what="RUNNING")
