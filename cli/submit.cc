@@ -584,7 +584,8 @@ int RunSubmit(const SubmitOptions& options, CliContext& ctx) {
       *ctx.out << "  Ctrl-C stops watching, not the job (traintl stop " << job_id << ")\n";
     }
   }
-  return WaitForJob(job_id, ctx, options.logs);
+  // --json prints one JSON document: no log text around it.
+  return WaitForJob(job_id, ctx, options.logs && !ctx.json);
 }
 
 }  // namespace cli

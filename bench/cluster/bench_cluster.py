@@ -238,6 +238,7 @@ def bench_control_plane(n_submit, n_jobs, clients, rounds, tag=""):
         more, errors2, _, _ = submit_many(head, sha, max(0, n_jobs - len(ids)), clients,
                                           stop_after=True)
         all_ids = ids + more
+        conn = Conn(head)  # the daemon closes a connection left idle while the store filled
         total = list_all(conn)
         lat = []
         for i in range(2000):
