@@ -29,6 +29,8 @@ CREATE INDEX IF NOT EXISTS jobs_by_time ON jobs(submitted_at);
 CREATE INDEX IF NOT EXISTS jobs_by_newest ON jobs(submitted_at DESC, id DESC);
 CREATE INDEX IF NOT EXISTS jobs_by_name ON jobs(name, submitted_at DESC, id DESC);
 CREATE INDEX IF NOT EXISTS jobs_by_state_newest ON jobs(state, submitted_at DESC, id DESC);
+CREATE INDEX IF NOT EXISTS finished_jobs_by_end ON jobs(COALESCE(ended_at, submitted_at), id)
+  WHERE state IN ('SUCCEEDED', 'FAILED', 'STOPPED');
 CREATE TABLE IF NOT EXISTS attempts(
   job_id TEXT NOT NULL, attempt INTEGER NOT NULL, state TEXT NOT NULL,
   started_at INTEGER NOT NULL, ended_at INTEGER, restored_from TEXT NOT NULL,
@@ -250,18 +252,48 @@ std::vector<std::string> StateStore::ExpiredJobs(int keep, int64_t ended_before_
                                                  size_t limit) const {
   std::lock_guard<std::mutex> l(mu_);
   // Either limit deletes: a job past the count, or past the age. A job without ended_at
-  // counts as ended at its submission.
-  Stmt s(stmts_,
-         "SELECT id FROM (SELECT id, COALESCE(ended_at, submitted_at) AS t, "
-         "ROW_NUMBER() OVER (ORDER BY COALESCE(ended_at, submitted_at) DESC, id DESC) AS n "
-         "FROM jobs WHERE state IN ('SUCCEEDED', 'FAILED', 'STOPPED')) "
-         "WHERE (:keep > 0 AND n > :keep) OR (:cutoff > 0 AND t < :cutoff) "
-         "ORDER BY t, id LIMIT :limit");
-  s.Bind(":keep", static_cast<int64_t>(keep))
-      .Bind(":cutoff", ended_before_ms)
-      .Bind(":limit", static_cast<int64_t>(limit));
+  // counts as ended at its submission. The queries walk finished_jobs_by_end (a partial
+  // index on that expression; named, as the planner would rather sort by state), so a
+  // pass costs O(keep + limit), not a sort of every job.
+  std::vector<std::pair<int64_t, std::string>> found;
+  if (keep > 0) {
+    // The oldest job kept; every finished job before it goes, oldest first.
+    Stmt last(
+        stmts_,
+        "SELECT COALESCE(ended_at, submitted_at), id FROM jobs INDEXED BY finished_jobs_by_end "
+        "WHERE state IN ('SUCCEEDED', 'FAILED', 'STOPPED') "
+        "ORDER BY COALESCE(ended_at, submitted_at) DESC, id DESC LIMIT 1 OFFSET :keep");
+    last.Bind(":keep", static_cast<int64_t>(keep - 1));
+    if (last.Step()) {
+      Stmt s(
+          stmts_,
+          "SELECT COALESCE(ended_at, submitted_at), id FROM jobs INDEXED BY finished_jobs_by_end "
+          "WHERE state IN ('SUCCEEDED', 'FAILED', 'STOPPED') "
+          "AND (COALESCE(ended_at, submitted_at) < :t OR "
+          "(COALESCE(ended_at, submitted_at) = :t AND id < :id)) "
+          "ORDER BY COALESCE(ended_at, submitted_at), id LIMIT :limit");
+      s.Bind(":t", last.Int(0))
+          .Bind(":id", last.Text(1))
+          .Bind(":limit", static_cast<int64_t>(limit));
+      while (s.Step()) found.emplace_back(s.Int(0), s.Text(1));
+    }
+  }
+  if (ended_before_ms > 0) {
+    Stmt s(stmts_,
+           "SELECT COALESCE(ended_at, submitted_at), id FROM jobs INDEXED BY finished_jobs_by_end "
+           "WHERE state IN ('SUCCEEDED', 'FAILED', 'STOPPED') "
+           "AND COALESCE(ended_at, submitted_at) < :cutoff "
+           "ORDER BY COALESCE(ended_at, submitted_at), id LIMIT :limit");
+    s.Bind(":cutoff", ended_before_ms).Bind(":limit", static_cast<int64_t>(limit));
+    while (s.Step()) found.emplace_back(s.Int(0), s.Text(1));
+  }
+  std::sort(found.begin(), found.end());
+  found.erase(std::unique(found.begin(), found.end()), found.end());
   std::vector<std::string> out;
-  while (s.Step()) out.push_back(s.Text(0));
+  for (const auto& [t, id] : found) {
+    if (out.size() == limit) break;
+    out.push_back(id);
+  }
   return out;
 }
 
