@@ -36,6 +36,9 @@ struct CliContext {
   // A second client to the same daemon, for a stream read on another thread beside
   // `client` (`submit --wait --logs`). Null: that is not available (the caller says so).
   std::function<std::unique_ptr<HttpClient>()> new_client;
+  // Where the CLI may keep its caches ($XDG_CACHE_HOME/traintl or ~/.cache/traintl); ""
+  // (tests): none, every library is read and hashed.
+  std::string cache_dir;
 };
 
 // The result of a JSON API call: the parsed 2xx body, or the exit code of an error that

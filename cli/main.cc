@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <iostream>
 #include <thread>
 
@@ -78,6 +79,11 @@ int main(int argc, char** argv) {
         .count();
   };
   ctx.sleep_ms = [](int64_t ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); };
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && xdg[0] == '/') {
+    ctx.cache_dir = std::string(xdg) + "/traintl";
+  } else if (const char* home = std::getenv("HOME"); home != nullptr && home[0] == '/') {
+    ctx.cache_dir = std::string(home) + "/.cache/traintl";
+  }
   ctx.new_client = [client_options]() -> std::unique_ptr<HttpClient> {
     return std::make_unique<BeastHttpClient>(client_options);
   };

@@ -6,11 +6,12 @@
 #include <condition_variable>
 #include <mutex>
 #include <set>
-#include <thread>
 #include <sstream>
+#include <thread>
 
 #include "cli/exit_codes.h"
 #include "cli/format.h"
+#include "cli/hash_cache.h"
 #include "cli/verbs.h"
 #include "cli/working_dir.h"
 #include "common/crypto.h"
@@ -530,13 +531,24 @@ int RunSubmit(const SubmitOptions& options, CliContext& ctx) {
   }
   // The job's code: the library, or a python or command job's packed working_dir.
   nlohmann::json body{{"spec", spec}, {"submission_id", RandomHex(16)}};
+  // A library submitted before (same file, unchanged) is neither read nor hashed again,
+  // nor asked after: the daemon says when it lacks the blob (missing_blob), and only then
+  // is it read and uploaded.
+  std::string cached_library;
   if (parsed->entry_kind == EntrypointKind::kLibrary) {
-    std::string library, bytes;
-    if (!ReadLibrary(spec, options.spec_path, ctx, &library, &bytes, &code)) return code;
-    std::string sha256 = Sha256Hex(bytes);
-    code = UploadBlob(library, bytes, sha256, ctx);
-    if (code != kExitOk) return code;
-    body["library_sha256"] = sha256;
+    std::optional<std::string> cached = CachedSha256(ctx.cache_dir, parsed->library);
+    if (cached) {
+      cached_library = parsed->library;
+      body["library_sha256"] = *cached;
+    } else {
+      std::string library, bytes;
+      if (!ReadLibrary(spec, options.spec_path, ctx, &library, &bytes, &code)) return code;
+      std::string sha256 = Sha256Hex(bytes);
+      code = UploadBlob(library, bytes, sha256, ctx);
+      if (code != kExitOk) return code;
+      RememberSha256(ctx.cache_dir, library, sha256);
+      body["library_sha256"] = sha256;
+    }
   } else if (!parsed->working_dir.empty()) {
     PackedWorkingDir packed;
     if (!PackWorkingDir(*parsed, options.spec_path, ctx, &packed, &code)) return code;
@@ -558,6 +570,22 @@ int RunSubmit(const SubmitOptions& options, CliContext& ctx) {
   for (int i = 0; i < kPostAttempts; ++i) {
     if (i > 0) ctx.sleep_ms(kPostRetryDelayMs);
     response = ctx.client->Send(post);
+    if (response.ok() && response->status == 400 && !cached_library.empty() &&
+        ParseJsonBounded(response->body).value("missing_blob", false)) {
+      // The cluster lost (or never had) the cached library's blob: read, upload, post
+      // again - once.
+      std::string library, bytes;
+      if (!ReadLibrary(spec, options.spec_path, ctx, &library, &bytes, &code)) return code;
+      const std::string sha256 = Sha256Hex(bytes);
+      code = UploadBlob(library, bytes, sha256, ctx);
+      if (code != kExitOk) return code;
+      RememberSha256(ctx.cache_dir, library, sha256);
+      body["library_sha256"] = sha256;
+      post.body = body.dump();
+      cached_library.clear();
+      --i;
+      continue;
+    }
     if (response.ok() && response->status != 503) break;
   }
   if (!response.ok()) return ReportTransportError(ctx, response.status());

@@ -154,10 +154,12 @@ void HandleSubmit(const ApiContext& ctx, const Request& req, const ResponderPtr&
     sub.library_sha256 = body[blob_field].get<std::string>();
     auto path = ctx.blobs->PathOf(sub.library_sha256);
     if (!path.ok()) {
+      // missing_blob: the client may upload it and post again (traintl submit does).
       res->SendError(400,
                      std::string(blob_field) + ": " + path.status().message() +
                          " (upload it with PUT /v1/blobs/<sha256> first)",
-                     {{"field", blob_field}});
+                     {{"field", blob_field},
+                      {"missing_blob", path.status().code() == Status::Code::kNotFound}});
       return;
     }
     sub.library_path = *path;

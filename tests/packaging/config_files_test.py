@@ -60,7 +60,7 @@ class DaemonConfigTest(unittest.TestCase):
                                    capture_output=True, text=True, check=True).stdout
         options = set(re.findall(r"^\s+(?:-\w \[ )?--([a-z][a-z0-9-]*)", help_text, re.M))
         self.assertIn("log-level", options, help_text)
-        options -= {"help", "config"}
+        options -= {"help", "config", "version"}
         documented = {name for name, _ in example_settings(DAEMON_CONF)}
         self.assertEqual(sorted(options - documented), [],
                          "options of traintld --help missing from packaging/traintld.conf")

@@ -8,6 +8,7 @@
 #include <deque>
 
 #include "cli/exit_codes.h"
+#include "cli/hash_cache.h"
 #include "cli/verbs.h"
 #include "common/crypto.h"
 #include "scripted_client.h"
@@ -438,4 +439,55 @@ TEST_CASE("WaitForJob rides out a short outage and gives up after the grace peri
     TestContext t(&client);
     CHECK(WaitForJob("abcdefabcdef", t.ctx) == kExitNotFound);
   }
+}
+
+TEST_CASE("submit of an unchanged library neither reads nor asks after it again") {
+  TempDir dir;
+  TempDir cache;
+  std::string lib = dir.Write("libtrain.so", "library bytes");
+  const std::string sha = traintl::Sha256Hex("library bytes");
+  bool lost = false;  // the daemon lost the blob
+  ScriptedClient client([&](const HttpRequest& r) -> Result<HttpResponse> {
+    if (r.method == "HEAD") return Json(404, "");
+    if (r.method == "PUT") {
+      lost = false;
+      return Json(201, R"({"sha256":"x","size":1})");
+    }
+    if (r.method == "POST" && lost)
+      return Json(400, R"({"error":"library_sha256: no blob","field":"library_sha256",
+                          "missing_blob":true})");
+    return Json(201, R"({"job_id":"abcdefabcdef","state":"PENDING"})");
+  });
+  SubmitOptions o;
+  o.spec_path = WriteJob(dir, lib);
+  auto methods = [&] {
+    std::string out;
+    for (const auto& r : client.requests) out += r.method + " ";
+    client.requests.clear();
+    return out;
+  };
+  TestContext first(&client);
+  first.ctx.cache_dir = cache.path() + "/traintl";
+  REQUIRE(RunSubmit(o, first.ctx) == kExitOk);
+  CHECK(methods() == "HEAD PUT POST ");
+  TestContext again(&client);
+  again.ctx.cache_dir = first.ctx.cache_dir;
+  REQUIRE(RunSubmit(o, again.ctx) == kExitOk);
+  CHECK(methods() == "POST ");
+  // The cluster lost the blob: read, uploaded, posted again.
+  lost = true;
+  TestContext relost(&client);
+  relost.ctx.cache_dir = first.ctx.cache_dir;
+  REQUIRE(RunSubmit(o, relost.ctx) == kExitOk);
+  CHECK(methods() == "POST HEAD PUT POST ");
+  // A changed library is hashed again (its ctime changed).
+  dir.Write("libtrain.so", "a new build");
+  TestContext changed(&client);
+  changed.ctx.cache_dir = first.ctx.cache_dir;
+  REQUIRE(RunSubmit(o, changed.ctx) == kExitOk);
+  CHECK(methods() == "HEAD PUT POST ");
+  CHECK(traintl::cli::CachedSha256(first.ctx.cache_dir, lib) == traintl::Sha256Hex("a new build"));
+  CHECK(traintl::cli::CachedSha256(first.ctx.cache_dir, lib) != sha);
+  // Without a cache dir (the default in tests), nothing is remembered.
+  CHECK_FALSE(traintl::cli::CachedSha256("", lib));
 }
