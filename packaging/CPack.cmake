@@ -59,6 +59,42 @@ if(TRAINTL_GZIP)
   add_custom_target(traintl_changelog ALL DEPENDS ${CMAKE_BINARY_DIR}/packaging/changelog.gz)
   install(FILES ${CMAKE_BINARY_DIR}/packaging/changelog.gz DESTINATION ${TRAINTL_DOC_DIR})
 endif()
+# --- man pages and shell completion, generated from the --help texts ------------------
+# traintl(1), traintld(8), traintl-worker(8), traintl-job(5) (README's job spec section), bash and zsh
+# completion: packaging/docs/gen_docs.py runs the built binaries, so the pages and the
+# completions say what --help says (tests/packaging/docs_test.py checks it).
+find_package(Python3 COMPONENTS Interpreter)
+if(Python3_Interpreter_FOUND AND TRAINTL_GZIP)
+  set(TRAINTL_DOCS_OUT ${CMAKE_BINARY_DIR}/packaging/docs)
+  set(_pages traintl.1 traintld.8 traintl-worker.8 traintl-job.5)
+  set(_generated ${TRAINTL_DOCS_OUT}/traintl.bash-completion ${TRAINTL_DOCS_OUT}/_traintl)
+  foreach(_p ${_pages})
+    list(APPEND _generated ${TRAINTL_DOCS_OUT}/${_p})
+  endforeach()
+  add_custom_command(OUTPUT ${_generated}
+    COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/docs/gen_docs.py
+            --traintl $<TARGET_FILE:traintl> --traintld $<TARGET_FILE:traintld>
+            --worker $<TARGET_FILE:traintl-worker>
+            --readme ${PROJECT_SOURCE_DIR}/README.md --version ${PROJECT_VERSION}
+            --out ${TRAINTL_DOCS_OUT}
+    DEPENDS traintl traintld traintl-worker ${CMAKE_CURRENT_LIST_DIR}/docs/gen_docs.py
+            ${PROJECT_SOURCE_DIR}/README.md
+    COMMENT "man pages and shell completion from the --help texts")
+  set(_gz)
+  foreach(_p ${_pages})
+    add_custom_command(OUTPUT ${TRAINTL_DOCS_OUT}/${_p}.gz
+      COMMAND ${TRAINTL_GZIP} -9nc ${TRAINTL_DOCS_OUT}/${_p} > ${TRAINTL_DOCS_OUT}/${_p}.gz
+      DEPENDS ${TRAINTL_DOCS_OUT}/${_p})
+    list(APPEND _gz ${TRAINTL_DOCS_OUT}/${_p}.gz)
+    string(REGEX REPLACE ".*\\.([0-9])$" "\\1" _section ${_p})
+    install(FILES ${TRAINTL_DOCS_OUT}/${_p}.gz DESTINATION share/man/man${_section})
+  endforeach()
+  add_custom_target(traintl_docs ALL DEPENDS ${_generated} ${_gz})
+  install(FILES ${TRAINTL_DOCS_OUT}/traintl.bash-completion
+          DESTINATION share/bash-completion/completions RENAME traintl)
+  install(FILES ${TRAINTL_DOCS_OUT}/_traintl DESTINATION share/zsh/vendor-completions)
+endif()
+
 install(FILES ${CMAKE_CURRENT_LIST_DIR}/example/CMakeLists.txt
               ${CMAKE_CURRENT_LIST_DIR}/example/fit_line.cc
               ${CMAKE_CURRENT_LIST_DIR}/example/job.json
