@@ -9,7 +9,7 @@ PACKAGES=(
   nlohmann-json3-dev libsqlite3-dev libssl-dev
   libraft-dev libuv1-dev
   libtorch-dev libgloo-dev libopenblas0-pthread
-  catch2 libsystemd-dev
+  catch2
   python3 procps
   pybind11-dev libpython3.11-dev python3-numpy python3-torch
   libxgboost-dev python3-xgboost

@@ -27,7 +27,7 @@ REQUIRED = {
     "ProtectHome": "read-only",
     "PrivateTmp": "yes",
     "OOMPolicy": "continue",
-    "ExecReload": "/bin/kill -HUP $MAINPID",
+    "ExecReload": "/bin/sh -c 'kill -HUP $$MAINPID'",
 }
 # Each of these would break GPU workers or users' training code (see the unit's comments).
 FORBIDDEN = ["PrivateDevices", "ProtectClock", "DevicePolicy", "MemoryDenyWriteExecute",
