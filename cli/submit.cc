@@ -390,7 +390,8 @@ class RankZeroLog {
     request.timeout_ms = -1;  // a quiet training loop can go minutes without a line
     std::shared_ptr<HttpClient> client = ctx.new_client();
     std::thread([client, request, shared = shared_, out = ctx.out] {
-      client->Stream(request, [&](std::string_view data) {
+      // How it ended changes nothing: WaitForJob reports the job's outcome.
+      (void)client->Stream(request, [&](std::string_view data) {
         std::lock_guard<std::mutex> l(shared->mu);
         if (shared->closed) return;
         out->write(data.data(), static_cast<std::streamsize>(data.size()));

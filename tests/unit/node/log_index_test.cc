@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 
 #include "daemon/node/log_index.h"
@@ -45,7 +46,7 @@ TEST_CASE("the writer appends a mark only when the log grew; the reader reads th
   CHECK(LogTimeOf(marks, 11, 9999) == 1750);
   CHECK(LogTimeOf(marks, 26, 9999) == 9999);
   CHECK(LogTimeOf({}, 1, 42) == 42);
-  std::system(("rm -rf " + path.substr(0, path.rfind('/'))).c_str());
+  std::filesystem::remove_all(path.substr(0, path.rfind('/')));
 }
 
 TEST_CASE("a damaged index: junk, a half-written mark and going backwards are skipped") {
@@ -62,5 +63,5 @@ TEST_CASE("a damaged index: junk, a half-written mark and going backwards are sk
   LogIndexWriter w;
   CHECK_FALSE(w.Open(path).ok());
   w.Sample(1, 1);  // inert, no crash
-  std::system(("rm -rf " + path.substr(0, path.rfind('/'))).c_str());
+  std::filesystem::remove_all(path.substr(0, path.rfind('/')));
 }

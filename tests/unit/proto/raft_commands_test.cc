@@ -74,7 +74,7 @@ TEST_CASE("every command round-trips with a fresh rid and the proposer's time") 
   CHECK_FALSE(json::parse(cmd::Encode(cmd::StopJob{"j", ""})).contains("reason"));
   CHECK(std::get<cmd::DeleteJob>(RoundTrip(cmd::DeleteJob{"j"}).body).job_id == "j");
   // The op name comes from the type: every alternative has a distinct one.
-  CHECK(cmd::OpOf(cmd::StopJob{"j"}) == "stop_job");
+  CHECK(cmd::OpOf(cmd::StopJob{"j", ""}) == "stop_job");
   CHECK(cmd::OpOf(cmd::DeleteJob{"j"}) == "delete_job");
   CHECK(json::parse(cmd::Encode(cmd::FailPendingJob{"j", "r"}))["op"] == "fail_pending_job");
 }

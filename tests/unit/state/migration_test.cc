@@ -73,7 +73,7 @@ TEST_CASE("a schema-1 snapshot is migrated: policies from the stored specs, rows
   failed.reason = "rank 0 exited with code 1";
   auto r = json::parse(fsm.Apply(commands::EndAttempt("aa01", 1, failed)));
   CHECK(r["job_state"] == kJobPending);
-  cmd::Envelope replay{"0123456789abcdef01234567", 1, cmd::StopJob{"bb02"}};
+  cmd::Envelope replay{"0123456789abcdef01234567", 1, cmd::StopJob{"bb02", ""}};
   CHECK(fsm.Apply(cmd::Encode(replay)) == R"({"ok":true})");
   CHECK(store.GetJob("bb02")->state == kJobPending);  // not applied again
   REQUIRE(json::parse(fsm.Apply(commands::StartAttempt("aa01", 2, "", "n2", "r2")))["ok"] == true);
