@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "common/spelling.h"
+#include "proto/rank_list.h"
 
 namespace traintl {
 namespace cli {
@@ -53,7 +54,7 @@ const std::vector<VerbDef>& Verbs() {
        "entry point. Nothing is uploaded or stored. Exit 0 when valid, 2 when not.\n",
        1, 1, NoOptions,
        [](const std::vector<std::string>& a, CommandLine* cl) { cl->submit.spec_path = a[0]; }},
-      {"status", "[JOB]", "show one job in detail, or all jobs as a table",
+      {"status", "[JOB]", "show one job in detail, or the newest jobs as a table",
        "With JOB: state, attempts (with failed rank, exit code or signal), metrics, the\n"
        "latest checkpoint and, for a failed job, the tail of the failing rank's log.\n"
        "Without JOB: the same table as `traintl list`.\n",
@@ -285,20 +286,10 @@ Result<CommandLine> ParseCommandLine(const std::vector<std::string>& args) {
     po::notify(vm);
     if (verb != nullptr) {
       if (vm.count("rank")) {
-        const std::string list = vm["rank"].as<std::string>();
-        for (size_t pos = 0; pos <= list.size();) {
-          const size_t comma = std::min(list.find(',', pos), list.size());
-          const std::string item = list.substr(pos, comma - pos);
-          if (item.empty() || item.size() > 6 ||
-              item.find_first_not_of("0123456789") != std::string::npos) {
-            return Status::InvalidArgument(
-                "--rank must be a rank (0 or more) or a comma-separated "
-                "list of them, got '" +
-                list + "'");
-          }
-          cl.logs.ranks.push_back(std::stoi(item));
-          pos = comma + 1;
-        }
+        Result<std::vector<int>> ranks = ParseRankList(vm["rank"].as<std::string>());
+        if (!ranks.ok())
+          return Status::InvalidArgument("--rank must be " + ranks.status().message());
+        cl.logs.ranks = std::move(*ranks);
       }
       if (vm.count("since")) {
         if (Result<int64_t> since = ParseSince(cl.logs.since, 0); !since.ok())

@@ -1,13 +1,10 @@
 #include "daemon/api/api_routes.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <boost/asio/steady_timer.hpp>
 #include <cctype>
-#include <deque>
 
 #include "common/crypto.h"
 #include "common/file_util.h"
@@ -18,6 +15,7 @@
 #include "daemon/http/responder.h"
 #include "daemon/state/commands.h"
 #include "proto/job_definition.h"
+#include "proto/rank_list.h"
 
 namespace traintl {
 
@@ -83,6 +81,10 @@ int HttpStatusFor(const Status& st) {
 }
 
 void HandleSubmit(const ApiContext& ctx, const Request& req, const ResponderPtr& res) {
+  // validate's request (dry_run=1): every check but the code's presence, nothing stored,
+  // and no warning for what it refuses (checking is what it is for).
+  auto dry = req.query.find("dry_run");
+  const bool dry_run = dry != req.query.end() && dry->second == "1";
   // Strict parsing: bounded depth and size, no silently merged duplicate keys.
   SpecError syntax;
   auto parsed = ParseJsonStrict(req.body, kMaxSpecDepth + 1, kMaxSpecTextBytes, &syntax);
@@ -109,22 +111,28 @@ void HandleSubmit(const ApiContext& ctx, const Request& req, const ResponderPtr&
   SpecError err;
   auto spec = ParseJobSpec(body["spec"], &err);
   if (!spec.ok()) {
-    LOG_WARN << "refused a job spec from " << req.remote << ": " << err.ToString();
+    if (!dry_run) LOG_WARN << "refused a job spec from " << req.remote << ": " << err.ToString();
     res->SendError(400, err.ToString(), {{"field", err.field}});
     return;
   }
-  // validate's request: every check but the code's presence, nothing stored.
-  if (auto it = req.query.find("dry_run"); it != req.query.end() && it->second == "1") {
+  if (dry_run) {
     for (const char* field : {"library_sha256", "working_dir_sha256", "submission_id"}) {
       if (body.contains(field)) {
         res->SendError(400, std::string(field) + ": not taken by a dry run", {{"field", field}});
         return;
       }
     }
-    if (Status feasible = ctx.jobs->CheckFeasible(*spec); !feasible.ok()) {
-      res->SendError(400, feasible.message(), {{"field", "scaling_config"}});
-      return;
+  }
+  Status feasible = ctx.jobs->CheckFeasible(*spec);
+  if (!feasible.ok()) {
+    if (!dry_run) {
+      LOG_WARN << "refused job " << spec->name << " from " << req.remote << ": "
+               << feasible.message();
     }
+    res->SendError(400, feasible.message(), {{"field", "scaling_config"}});
+    return;
+  }
+  if (dry_run) {
     res->SendJson(200, {{"valid", true}, {"spec", JobSpecToJson(*spec)}});
     return;
   }
@@ -199,13 +207,6 @@ void HandleSubmit(const ApiContext& ctx, const Request& req, const ResponderPtr&
     }
     sub.submission_id = body["submission_id"].get<std::string>();
   }
-  Status feasible = ctx.jobs->CheckFeasible(*spec);
-  if (!feasible.ok()) {
-    LOG_WARN << "refused job " << spec->name << " from " << req.remote << ": "
-             << feasible.message();
-    res->SendError(400, feasible.message(), {{"field", "scaling_config"}});
-    return;
-  }
   sub.spec = std::move(*spec);
   ctx.jobs->Submit(std::move(sub), [res](Result<std::string> id) {
     if (!id.ok()) {
@@ -229,21 +230,13 @@ void HandleLogs(const ApiContext& ctx, const Request& req, const ResponderPtr& r
     // "all", or a comma-separated list: interleaved, each line prefixed with its rank.
     o.prefix = true;
     if (it->second != "all") {
-      for (size_t pos = 0; pos <= it->second.size();) {
-        const size_t comma = std::min(it->second.find(',', pos), it->second.size());
-        const std::string item = it->second.substr(pos, comma - pos);
-        if (item.empty() || item.size() > 6 ||
-            item.find_first_not_of("0123456789") != std::string::npos ||
-            std::stoi(item) >= num_workers) {
-          res->SendError(400, "query parameter ranks must be all or ranks 0.." +
-                                  std::to_string(num_workers - 1) + ", comma-separated");
-          return;
-        }
-        o.ranks.push_back(std::stoi(item));
-        pos = comma + 1;
+      Result<std::vector<int>> ranks = ParseRankList(it->second);
+      if (!ranks.ok() || ranks->back() >= num_workers) {
+        res->SendError(400, "query parameter ranks must be all or ranks 0.." +
+                                std::to_string(num_workers - 1) + ", comma-separated");
+        return;
       }
-      std::sort(o.ranks.begin(), o.ranks.end());
-      o.ranks.erase(std::unique(o.ranks.begin(), o.ranks.end()), o.ranks.end());
+      o.ranks = std::move(*ranks);
     }
   } else {
     o.ranks = {rank};

@@ -164,10 +164,9 @@ void LogStream::Pump() {
   const bool ended = !options_.follow || AttemptEnded();
   bool more = false;
   for (Source& s : sources_) {
-    Fill(s, kReadBytes);
+    if (Fill(s, kReadBytes)) more = true;
     off_t end = 0;
     while (PeekLine(s, &end)) Emit(s, TakeLine(s));
-    if (s.offset < SizeOf(s.path)) more = true;
   }
   auto self = shared_from_this();
   if (more) return Flush([self] { self->Pump(); });
@@ -200,9 +199,9 @@ bool LogStream::AttemptEnded() const {
   return IsTerminalJobState(job->state) || job->state == kJobPending;
 }
 
-void LogStream::Fill(Source& s, size_t max, off_t limit) {
+bool LogStream::Fill(Source& s, size_t max, off_t limit) {
   const off_t size = limit >= 0 ? limit : SizeOf(s.path);
-  if (s.offset >= size) return;
+  if (s.offset >= size) return false;
   const size_t n = static_cast<size_t>(std::min<off_t>(size - s.offset, static_cast<off_t>(max)));
   std::string data = ReadRange(s.path, s.offset, n);
   if (s.buf_head > 0 && s.buf_head >= s.buf.size() / 2) {
@@ -211,6 +210,7 @@ void LogStream::Fill(Source& s, size_t max, off_t limit) {
   }
   s.buf += data;
   s.offset += static_cast<off_t>(data.size());
+  return s.offset < size;
 }
 
 bool LogStream::PeekLine(const Source& s, off_t* end) const {

@@ -72,8 +72,9 @@ class LogStream : public std::enable_shared_from_this<LogStream> {
   void Pump();
   void AfterAttempt();
   bool AttemptEnded() const;
-  // Reads up to `max` more bytes of `src`, not past `limit` (-1: its size now).
-  void Fill(Source& src, size_t max, off_t limit = -1);
+  // Reads up to `max` more bytes of `src`, not past `limit` (-1: its size now); true when
+  // bytes before that end remain unread.
+  bool Fill(Source& src, size_t max, off_t limit = -1);
   // Whether `src` holds a complete line; its end's file offset in *end.
   bool PeekLine(const Source& src, off_t* end) const;
   // Takes the complete line PeekLine saw (with its '\n').
