@@ -213,11 +213,10 @@ class ProgressPrinter {
     int64_t attempt = JsonInt(job, "attempt").value_or(0);
     const auto& attempts = JsonField(job, "attempts");
 
-    if (attempt > last_attempt_ && last_attempt_ > 0) {
-      // Attempts between polls, and the one we watched, ended before this one began.
-      for (int64_t a = last_attempt_; a < attempt; ++a) ReportAttemptEnd(job, a);
-    }
-    last_attempt_ = std::max(last_attempt_, attempt);
+    // Attempts that began and ended between two polls (even before the first poll that
+    // saw the job running) ended before this one began.
+    for (int64_t a = last_ended_reported_ + 1; a < attempt; ++a) ReportAttemptEnd(job, a);
+    last_ended_reported_ = std::max(last_ended_reported_, attempt - 1);
 
     std::string headline;
     if (state == "PENDING") {
@@ -325,7 +324,7 @@ class ProgressPrinter {
   }
 
   CliContext& ctx_;
-  int64_t last_attempt_ = 0;
+  int64_t last_ended_reported_ = 0;
   std::string last_headline_;
   std::string last_metrics_;
   int64_t last_metrics_line_ms_ = -1;

@@ -365,6 +365,26 @@ TEST_CASE("submit --wait follows a failing job and exits 1 with the log tail") {
   CHECK(t->slept_ms > 0);
 }
 
+TEST_CASE("submit --wait reports an attempt that began and failed between two polls") {
+  TempDir dir;
+  std::deque<std::string> story = Story("SUCCEEDED");
+  // Only PENDING is seen before attempt 2 runs: the polls that saw attempt 1 are lost.
+  story.erase(story.begin() + 1, story.begin() + 3);
+  auto client = AcceptingDaemon("abcdefabcdef", &story);
+  TestContext t(&client);
+  SubmitOptions o;
+  o.spec_path = WriteJob(dir, dir.Write("libtrain.so", "bytes"));
+  o.wait = true;
+  CHECK(RunSubmit(o, t.ctx) == kExitOk);
+  std::string out = t.out.str();
+  INFO(out);
+  CHECK_THAT(out,
+             Catch::Contains(
+                 "] attempt 1 FAILED: rank 1, SIGKILL: node lost; restarting (failures 1 of 2)\n"));
+  CHECK(out.find("attempt 1 FAILED") < out.find("attempt 2 RUNNING"));
+  CHECK(out.find("attempt 1 FAILED") == out.rfind("attempt 1 FAILED"));
+}
+
 TEST_CASE("submit --wait exit codes: 0 SUCCEEDED, 6 STOPPED") {
   for (const std::string state : {"SUCCEEDED", "STOPPED"}) {
     TempDir dir;
