@@ -124,6 +124,34 @@ const std::vector<VerbDef>& Verbs() {
                           "also remove the job's trial dir (its checkpoints)");
        },
        AssignJob},
+      {"tune", "TUNE_JSON [--wait] | status [EXP] | stop EXP | resume EXP [--wait] | list",
+       "tune hyperparameters: trials as jobs, with search spaces and schedulers",
+       "`tune TUNE_JSON` uploads the trainer's code and starts the experiment that the tune\n"
+       "spec describes ({\"trainer\": <job spec>, \"param_space\": {...}, \"tune_config\":\n"
+       "{...}}; see traintl-job(5)) and prints its id. Each trial is a job of its own.\n"
+       "`tune status EXP` shows the trials sorted by the metric, the best trial and its best\n"
+       "checkpoint (without EXP: the experiments, newest first, as `tune list`). `tune stop\n"
+       "EXP` stops the experiment and its trials; `tune resume EXP` continues them from\n"
+       "their latest checkpoints. With --wait, follows the experiment until it ends: exit 0\n"
+       "when it ended with a best trial, 1 otherwise, 6 when stopped.\n",
+       1, 2,
+       [](po::options_description* d, CommandLine* cl) {
+         d->add_options()("wait", po::bool_switch(&cl->tune.wait),
+                          "follow the experiment until it ends");
+       },
+       [](const std::vector<std::string>& a, CommandLine* cl) {
+         static const char* kActions[] = {"status", "stop", "resume", "list"};
+         cl->tune.action = "run";
+         for (const char* action : kActions) {
+           if (a[0] == action) cl->tune.action = action;
+         }
+         if (cl->tune.action == "run") {
+           cl->tune.argument = a[0];
+           if (a.size() > 1) cl->tune.action = "error: unexpected argument '" + a[1] + "'";
+         } else if (a.size() > 1) {
+           cl->tune.argument = a[1];
+         }
+       }},
       {"nodes", "", "list the cluster's nodes and their resources", "", 0, 0, NoOptions, NoArgs},
       {"checkpoints", "JOB", "list a job's retained checkpoints, oldest first",
        "The latest committed checkpoint (the one a restart resumes from) is marked *.\n", 1, 1,
@@ -337,6 +365,18 @@ Result<CommandLine> ParseCommandLine(const std::vector<std::string>& args) {
     if (p.empty()) return Status::InvalidArgument("empty argument; usage: " + UsageLine(*verb));
   }
   verb->assign(positionals, &cl);
+  if (cl.verb == "tune") {
+    const std::string& action = cl.tune.action;
+    if (action.rfind("error: ", 0) == 0)
+      return Status::InvalidArgument(action.substr(7) + "; usage: " + UsageLine(*verb));
+    if ((action == "stop" || action == "resume") && cl.tune.argument.empty())
+      return Status::InvalidArgument("tune " + action +
+                                     " needs the experiment; usage: " + UsageLine(*verb));
+    if (action == "list" && !cl.tune.argument.empty())
+      return Status::InvalidArgument("tune list takes no argument");
+    if (cl.tune.wait && action != "run" && action != "resume")
+      return Status::InvalidArgument("--wait goes with tune TUNE_JSON or tune resume");
+  }
   return cl;
 }
 

@@ -56,6 +56,13 @@ struct JobVerbOptions {
   bool checkpoints = false;  // delete --checkpoints: also remove the trial dir
 };
 
+// `traintl tune`: run a tune spec, or act on an experiment.
+struct TuneOptions {
+  std::string action;    // "run" (TUNE_JSON), "status", "stop", "resume" or "list"
+  std::string argument;  // the tune.json path (run) or the experiment (status/stop/resume)
+  bool wait = false;     // --wait (run, resume): follow the experiment until it ends
+};
+
 struct CommandLine {
   std::string verb;  // "" when only global options were given (e.g. `traintl --help`)
   GlobalOptions global;
@@ -63,6 +70,7 @@ struct CommandLine {
   LogsOptions logs;
   ListOptions list;
   JobVerbOptions job_verb;
+  TuneOptions tune;
   // The JOB argument of status, stop, checkpoints and metrics ("" for `status` alone).
   std::string job;
 };

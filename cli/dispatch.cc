@@ -14,6 +14,7 @@ int RunVerb(const CommandLine& cl, CliContext& ctx) {
     if (cl.verb == "stop") return RunStop(cl.job, cl.job_verb, ctx);
     if (cl.verb == "resubmit") return RunResubmit(cl.job, cl.job_verb, ctx);
     if (cl.verb == "delete") return RunDelete(cl.job, cl.job_verb, ctx);
+    if (cl.verb == "tune") return RunTune(cl.tune, ctx);
     if (cl.verb == "nodes") return RunNodes(ctx);
     if (cl.verb == "checkpoints") return RunCheckpoints(cl.job, ctx);
     if (cl.verb == "metrics") return RunMetrics(cl.job, ctx);

@@ -46,54 +46,6 @@ std::string ParseErrorReason(const std::string& what) {
   return bracket == std::string::npos ? what : what.substr(bracket + 2);
 }
 
-// Reads and parses the spec; on failure prints why and sets *exit_code.
-bool ReadSpec(const std::string& path, CliContext& ctx, nlohmann::json* spec, int* exit_code) {
-  *exit_code = kExitUsage;
-  if (IsDirectory(path)) {
-    *ctx.err << "traintl: " << path << " is a directory, not a job spec\n";
-    return false;
-  }
-  auto text = ReadRegularFile(path, kMaxSpecTextBytes);
-  if (!text.ok()) {
-    *ctx.err << "traintl: cannot read the job spec " << path << ": " << text.status().message()
-             << "\n";
-    return false;
-  }
-  // Checked before parsing: the document is dumped (recursively) to send it.
-  if (JsonTooDeep(*text, kMaxSpecDepth)) {
-    *ctx.err << "traintl: " << path << ": invalid job spec: nested deeper than " << kMaxSpecDepth
-             << " levels\n";
-    return false;
-  }
-  try {
-    *spec = nlohmann::json::parse(*text);
-  } catch (const nlohmann::json::parse_error& e) {
-    size_t offset = e.byte > 0 ? std::min<size_t>(e.byte - 1, text->size()) : 0;
-    size_t line = 1, line_start = 0;
-    for (size_t i = 0; i < offset; ++i) {
-      if ((*text)[i] == '\n') {
-        ++line;
-        line_start = i + 1;
-      }
-    }
-    *ctx.err << "traintl: " << path << ":" << line << ":" << (offset - line_start + 1)
-             << ": invalid JSON: " << ParseErrorReason(e.what()) << "\n";
-    return false;
-  }
-  if (!spec->is_object()) {
-    *ctx.err << "traintl: " << path << ": the job spec must be a JSON object\n";
-    return false;
-  }
-  // The parse above keeps the last of duplicate keys silently; the daemon refuses them, so
-  // say it here, with the key's path, before anything is uploaded.
-  SpecError strict;
-  if (!ParseJsonStrict(*text, kMaxSpecDepth, kMaxSpecTextBytes, &strict).ok()) {
-    *ctx.err << "traintl: " << path << ": invalid job spec: " << strict.ToString() << "\n";
-    return false;
-  }
-  return true;
-}
-
 // Reads the library named by the spec; on failure prints why and sets *exit_code.
 bool ReadLibrary(const nlohmann::json& spec, const std::string& spec_path, CliContext& ctx,
                  std::string* library, std::string* bytes, int* exit_code) {
@@ -478,7 +430,7 @@ int WaitForJob(const std::string& job_id, CliContext& ctx, bool logs) {
 int RunValidate(const std::string& spec_path, CliContext& ctx) {
   int code = kExitOk;
   nlohmann::json spec;
-  if (!ReadSpec(spec_path, ctx, &spec, &code)) return code;
+  if (!ReadSpecFile(spec_path, "job spec", kMaxSpecDepth, ctx, &spec, &code)) return code;
   SpecError bad;
   auto parsed = ParseJobSpec(spec, &bad);
   if (!parsed.ok()) {
@@ -516,44 +468,82 @@ int RunValidate(const std::string& spec_path, CliContext& ctx) {
   return kExitOk;
 }
 
-int RunSubmit(const SubmitOptions& options, CliContext& ctx) {
-  int code = kExitOk;
-  nlohmann::json spec;
-  if (!ReadSpec(options.spec_path, ctx, &spec, &code)) return code;
-  // Validated here as the daemon will (same rules, proto/job_spec.h), before a possibly
-  // large library is read and uploaded for a spec that would be refused.
-  SpecError bad;
-  auto parsed = ParseJobSpec(spec, &bad);
-  if (!parsed.ok()) {
-    *ctx.err << "traintl: " << options.spec_path << ": invalid job spec: " << bad.ToString()
-             << "\n";
-    return kExitUsage;
+bool ReadSpecFile(const std::string& path, const std::string& what, int max_depth, CliContext& ctx,
+                  nlohmann::json* spec, int* exit_code) {
+  *exit_code = kExitUsage;
+  if (IsDirectory(path)) {
+    *ctx.err << "traintl: " << path << " is a directory, not a " << what << "\n";
+    return false;
   }
+  auto text = ReadRegularFile(path, kMaxSpecTextBytes);
+  if (!text.ok()) {
+    *ctx.err << "traintl: cannot read the " << what << " " << path << ": "
+             << text.status().message() << "\n";
+    return false;
+  }
+  // Checked before parsing: the document is dumped (recursively) to send it.
+  if (JsonTooDeep(*text, max_depth)) {
+    *ctx.err << "traintl: " << path << ": invalid " << what << ": nested deeper than " << max_depth
+             << " levels\n";
+    return false;
+  }
+  try {
+    *spec = nlohmann::json::parse(*text);
+  } catch (const nlohmann::json::parse_error& e) {
+    size_t offset = e.byte > 0 ? std::min<size_t>(e.byte - 1, text->size()) : 0;
+    size_t line = 1, line_start = 0;
+    for (size_t i = 0; i < offset; ++i) {
+      if ((*text)[i] == '\n') {
+        ++line;
+        line_start = i + 1;
+      }
+    }
+    *ctx.err << "traintl: " << path << ":" << line << ":" << (offset - line_start + 1)
+             << ": invalid JSON: " << ParseErrorReason(e.what()) << "\n";
+    return false;
+  }
+  if (!spec->is_object()) {
+    *ctx.err << "traintl: " << path << ": the " << what << " must be a JSON object\n";
+    return false;
+  }
+  // The parse above keeps the last of duplicate keys silently; the daemon refuses them, so
+  // say it here, with the key's path, before anything is uploaded.
+  SpecError strict;
+  if (!ParseJsonStrict(*text, max_depth, kMaxSpecTextBytes, &strict).ok()) {
+    *ctx.err << "traintl: " << path << ": invalid " << what << ": " << strict.ToString() << "\n";
+    return false;
+  }
+  return true;
+}
+
+int PostWithJobCode(const std::string& spec_path, const nlohmann::json& job, const JobSpec& parsed,
+                    nlohmann::json body, const std::string& target, CliContext& ctx,
+                    nlohmann::json* answer) {
   // The job's code: the library, or a python or command job's packed working_dir.
-  nlohmann::json body{{"spec", spec}, {"submission_id", RandomHex(16)}};
+  int code = kExitOk;
   // A library submitted before (same file, unchanged) is neither read nor hashed again,
   // nor asked after: the daemon says when it lacks the blob (missing_blob), and only then
   // is it read and uploaded.
   std::string cached_library;
-  if (parsed->entry_kind == EntrypointKind::kLibrary) {
-    std::optional<std::string> cached = CachedSha256(ctx.cache_dir, parsed->library);
+  if (parsed.entry_kind == EntrypointKind::kLibrary) {
+    std::optional<std::string> cached = CachedSha256(ctx.cache_dir, parsed.library);
     if (cached) {
-      cached_library = parsed->library;
+      cached_library = parsed.library;
       body["library_sha256"] = *cached;
     } else {
       std::string library, bytes;
-      if (!ReadLibrary(spec, options.spec_path, ctx, &library, &bytes, &code)) return code;
+      if (!ReadLibrary(job, spec_path, ctx, &library, &bytes, &code)) return code;
       std::string sha256 = Sha256Hex(bytes);
       code = UploadBlob(library, bytes, sha256, ctx);
       if (code != kExitOk) return code;
       RememberSha256(ctx.cache_dir, library, sha256);
       body["library_sha256"] = sha256;
     }
-  } else if (!parsed->working_dir.empty()) {
+  } else if (!parsed.working_dir.empty()) {
     PackedWorkingDir packed;
-    if (!PackWorkingDir(*parsed, options.spec_path, ctx, &packed, &code)) return code;
+    if (!PackWorkingDir(parsed, spec_path, ctx, &packed, &code)) return code;
     code = UploadBlob(
-        "working_dir " + parsed->working_dir + " (" + std::to_string(packed.files) + " files)",
+        "working_dir " + parsed.working_dir + " (" + std::to_string(packed.files) + " files)",
         packed.bytes, packed.sha256, ctx);
     if (code != kExitOk) return code;
     body["working_dir_sha256"] = packed.sha256;
@@ -561,7 +551,7 @@ int RunSubmit(const SubmitOptions& options, CliContext& ctx) {
 
   HttpRequest post;
   post.method = "POST";
-  post.target = "/v1/jobs";
+  post.target = target;
   post.content_type = "application/json";
   // The idempotency key makes a retry after a lost answer return the first job instead of
   // submitting a second one.
@@ -575,7 +565,7 @@ int RunSubmit(const SubmitOptions& options, CliContext& ctx) {
       // The cluster lost (or never had) the cached library's blob: read, upload, post
       // again - once.
       std::string library, bytes;
-      if (!ReadLibrary(spec, options.spec_path, ctx, &library, &bytes, &code)) return code;
+      if (!ReadLibrary(job, spec_path, ctx, &library, &bytes, &code)) return code;
       const std::string sha256 = Sha256Hex(bytes);
       code = UploadBlob(library, bytes, sha256, ctx);
       if (code != kExitOk) return code;
@@ -590,7 +580,28 @@ int RunSubmit(const SubmitOptions& options, CliContext& ctx) {
   }
   if (!response.ok()) return ReportTransportError(ctx, response.status());
   if (response->status / 100 != 2) return ReportHttpError(ctx, *response);
-  auto answer = ParseJsonBounded(response->body);
+  *answer = ParseJsonBounded(response->body);
+  return kExitOk;
+}
+
+int RunSubmit(const SubmitOptions& options, CliContext& ctx) {
+  int code = kExitOk;
+  nlohmann::json spec;
+  if (!ReadSpecFile(options.spec_path, "job spec", kMaxSpecDepth, ctx, &spec, &code)) return code;
+  // Validated here as the daemon will (same rules, proto/job_spec.h), before a possibly
+  // large library is read and uploaded for a spec that would be refused.
+  SpecError bad;
+  auto parsed = ParseJobSpec(spec, &bad);
+  if (!parsed.ok()) {
+    *ctx.err << "traintl: " << options.spec_path << ": invalid job spec: " << bad.ToString()
+             << "\n";
+    return kExitUsage;
+  }
+  nlohmann::json answer;
+  code =
+      PostWithJobCode(options.spec_path, spec, *parsed,
+                      {{"spec", spec}, {"submission_id", RandomHex(16)}}, "/v1/jobs", ctx, &answer);
+  if (code != kExitOk) return code;
   std::string job_id = JsonString(answer, "job_id");
   if (job_id.empty()) {
     *ctx.err << "traintl: the daemon accepted the job but its answer has no job_id\n";

@@ -11,6 +11,7 @@
 
 #include "cli/command_line.h"
 #include "cli/context.h"
+#include "proto/job_spec.h"
 
 namespace traintl {
 namespace cli {
@@ -22,6 +23,23 @@ int RunSubmit(const SubmitOptions& options, CliContext& ctx);
 // rank 0's output is streamed between the progress lines (ctx.new_client's client, on a
 // thread of its own).
 int WaitForJob(const std::string& job_id, CliContext& ctx, bool logs = false);
+
+// submit.cc: reads and parses a spec file (`what`: "job spec", "tune spec"), refusing
+// directories, invalid or duplicate-key JSON, non-objects and nesting beyond `max_depth`;
+// on failure prints why and sets *exit_code.
+bool ReadSpecFile(const std::string& path, const std::string& what, int max_depth, CliContext& ctx,
+                  nlohmann::json* spec, int* exit_code);
+// submit.cc: posts `body` to `target` with the code that `job` (a job spec read from
+// `spec_path`, parsed as `parsed`) runs: uploads its library or packed working_dir first
+// and names it in the body (a cached library only by hash, uploaded when the daemon says
+// it lacks it). Retries while the daemon answers 503. On success *answer is the 2xx
+// answer's JSON; else the error was printed and the exit code is returned.
+int PostWithJobCode(const std::string& spec_path, const nlohmann::json& job, const JobSpec& parsed,
+                    nlohmann::json body, const std::string& target, CliContext& ctx,
+                    nlohmann::json* answer);
+
+// tune.cc: `traintl tune TUNE_JSON [--wait]`, `tune status|stop|resume EXP`, `tune list`.
+int RunTune(const TuneOptions& options, CliContext& ctx);
 
 // submit.cc: `traintl validate JOB_JSON`: every check of submit, the library's exports
 // (ELF), and the daemon's (POST /v1/jobs?dry_run=1); nothing uploaded or stored.

@@ -20,6 +20,7 @@
 #include "daemon/head/command_log.h"
 #include "daemon/head/http_remote_nodes.h"
 #include "daemon/head/job_manager.h"
+#include "daemon/head/tune_controller.h"
 #include "daemon/http/peer_calls.h"
 #include "daemon/http/server.h"
 #include "daemon/node/agent.h"
@@ -239,6 +240,10 @@ Status Daemon::Build() {
         {{"index", g.index}, {"name", g.name}, {"uuid", g.uuid}, {"memory", g.memory_bytes}});
   jopts.gpus = gpu_view;
   jobs_ = std::make_unique<JobManager>(io_, jopts, &store_, command_log_.get(), agent_.get());
+  TuneControllerOptions topts;
+  topts.default_storage_path = jopts.default_storage_path;
+  tune_ = std::make_unique<TuneController>(io_, topts, &store_, command_log_.get(), jobs_.get());
+  jobs_->SetJobEventListener(tune_.get());
 
   if (cfg_.clustered()) {
     NodeStatus self;
@@ -263,6 +268,7 @@ Status Daemon::Build() {
   actx.io = &io_;
   actx.store = &store_;
   actx.jobs = jobs_.get();
+  actx.tune = tune_.get();
   actx.blobs = blobs_.get();
   actx.agent = agent_.get();
   actx.node = resources_;
@@ -321,6 +327,7 @@ void Daemon::OnLeadership(bool leader) {
   is_head_ = leader;
   if (head_link_ != nullptr) head_link_->SetHead(leader);
   jobs_->SetHead(leader);
+  tune_->SetHead(leader);
   if (api_listening_) ReportStatus();
 }
 
@@ -387,6 +394,7 @@ void Daemon::BeginShutdown(const std::string& why) {
   // Notifications are best effort: systemd may not be listening, and nothing here depends
   // on it having heard.
   notifier_->Stopping("stopping: handing over, stopping this node's workers").IgnoreError();
+  tune_->Shutdown();
   jobs_->Shutdown();  // schedules nothing more
   server_->Stop();    // accepts no more requests
   int voters = 0;
@@ -483,6 +491,7 @@ int Daemon::Run() {
   LOG_INFO << "traintld " << TRAINTL_VERSION << " serving on " << (tls ? "https://" : "http://")
            << api_address_ << " (data dir " << cfg_.data_dir << ")";
   jobs_->Start();
+  tune_->Start();
   // After the API is up: the first jobs need not wait for them.
   if (cfg_.warm_workers > 0) asio::post(io_, [this] { pool_->FillWarmPool(); });
   if (head_link_ != nullptr) {

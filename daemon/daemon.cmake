@@ -12,18 +12,21 @@ add_library(traintl_head STATIC
   head/launch_plans.cc
   head/node_registry.cc
   head/http_remote_nodes.cc
+  head/tune_controller.cc
+  head/tune_results.cc
   node/head_link.cc
   api/views.cc
   api/api_routes.cc
   api/log_stream.cc
   api/head_forwarder.cc
   api/internal_routes.cc
+  api/tune_routes.cc
   daemon_config.cc
   daemon.cc)
 target_include_directories(traintl_head PUBLIC ${PROJECT_SOURCE_DIR})
 target_link_libraries(traintl_head PUBLIC traintl_state traintl_scheduler traintl_node
                       traintl_consensus traintl_http traintl_proto traintl_systemd
-                      Boost::program_options)
+                      traintl_tune_sched Boost::program_options)
 target_compile_definitions(traintl_head PUBLIC TRAINTL_VERSION="${PROJECT_VERSION}")
 
 add_executable(traintld main.cc)

@@ -43,6 +43,7 @@ class HeadForwarder;
 class HeadLink;
 class HttpRemoteNodes;
 class JobManager;
+class TuneController;
 struct NodeStatus;
 class PeerCalls;
 class RaftCommandLog;
@@ -117,6 +118,7 @@ class Daemon {
   std::unique_ptr<RaftNode> raft_;
   boost::asio::io_context io_{1};
   std::unique_ptr<JobManager> jobs_;
+  std::unique_ptr<TuneController> tune_;  // tuning experiments (head only)
   // Multi-node only (null on a single node): the link to the head, the launcher on other
   // nodes, the forwarder of API requests, and the calls between daemons they share. The
   // pool is declared last of them: its threads, which use the others, stop first.

@@ -30,6 +30,9 @@ Status Take(const json& j, F take) {
 
 std::string EncodeAnswer(const NoAnswer&) { return Ok(json::object()); }
 std::string EncodeAnswer(const SubmitJobAnswer& a) { return Ok({{"job_id", a.job_id}}); }
+std::string EncodeAnswer(const CreateExperimentAnswer& a) {
+  return Ok({{"experiment_id", a.experiment_id}});
+}
 std::string EncodeAnswer(const SetPendingReasonsAnswer& a) { return Ok({{"updated", a.updated}}); }
 std::string EncodeAnswer(const CommitCheckpointAnswer& a) {
   return Ok({{"id", a.id}, {"deleted", a.deleted}});
@@ -56,6 +59,9 @@ Result<json> DecodeAnswerText(const std::string& text) {
 
 Status TakeAnswer(const json& j, NoAnswer*) {
   return Take(j, [](const Fields&) {});
+}
+Status TakeAnswer(const json& j, CreateExperimentAnswer* a) {
+  return Take(j, [a](const Fields& f) { f.Req("experiment_id", &a->experiment_id); });
 }
 Status TakeAnswer(const json& j, SubmitJobAnswer* a) {
   return Take(j, [a](const Fields& f) { f.Req("job_id", &a->job_id); });

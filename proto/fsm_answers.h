@@ -50,6 +50,10 @@ struct DeleteJobAnswer {
   std::vector<std::string> checkpoint_paths;  // its retained checkpoints' directories
 };
 
+struct CreateExperimentAnswer {
+  std::string experiment_id;  // the new one, or the existing one of a known submission_id
+};
+
 struct FailPendingJobAnswer {
   std::string state;  // FAILED, or the state it had when it was no longer PENDING
 };
@@ -63,6 +67,7 @@ std::string EncodeAnswer(const EndAttemptAnswer& a);
 std::string EncodeAnswer(const StopJobAnswer& a);
 std::string EncodeAnswer(const FailPendingJobAnswer& a);
 std::string EncodeAnswer(const DeleteJobAnswer& a);
+std::string EncodeAnswer(const CreateExperimentAnswer& a);
 std::string EncodeRefusal(const std::string& error);
 
 // The answer's fields from {"ok": true, ...}; InvalidArgument naming a missing or mistyped
@@ -75,6 +80,7 @@ Status TakeAnswer(const nlohmann::json& j, EndAttemptAnswer* a);
 Status TakeAnswer(const nlohmann::json& j, StopJobAnswer* a);
 Status TakeAnswer(const nlohmann::json& j, FailPendingJobAnswer* a);
 Status TakeAnswer(const nlohmann::json& j, DeleteJobAnswer* a);
+Status TakeAnswer(const nlohmann::json& j, CreateExperimentAnswer* a);
 
 // The FSM's answer text as CommandLog::Propose's `done` receives it: the object of
 // {"ok": true, ...}; FailedPrecondition with the FSM's reason for a refusal; Internal for

@@ -39,10 +39,26 @@ void Put(const SubmitJob& c, json& j) {
   // it): the definition says everything the spec did, at half the size of both.
   if (c.definition.is_null()) j["job"]["spec"] = c.spec;
   j["submission_id"] = c.submission_id;
+  if (c.trial) {
+    j["trial"] = {{"experiment_id", c.trial->experiment_id},
+                  {"index", c.trial->index},
+                  {"name", c.trial->name},
+                  {"config", c.trial->config}};
+  }
 }
 void Take(const json& j, SubmitJob* c) {
   Fields top(j, "");
   top.Opt("submission_id", &c->submission_id);
+  if (auto t = j.find("trial"); t != j.end() && !t->is_null()) {
+    Fields tf(*t, "trial.");
+    TrialLink link;
+    tf.Req("experiment_id", &link.experiment_id);
+    tf.Req("index", &link.index);
+    tf.Req("name", &link.name);
+    link.config = tf.At("config");
+    if (!link.config.is_object()) throw FieldError(tf.Name("config") + "must be an object");
+    c->trial = std::move(link);
+  }
   Fields f(top.At("job"), "job.");
   f.Req("id", &c->job_id);
   f.Req("name", &c->name);
@@ -215,6 +231,65 @@ void Take(const json& j, SetVoterAddress* c) {
   Fields f(j, "");
   f.Req("raft_id", &c->raft_id);
   f.Req("api_address", &c->api_address);
+}
+
+void Put(const CreateExperiment& c, json& j) {
+  j["experiment_id"] = c.experiment_id;
+  j["name"] = c.name;
+  j["spec"] = c.spec;
+  j["seed"] = c.seed;
+  j["exp_dir"] = c.exp_dir;
+  j["library_sha256"] = c.library_sha256;
+  j["library_path"] = c.library_path;
+  j["submission_id"] = c.submission_id;
+}
+void Take(const json& j, CreateExperiment* c) {
+  Fields f(j, "");
+  f.Req("experiment_id", &c->experiment_id);
+  f.Req("name", &c->name);
+  c->spec = f.At("spec");
+  if (!c->spec.is_object()) throw FieldError(f.Name("spec") + "must be an object");
+  f.Req("seed", &c->seed);
+  f.Req("exp_dir", &c->exp_dir);
+  f.Req("library_sha256", &c->library_sha256);
+  f.Req("library_path", &c->library_path);
+  f.Opt("submission_id", &c->submission_id);
+}
+
+void Put(const UpdateExperiment& c, json& j) {
+  j["experiment_id"] = c.experiment_id;
+  if (!c.state.empty()) {
+    j["state"] = c.state;
+    j["message"] = c.message;
+  }
+  if (c.scheduler_state) j["scheduler_state"] = *c.scheduler_state;
+  json trials = json::array();
+  for (const auto& t : c.trials) {
+    json u = {{"index", t.index}};
+    if (t.status) u["status"] = *t.status;
+    if (t.reason) u["reason"] = *t.reason;
+    if (t.pending) u["pending"] = *t.pending;
+    trials.push_back(std::move(u));
+  }
+  j["trials"] = std::move(trials);
+}
+void Take(const json& j, UpdateExperiment* c) {
+  Fields f(j, "");
+  f.Req("experiment_id", &c->experiment_id);
+  f.Opt("state", &c->state);
+  f.Opt("message", &c->message);
+  f.Opt("scheduler_state", &c->scheduler_state);
+  const json& trials = f.At("trials");
+  if (!trials.is_array()) throw FieldError(f.Name("trials") + "must be an array");
+  for (size_t i = 0; i < trials.size(); ++i) {
+    Fields tf(trials[i], "trials[" + std::to_string(i) + "].");
+    TrialUpdate u;
+    tf.Req("index", &u.index);
+    tf.Opt("status", &u.status);
+    tf.Opt("reason", &u.reason);
+    tf.Opt("pending", &u.pending);
+    c->trials.push_back(std::move(u));
+  }
 }
 
 // op name -> decoder of that alternative, built from Command's alternatives so that a new

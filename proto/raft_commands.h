@@ -17,6 +17,7 @@
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -43,6 +44,15 @@ struct JobPolicy {
 // their defaults). For commands and databases written before policies were stored typed.
 JobPolicy PolicyFromSpecJson(const nlohmann::json& spec);
 
+// What makes a job one of a tuning trial's runs: the FSM records the trial (first job) or
+// moves it on to this job (a continuation) in the same entry.
+struct TrialLink {
+  std::string experiment_id;
+  int index = 0;
+  std::string name;                                  // the trial's name
+  nlohmann::json config = nlohmann::json::object();  // its config from this job on
+};
+
 struct SubmitJob {
   using Answer = SubmitJobAnswer;
   static constexpr std::string_view kOp = "submit_job";
@@ -60,7 +70,8 @@ struct SubmitJob {
   std::string library_path;
   std::string trial_dir;
   int64_t submitted_at = 0;
-  std::string submission_id;  // "" = none; a known one answers with the existing job
+  std::string submission_id;       // "" = none; a known one answers with the existing job
+  std::optional<TrialLink> trial;  // absent: not a tuning trial's job
 };
 
 struct SetPendingReason {
@@ -177,9 +188,46 @@ struct SetVoterAddress {
   std::string api_address;
 };
 
-using Command = std::variant<SubmitJob, SetPendingReason, SetPendingReasons, StartAttempt,
-                             JobRunning, WorkerEvent, Report, CommitCheckpoint, EndAttempt, StopJob,
-                             FailPendingJob, SetVoterAddress, DeleteJob>;
+// A tuning experiment (DESIGN §8 "Tune"), RUNNING from this entry on. Its trials are
+// created by submit_job entries that carry a TrialLink.
+struct CreateExperiment {
+  using Answer = CreateExperimentAnswer;
+  static constexpr std::string_view kOp = "create_experiment";
+  std::string experiment_id;
+  std::string name;
+  nlohmann::json spec;  // the tune spec with defaults
+  int64_t seed = 0;
+  std::string exp_dir;
+  std::string library_sha256;
+  std::string library_path;
+  std::string submission_id;  // "" = none; a known one answers with the existing experiment
+};
+
+// A change to one trial; absent fields stay.
+struct TrialUpdate {
+  int index = 0;
+  std::optional<std::string> status;   // "", "PAUSED", "DONE"
+  std::optional<std::string> reason;   // the scheduler's word on it
+  std::optional<std::string> pending;  // a continuation (JSON text), "" = none
+};
+
+// The head's experiment controller records what it decided: the experiment's state
+// (RUNNING again for a resume; SUCCEEDED, STOPPED or FAILED to end it), the scheduler's
+// state, and trial changes, in one entry.
+struct UpdateExperiment {
+  using Answer = NoAnswer;
+  static constexpr std::string_view kOp = "update_experiment";
+  std::string experiment_id;
+  std::string state;    // "" = unchanged
+  std::string message;  // with `state`: why it ended ("" for a resume or success)
+  std::optional<std::string> scheduler_state;  // JSON text; absent = unchanged
+  std::vector<TrialUpdate> trials;
+};
+
+using Command =
+    std::variant<SubmitJob, SetPendingReason, SetPendingReasons, StartAttempt, JobRunning,
+                 WorkerEvent, Report, CommitCheckpoint, EndAttempt, StopJob, FailPendingJob,
+                 SetVoterAddress, DeleteJob, CreateExperiment, UpdateExperiment>;
 
 struct Envelope {
   std::string rid;   // request id: 24 hex chars

@@ -63,6 +63,8 @@ bool QueryInt(const Request& req, const ResponderPtr& res, const char* name, int
   return true;
 }
 
+}  // namespace
+
 int HttpStatusFor(const Status& st) {
   switch (st.code()) {
     case Status::Code::kInvalidArgument:
@@ -79,6 +81,74 @@ int HttpStatusFor(const Status& st) {
       return 500;
   }
 }
+
+bool ResolveJobCode(const ApiContext& ctx, const json& body, const JobSpec& spec,
+                    const ResponderPtr& res, std::string* sha256, std::string* path_out) {
+  // The job's code blob: the library, or a python or command job's packed working_dir.
+  const bool is_library = spec.entry_kind == EntrypointKind::kLibrary;
+  const char* blob_field = is_library ? "library_sha256" : "working_dir_sha256";
+  const char* other_field = is_library ? "working_dir_sha256" : "library_sha256";
+  if (body.contains(other_field)) {
+    res->SendError(400,
+                   std::string(other_field) + ": does not apply to a " +
+                       EntrypointKindName(spec.entry_kind) + " entry point (send " + blob_field +
+                       ")",
+                   {{"field", other_field}});
+    return false;
+  }
+  if (body.contains(blob_field)) {
+    if (!body[blob_field].is_string()) {
+      res->SendError(400, std::string(blob_field) + ": must be a string", {{"field", blob_field}});
+      return false;
+    }
+    if (!is_library && spec.working_dir.empty()) {
+      res->SendError(400, std::string(blob_field) + ": the spec has no entrypoint.working_dir",
+                     {{"field", blob_field}});
+      return false;
+    }
+    *sha256 = body[blob_field].get<std::string>();
+    auto path = ctx.blobs->PathOf(*sha256);
+    if (!path.ok()) {
+      // missing_blob: the client may upload it and post again (traintl submit does).
+      res->SendError(400,
+                     std::string(blob_field) + ": " + path.status().message() +
+                         " (upload it with PUT /v1/blobs/<sha256> first)",
+                     {{"field", blob_field},
+                      {"missing_blob", path.status().code() == Status::Code::kNotFound}});
+      return false;
+    }
+    *path_out = *path;
+  } else if (!is_library) {
+    if (!spec.working_dir.empty()) {
+      res->SendError(400,
+                     "entrypoint.working_dir: the packed directory must be uploaded (PUT "
+                     "/v1/blobs/<sha256>) and named by working_dir_sha256; traintl submit "
+                     "does both",
+                     {{"field", "entrypoint.working_dir"}});
+      return false;
+    }
+  } else {
+    if (spec.library.empty() || spec.library[0] != '/') {
+      res->SendError(400,
+                     "entrypoint.library: must be an absolute path on the node when no "
+                     "library_sha256 is given",
+                     {{"field", "entrypoint.library"}});
+      return false;
+    }
+    // It may exist only on other nodes; when it exists here it must be a regular file (a
+    // FIFO would block the worker's dlopen). The worker checks again where it runs.
+    struct stat st;
+    if (::stat(spec.library.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+      res->SendError(400, "entrypoint.library: " + spec.library + " is not a regular file",
+                     {{"field", "entrypoint.library"}});
+      return false;
+    }
+    *path_out = spec.library;
+  }
+  return true;
+}
+
+namespace {
 
 void HandleSubmit(const ApiContext& ctx, const Request& req, const ResponderPtr& res) {
   // validate's request (dry_run=1): every check but the code's presence, nothing stored,
@@ -137,67 +207,7 @@ void HandleSubmit(const ApiContext& ctx, const Request& req, const ResponderPtr&
     return;
   }
   JobManager::Submission sub;
-  // The job's code blob: the library, or a python or command job's packed working_dir.
-  const bool is_library = spec->entry_kind == EntrypointKind::kLibrary;
-  const char* blob_field = is_library ? "library_sha256" : "working_dir_sha256";
-  const char* other_field = is_library ? "working_dir_sha256" : "library_sha256";
-  if (body.contains(other_field)) {
-    res->SendError(400,
-                   std::string(other_field) + ": does not apply to a " +
-                       EntrypointKindName(spec->entry_kind) + " entry point (send " + blob_field +
-                       ")",
-                   {{"field", other_field}});
-    return;
-  }
-  if (body.contains(blob_field)) {
-    if (!body[blob_field].is_string()) {
-      res->SendError(400, std::string(blob_field) + ": must be a string", {{"field", blob_field}});
-      return;
-    }
-    if (!is_library && spec->working_dir.empty()) {
-      res->SendError(400, std::string(blob_field) + ": the spec has no entrypoint.working_dir",
-                     {{"field", blob_field}});
-      return;
-    }
-    sub.library_sha256 = body[blob_field].get<std::string>();
-    auto path = ctx.blobs->PathOf(sub.library_sha256);
-    if (!path.ok()) {
-      // missing_blob: the client may upload it and post again (traintl submit does).
-      res->SendError(400,
-                     std::string(blob_field) + ": " + path.status().message() +
-                         " (upload it with PUT /v1/blobs/<sha256> first)",
-                     {{"field", blob_field},
-                      {"missing_blob", path.status().code() == Status::Code::kNotFound}});
-      return;
-    }
-    sub.library_path = *path;
-  } else if (!is_library) {
-    if (!spec->working_dir.empty()) {
-      res->SendError(400,
-                     "entrypoint.working_dir: the packed directory must be uploaded (PUT "
-                     "/v1/blobs/<sha256>) and named by working_dir_sha256; traintl submit "
-                     "does both",
-                     {{"field", "entrypoint.working_dir"}});
-      return;
-    }
-  } else {
-    if (spec->library.empty() || spec->library[0] != '/') {
-      res->SendError(400,
-                     "entrypoint.library: must be an absolute path on the node when no "
-                     "library_sha256 is given",
-                     {{"field", "entrypoint.library"}});
-      return;
-    }
-    // It may exist only on other nodes; when it exists here it must be a regular file (a
-    // FIFO would block the worker's dlopen). The worker checks again where it runs.
-    struct stat st;
-    if (::stat(spec->library.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
-      res->SendError(400, "entrypoint.library: " + spec->library + " is not a regular file",
-                     {{"field", "entrypoint.library"}});
-      return;
-    }
-    sub.library_path = spec->library;
-  }
+  if (!ResolveJobCode(ctx, body, *spec, res, &sub.library_sha256, &sub.library_path)) return;
   if (body.contains("submission_id")) {
     if (!body["submission_id"].is_string() ||
         body["submission_id"].get<std::string>().size() > 128) {
@@ -467,6 +477,11 @@ void RegisterApiRoutes(http::Router& router, ApiContext ctx) {
   });
   add("POST", "/v1/jobs/{job}/resubmit",
       [ctx](const Request& req, ResponderPtr res) { HandleResubmit(ctx, req, res); });
+  if (ctx.tune != nullptr) {
+    RegisterTuneRoutes(ctx, [&add](std::string method, std::string pattern, http::Handler h) {
+      add(std::move(method), std::move(pattern), std::move(h));
+    });
+  }
   add("GET", "/v1/jobs/{job}/logs",
       [ctx](const Request& req, ResponderPtr res) { HandleLogs(ctx, req, res); });
   add("GET", "/v1/jobs/{job}/checkpoints", [ctx](const Request& req, ResponderPtr res) {

@@ -12,6 +12,7 @@
 
 #include "daemon/consensus/disk_guard.h"
 #include "daemon/head/job_manager.h"
+#include "daemon/head/tune_controller.h"
 #include "daemon/http/responder.h"
 #include "daemon/http/router.h"
 #include "daemon/node/agent.h"
@@ -25,6 +26,7 @@ struct ApiContext {
   boost::asio::io_context* io = nullptr;
   StateStore* store = nullptr;
   JobManager* jobs = nullptr;
+  TuneController* tune = nullptr;  // null: no /v1/tune routes
   BlobStore* blobs = nullptr;
   Agent* agent = nullptr;
   NodeResources node;
@@ -53,5 +55,19 @@ struct ApiContext {
 };
 
 void RegisterApiRoutes(http::Router& router, ApiContext ctx);
+
+// For the route files: registers a /v1 route the way RegisterApiRoutes does (forwarded
+// to the head first when multi-node).
+using AddRoute = std::function<void(std::string method, std::string pattern, http::Handler)>;
+// The /v1/tune routes (tune_routes.cc).
+void RegisterTuneRoutes(const ApiContext& ctx, const AddRoute& add);
+// The HTTP status of an expected failure (400, 404, 409, 503, 507, else 500).
+int HttpStatusFor(const Status& st);
+// The code a submitted spec runs, from the request body's library_sha256 or
+// working_dir_sha256 (a stored blob) or the spec's absolute library path. Answers 400
+// naming the field and returns false when the body or spec do not add up.
+bool ResolveJobCode(const ApiContext& ctx, const nlohmann::json& body, const JobSpec& spec,
+                    const std::shared_ptr<http::Responder>& res, std::string* sha256,
+                    std::string* path);
 
 }  // namespace traintl

@@ -130,10 +130,10 @@ void JobManager::Submit(Submission sub, std::function<void(Result<std::string>)>
   job.library_path = sub.library_path;
   const std::string storage =
       sub.spec.storage_path.empty() ? options_.default_storage_path : sub.spec.storage_path;
-  job.trial_dir = storage + "/" + job.name + "-" + job.id;
+  job.trial_dir = sub.trial_dir.empty() ? storage + "/" + job.name + "-" + job.id : sub.trial_dir;
   job.submitted_at = commands::NowMs();
   job.policy = PolicyOf(sub.spec);
-  std::string command = commands::SubmitJob(job, sub.spec, sub.submission_id);
+  std::string command = commands::SubmitJob(job, sub.spec, sub.submission_id, std::move(sub.trial));
   auto spec = std::make_shared<const JobSpec>(std::move(sub.spec));
   log_->Propose(std::move(command),
                 Answered<cmd::SubmitJobAnswer>(
@@ -165,6 +165,7 @@ void JobManager::Stop(const std::string& job_id, const std::string& reason,
           auto it = active_.find(job_id);
           if (it != active_.end()) Run(it->second, it->second.tracker.OnStopRequested(reason));
         }
+        if (IsTerminalJobState(r->state) && listener_ != nullptr) listener_->OnJobEnded(job_id);
         done(r->state);
       }));
 }
@@ -521,7 +522,10 @@ void JobManager::OnWorkerReport(const std::string& job_id, int attempt, int rank
 void JobManager::CommitReport(ActiveAttempt& a, const AttemptTracker::CommitReport& report) {
   const int seq = report.seq;
   const json& metrics = report.metrics;
-  log_->Propose(commands::Report(a.job_id(), a.attempt(), seq, metrics), [](Result<json>) {});
+  log_->Propose(commands::Report(a.job_id(), a.attempt(), seq, metrics),
+                [this, job_id = a.job_id()](Result<json> r) {
+                  if (r.ok() && listener_ != nullptr) listener_->OnJobReported(job_id);
+                });
   if (report.checkpoint_dirs.empty()) return;
   // Merged off this thread (directory fsyncs); the tracker holds the attempt's end back
   // until the merge is done.
@@ -609,6 +613,8 @@ void JobManager::EndAttemptNow(ActiveAttempt& a, commands::AttemptOutcome outcom
               active_.erase(it);
             }
             ScheduleTick();
+            if (r.ok() && IsTerminalJobState(r->job_state) && listener_ != nullptr)
+              listener_->OnJobEnded(job_id);
           }));
 }
 

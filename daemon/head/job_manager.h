@@ -90,6 +90,16 @@ struct JobManagerOptions {
   std::chrono::milliseconds retain_for{0};
 };
 
+// What other parts of the head (the tune controller) hear of jobs, on the io_context
+// thread, after the event committed. The head's periodic passes are their safety net: a
+// listener must not rely on hearing of every event (a head change loses some).
+class JobEventListener {
+ public:
+  virtual ~JobEventListener() = default;
+  virtual void OnJobReported(const std::string& job_id) = 0;  // a report committed
+  virtual void OnJobEnded(const std::string& job_id) = 0;     // the job reached an end state
+};
+
 // The spec's policies the FSM applies, as stored with the job.
 cmd::JobPolicy PolicyOf(const JobSpec& spec);
 
@@ -116,8 +126,12 @@ class JobManager : public WorkerPoolListener {
     std::string library_sha256;
     std::string library_path;
     std::string submission_id;
+    std::string trial_dir;                // "" = <storage path>/<name>-<id>
+    std::optional<cmd::TrialLink> trial;  // a tuning trial's job
   };
   void Submit(Submission sub, std::function<void(Result<std::string>)> done);
+  // Hears of reports and job ends from now on (null: nobody). Not owned.
+  void SetJobEventListener(JobEventListener* listener) { listener_ = listener; }
   // OK when this cluster could ever run the job; FailedPrecondition ("infeasible: ...").
   Status CheckFeasible(const JobSpec& spec) const;
   // Proposes stop_job and stops running workers; `done` gets the state afterwards.
@@ -232,6 +246,7 @@ class JobManager : public WorkerPoolListener {
   Agent* const agent_;
   RemoteNodes* remote_ = nullptr;
   BlobStore* blobs_ = nullptr;
+  JobEventListener* listener_ = nullptr;
   const std::string run_id_;
   const std::unique_ptr<CheckpointCommitter> committer_;
 

@@ -38,9 +38,11 @@ std::string SubmitJob(const JobRecord& job, const std::string& submission_id) {
   return cmd::Encode(std::move(c));
 }
 
-std::string SubmitJob(const JobRecord& job, const JobSpec& spec, const std::string& submission_id) {
+std::string SubmitJob(const JobRecord& job, const JobSpec& spec, const std::string& submission_id,
+                      std::optional<cmd::TrialLink> trial) {
   cmd::SubmitJob c = SubmitJobOf(job, submission_id);
   c.definition = JobDefinitionToJson(spec);
+  c.trial = std::move(trial);
   return cmd::Encode(std::move(c));
 }
 

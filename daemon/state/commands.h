@@ -27,8 +27,9 @@ using cmd::NowMs;
 // itself travels only when no definition can be made of it.
 std::string SubmitJob(const JobRecord& job, const std::string& submission_id);
 // The head's submission: the definition of the validated `spec` (job.spec and
-// job.definition are ignored).
-std::string SubmitJob(const JobRecord& job, const JobSpec& spec, const std::string& submission_id);
+// job.definition are ignored). With `trial`, the job runs that tuning trial.
+std::string SubmitJob(const JobRecord& job, const JobSpec& spec, const std::string& submission_id,
+                      std::optional<cmd::TrialLink> trial = std::nullopt);
 // Many reasons in one command (job id -> reason): one commit per scheduling pass instead
 // of one per waiting job.
 std::string SetPendingReasons(const std::map<std::string, std::string>& reasons);

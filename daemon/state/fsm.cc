@@ -1,10 +1,12 @@
 #include "daemon/state/fsm.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "common/json_depth.h"
 #include "daemon/state/retention.h"
 #include "proto/raft_commands.h"
 
@@ -20,7 +22,45 @@ Status Refused(const std::string& why) { return Status::FailedPrecondition(why);
 // the proposer's clock (the envelope's), the only time the FSM uses. Every field was decoded (and
 // type-checked) before the first write.
 
-Result<cmd::SubmitJob::Answer> ApplyCommand(StateStore::Tx& tx, int64_t, const cmd::SubmitJob& c) {
+// Records the tuning trial a submitted job runs: a new trial (its first job), or the
+// trial's continuation (PBT's exploit, a HyperBand promotion) moved on to `job_id`. Only
+// a RUNNING experiment gets jobs: a head that lost its leadership mid-decision cannot add
+// trials to an experiment a user stopped.
+Status LinkTrial(StateStore::Tx& tx, int64_t time, const cmd::TrialLink& link,
+                 const std::string& job_id, bool dry_run) {
+  auto exp = tx.GetExperiment(link.experiment_id);
+  if (!exp) return Refused("no experiment " + link.experiment_id);
+  if (exp->state != kExperimentRunning)
+    return Refused("experiment " + exp->id + " is " + exp->state);
+  if (link.index < 0) return Refused("bad trial index");
+  auto trial = tx.GetTrial(exp->id, link.index);
+  if (dry_run) return Status::Ok();
+  if (!trial) {
+    trial.emplace();
+    trial->experiment_id = exp->id;
+    trial->index = link.index;
+    trial->name = link.name;
+    trial->created_at = time;
+    trial->jobs = "[]";
+    if (link.index + 1 > exp->trials_created) {
+      exp->trials_created = link.index + 1;
+      tx.UpdateExperiment(*exp);
+    }
+  }
+  json jobs = ParseJsonBounded(trial->jobs);
+  if (!jobs.is_array()) jobs = json::array();
+  jobs.push_back(job_id);
+  trial->jobs = jobs.dump();
+  trial->job_id = job_id;
+  trial->config = link.config.dump();
+  trial->status.clear();
+  trial->pending.clear();
+  tx.UpsertTrial(*trial);
+  return Status::Ok();
+}
+
+Result<cmd::SubmitJob::Answer> ApplyCommand(StateStore::Tx& tx, int64_t time,
+                                            const cmd::SubmitJob& c) {
   JobRecord job;
   job.id = c.job_id;
   job.name = c.name;
@@ -44,7 +84,12 @@ Result<cmd::SubmitJob::Answer> ApplyCommand(StateStore::Tx& tx, int64_t, const c
       return cmd::SubmitJobAnswer{*existing};
   }
   if (tx.JobExists(job.id)) return Refused("job id " + job.id + " already exists");
+  if (c.trial) {
+    // Checked before the job is written: a refused entry changes nothing.
+    if (Status st = LinkTrial(tx, time, *c.trial, job.id, /*dry_run=*/true); !st.ok()) return st;
+  }
   tx.InsertJob(job, c.submission_id);
+  if (c.trial) (void)LinkTrial(tx, time, *c.trial, job.id, /*dry_run=*/false);
   return cmd::SubmitJobAnswer{job.id};
 }
 
@@ -251,6 +296,64 @@ Result<cmd::FailPendingJob::Answer> ApplyCommand(StateStore::Tx& tx, int64_t tim
   job->pending_reason.clear();
   tx.UpdateJob(*job);
   return cmd::FailPendingJobAnswer{job->state};
+}
+
+Result<cmd::CreateExperiment::Answer> ApplyCommand(StateStore::Tx& tx, int64_t time,
+                                                   const cmd::CreateExperiment& c) {
+  if (!c.submission_id.empty()) {
+    if (auto existing = tx.ExperimentIdForSubmission(c.submission_id))
+      return cmd::CreateExperimentAnswer{*existing};
+  }
+  if (tx.GetExperiment(c.experiment_id))
+    return Refused("experiment id " + c.experiment_id + " already exists");
+  ExperimentRecord e;
+  e.id = c.experiment_id;
+  e.name = c.name;
+  e.spec = c.spec.dump();
+  e.seed = c.seed;
+  e.state = kExperimentRunning;
+  e.created_at = time;
+  e.budget_from = time;
+  e.exp_dir = c.exp_dir;
+  e.library_sha256 = c.library_sha256;
+  e.library_path = c.library_path;
+  tx.InsertExperiment(e, c.submission_id);
+  return cmd::CreateExperimentAnswer{e.id};
+}
+
+Result<cmd::UpdateExperiment::Answer> ApplyCommand(StateStore::Tx& tx, int64_t time,
+                                                   const cmd::UpdateExperiment& c) {
+  auto e = tx.GetExperiment(c.experiment_id);
+  if (!e) return Refused("no experiment " + c.experiment_id);
+  std::vector<TrialRecord> trials;
+  for (const auto& u : c.trials) {
+    auto t = tx.GetTrial(e->id, u.index);
+    if (!t) return Refused("experiment " + e->id + " has no trial " + std::to_string(u.index));
+    if (u.status) t->status = *u.status;
+    if (u.reason) t->reason = *u.reason;
+    if (u.pending) t->pending = *u.pending;
+    trials.push_back(std::move(*t));
+  }
+  const bool running = e->state == kExperimentRunning;
+  if (c.state == kExperimentRunning) {
+    if (running) return Refused("experiment " + e->id + " is already RUNNING");
+    e->state = kExperimentRunning;
+    e->message.clear();
+    e->ended_at.reset();
+    e->budget_from = time;
+  } else if (!c.state.empty()) {
+    if (c.state != kJobSucceeded && c.state != kJobStopped && c.state != kJobFailed)
+      return Refused("bad experiment state " + c.state);
+    if (!running) return Refused("experiment " + e->id + " is " + e->state);
+    e->state = c.state;
+    e->message = c.message;
+    e->ended_at = time;
+    e->budget_used_ms += std::max<int64_t>(0, time - e->budget_from);
+  }
+  if (c.scheduler_state) e->scheduler_state = *c.scheduler_state;
+  tx.UpdateExperiment(*e);
+  for (const auto& t : trials) tx.UpsertTrial(t);
+  return cmd::NoAnswer{};
 }
 
 Result<cmd::SetVoterAddress::Answer> ApplyCommand(StateStore::Tx& tx, int64_t,

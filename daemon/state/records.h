@@ -95,4 +95,48 @@ struct WorkerEventRecord {
   std::string detail;
 };
 
+// Experiment states (`traintl tune`): RUNNING until every trial ended (SUCCEEDED), its
+// time budget ran out (SUCCEEDED too: the budget is how long it was meant to run), a
+// user stopped it (STOPPED, resumable) or it could not go on (FAILED, with the message).
+inline constexpr const char* kExperimentRunning = "RUNNING";
+
+// A tuning experiment (DESIGN §8 "Tune"): the spec, the seed every trial config derives
+// from, and the scheduler's saved state.
+struct ExperimentRecord {
+  std::string id;
+  std::string name;
+  std::string spec;  // the tune spec with defaults (JSON text)
+  int64_t seed = 0;  // what trial configs and scheduler draws derive from (>= 0)
+  std::string state;
+  std::string message;
+  int64_t created_at = 0;
+  std::optional<int64_t> ended_at;
+  // The time budget counts running time: budget_used_ms before the latest (re)start at
+  // budget_from.
+  int64_t budget_from = 0;
+  int64_t budget_used_ms = 0;
+  std::string exp_dir;         // holds one directory per trial
+  std::string library_sha256;  // the trainer's code blob ("" = a path used as is)
+  std::string library_path;
+  std::string scheduler_state = "{}";  // TrialScheduler::SaveState (JSON text)
+  int trials_created = 0;              // trial indexes 0..trials_created-1 exist
+};
+
+// One trial of an experiment: its config and the jobs that ran it (one, or more when a
+// scheduler paused it or PBT restarted it from another trial's checkpoint).
+struct TrialRecord {
+  std::string experiment_id;
+  int index = 0;
+  std::string name;         // "<experiment name>_00003"
+  std::string config;       // JSON text, param_space nesting
+  std::string job_id;       // its current (latest) job
+  std::string jobs = "[]";  // every job id, oldest first (JSON array)
+  // "" (it follows its job), "PAUSED" (waits for the scheduler), "DONE" (the scheduler
+  // has been told it ended).
+  std::string status;
+  std::string reason;        // the scheduler's last word on it ("" = none)
+  std::string pending = "";  // a continuation to start once its job ends (JSON), "" = none
+  int64_t created_at = 0;
+};
+
 }  // namespace traintl

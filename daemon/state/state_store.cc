@@ -49,6 +49,21 @@ CREATE TABLE IF NOT EXISTS worker_events(
   event TEXT NOT NULL, detail TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS worker_events_by_job ON worker_events(job_id);
 CREATE TABLE IF NOT EXISTS applied(rid TEXT PRIMARY KEY, result TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS experiments(
+  id TEXT PRIMARY KEY, name TEXT NOT NULL, spec TEXT NOT NULL, seed INTEGER NOT NULL,
+  state TEXT NOT NULL, message TEXT NOT NULL, created_at INTEGER NOT NULL, ended_at INTEGER,
+  budget_from INTEGER NOT NULL, budget_used_ms INTEGER NOT NULL, exp_dir TEXT NOT NULL,
+  library_sha256 TEXT NOT NULL, library_path TEXT NOT NULL, scheduler_state TEXT NOT NULL,
+  trials_created INTEGER NOT NULL, submission_id TEXT);
+CREATE UNIQUE INDEX IF NOT EXISTS experiments_by_submission ON experiments(submission_id)
+  WHERE submission_id IS NOT NULL;
+CREATE INDEX IF NOT EXISTS experiments_by_name ON experiments(name, created_at DESC);
+CREATE INDEX IF NOT EXISTS experiments_by_state ON experiments(state);
+CREATE TABLE IF NOT EXISTS trials(
+  experiment_id TEXT NOT NULL, idx INTEGER NOT NULL, name TEXT NOT NULL, config TEXT NOT NULL,
+  job_id TEXT NOT NULL, jobs TEXT NOT NULL, status TEXT NOT NULL, reason TEXT NOT NULL,
+  pending TEXT NOT NULL, created_at INTEGER NOT NULL, PRIMARY KEY(experiment_id, idx));
+CREATE INDEX IF NOT EXISTS trials_by_job ON trials(job_id);
 )sql";
 
 constexpr const char* kJobColumns =

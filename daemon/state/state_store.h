@@ -76,6 +76,19 @@ class StateStore {
   // Cluster metadata (e.g. "voter_api:<raft id>" -> API address); nullopt when unset.
   std::optional<std::string> GetMeta(const std::string& key) const;
 
+  // ---- tuning experiments (experiment_store.cc; thread-safe) ----
+  std::optional<ExperimentRecord> GetExperiment(const std::string& id) const;
+  // An experiment's id, unique id prefix or name (the newest of that name); NotFound, or
+  // FailedPrecondition naming the candidates.
+  Result<std::string> ResolveExperimentId(const std::string& ref) const;
+  // Newest first; only RUNNING ones with `running_only`; at most `limit` (0 = all).
+  std::vector<ExperimentRecord> ListExperiments(bool running_only, size_t limit = 0) const;
+  std::vector<TrialRecord> ListTrials(const std::string& experiment_id) const;  // by index
+  // How many reports of `job_id` are stored (cheaper than ListMetrics).
+  int64_t CountMetrics(const std::string& job_id) const;
+  // The trial whose current job is `job_id`, if any.
+  std::optional<TrialRecord> TrialOfJob(const std::string& job_id) const;
+
   // ---- snapshot (thread-safe) ----
   Result<std::string> Serialize() const;
   Status Restore(const std::string& image);
@@ -105,6 +118,13 @@ class StateStore {
     void DeleteJob(const std::string& id);
     void InsertWorkerEvent(const WorkerEventRecord& e);
     void SetMeta(const std::string& key, const std::string& value);
+    // Tuning experiments (experiment_store.cc).
+    std::optional<ExperimentRecord> GetExperiment(const std::string& id);
+    std::optional<std::string> ExperimentIdForSubmission(const std::string& submission_id);
+    void InsertExperiment(const ExperimentRecord& e, const std::string& submission_id);
+    void UpdateExperiment(const ExperimentRecord& e);
+    std::optional<TrialRecord> GetTrial(const std::string& experiment_id, int index);
+    void UpsertTrial(const TrialRecord& t);
 
    private:
     friend class StateStore;

@@ -16,7 +16,9 @@
 //   record_live (false): a thread rewrites <tmp_dir>/live_a<attempt>_r<rank> every 10 ms
 //   with "<first> <last>": CLOCK_MONOTONIC milliseconds when the process began and now,
 //   so a test can tell whether two attempts' processes were ever alive at once
-// Every metrics object: epoch, loss (1/(epoch+1)), rank, world_size, local_rank,
+//   loss_scale (1.0): the reported loss is loss_scale/(epoch+1) (tuning tests: a config
+//   that makes one trial better than another)
+// Every metrics object: epoch, loss (loss_scale/(epoch+1)), rank, world_size, local_rank,
 // node_rank, attempt, restored_epoch (-1 without a checkpoint), restored_path ("" without),
 // and env when echo_env is set. A checkpoint holds state.json {"epoch","rank"} and
 // rank_<R>.json; it resumes at the epoch after the restored one.
@@ -87,6 +89,7 @@ void train_loop(const nlohmann::json& config) {
   const std::string fail_mode = config.value("fail_mode", "throw");
   const bool bad_checkpoint = config.value("bad_checkpoint", false);
   const int ckpt_mb = config.value("ckpt_mb", 0);
+  const double loss_scale = config.value("loss_scale", 1.0);
   const int ckpt_files = std::max(1, config.value("ckpt_files", 1));
   const char* tmpdir_env = std::getenv("TMPDIR");
   const std::string tmp_dir =
@@ -146,7 +149,7 @@ void train_loop(const nlohmann::json& config) {
       InjectFailure(fail_mode, epoch, rank);
     }
     SleepUnlessStopped(sleep_ms);
-    const double loss = 1.0 / (epoch + 1);
+    const double loss = loss_scale / (epoch + 1);
     nlohmann::json metrics = {{"epoch", epoch},
                               {"loss", loss},
                               {"rank", rank},
