@@ -152,6 +152,27 @@ class TuneTest(DaemonTestCase):
         scales = {t["config"]["train_loop_config"]["loss_scale"] for t in exploited}
         self.assertTrue(scales, exploited)
 
+    def test_hyperband_pauses_trials_and_continues_the_promoted_ones(self):
+        trainer = train_spec(name="hb", workers=1, epochs=9, sleep_ms=100)
+        spec = tune_spec(
+            trainer,
+            {"train_loop_config": {"loss_scale": {"grid_search": [1, 2, 4, 8, 16, 32]}}},
+            max_concurrent_trials=3,
+            scheduler={"type": "hyperband", "max_t": 9, "reduction_factor": 3})
+        exp = self.wait_ended(self.start(spec), timeout=180)
+        self.assertEqual(exp["state"], "SUCCEEDED", exp)
+        continued = [t for t in exp["trials"] if len(t["jobs"]) > 1]
+        self.assertTrue(continued, exp["trials"])
+        for t in continued:
+            # A promoted trial goes on from its own checkpoint, to max_t.
+            job = self.daemon.job(t["jobs"][1])
+            self.assertIn(t["trial_dir"] + "/", job["attempts"][0]["restored_from"])
+            self.assertEqual(t["iterations"], 9, t)
+        losers = [t for t in exp["trials"] if "not among the top" in t["reason"]]
+        self.assertTrue(losers, exp["trials"])
+        self.assertTrue(all(t["iterations"] < 9 for t in losers), losers)
+        self.assertEqual(exp["best_trial"]["config"]["train_loop_config"]["loss_scale"], 1)
+
     def test_head_kill9_mid_experiment_loses_no_trial_and_runs_none_twice(self):
         d = self.daemon
         trainer = train_spec(name="crash", workers=1, epochs=6, sleep_ms=200, max_failures=3)
