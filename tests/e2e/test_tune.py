@@ -5,7 +5,11 @@ from their checkpoints, and bad specs are refused with the field named."""
 import csv
 import json
 import os
+import shutil
+import tempfile
+import unittest
 
+from cluster_harness import Cluster
 from harness import DaemonTestCase, main, train_spec, wait_for
 
 
@@ -123,6 +127,27 @@ class TuneTest(DaemonTestCase):
         again_noise = [t["config"]["train_loop_config"]["noise"]
                        for t in sorted(again["trials"], key=lambda t: t["index"])]
         self.assertEqual(again_noise, noise)
+
+    def test_time_budget_ends_an_open_ended_experiment(self):
+        trainer = train_spec(name="budget", workers=1, epochs=40, sleep_ms=100)
+        spec = tune_spec(trainer, {"train_loop_config": {"loss_scale": {"uniform": [1, 2]}}},
+                         num_samples=-1, time_budget_s=3, max_concurrent_trials=2)
+        exp = self.wait_ended(self.start(spec), timeout=60)
+        self.assertEqual(exp["state"], "SUCCEEDED", exp)
+        self.assertIn("time budget of 3 s", exp["message"])
+        self.assertLess((exp["ended_at"] - exp["created_at"]) / 1000, 15)
+        self.assertGreaterEqual(exp["num_trials"], 2)
+        jobs = self.trial_jobs(exp["experiment_id"])
+        self.assertTrue(all(j["state"] in ("SUCCEEDED", "STOPPED") for j in jobs), jobs)
+        # Never more than max_concurrent_trials at once.
+        spans = [(self.daemon.job(j["job_id"])["started_at"], self.daemon.job(j["job_id"])["ended_at"])
+                 for j in jobs if j.get("started_at")]
+        self.assertGreaterEqual(len(spans), 2, jobs)
+        for start, _ in spans:
+            running = sum(1 for a, b in spans if a <= start < b)
+            self.assertLessEqual(running, 2, spans)
+        p = self.daemon.cli("tune", "--help")
+        self.assertIn("resume", p.stdout)
 
     def test_pbt_restarts_bottom_trials_from_a_top_trials_checkpoint(self):
         trainer = train_spec(name="pbt", workers=1, epochs=10, sleep_ms=150)
@@ -257,6 +282,63 @@ class TuneTest(DaemonTestCase):
         self.assertEqual(trial["state"], "ERROR", trial)
         self.assertIn('"accuracy"', trial["reason"])
         self.assertIn("loss", trial["reason"])
+
+
+class TuneFailoverTest(unittest.TestCase):
+    """kill -9 of the head of a three-voter cluster mid-experiment: the new head loads the
+    experiment from the replicated store and finishes it."""
+
+    def setUp(self):
+        self.storage = tempfile.mkdtemp(prefix="traintl-tune-storage-")
+        self.cluster = Cluster(voters=3, agents=0, num_cpus=2).start()
+
+    def tearDown(self):
+        if any(err for _, err in getattr(self._outcome, "errors", []) if err):
+            self.cluster.dump_logs()
+        for d in self.cluster.daemons:
+            d.stop()
+        leftover = [p for d in self.cluster.daemons for p in d.worker_pids()]
+        self.cluster.cleanup()
+        shutil.rmtree(self.storage, ignore_errors=True)
+        self.assertEqual(leftover, [], "worker processes left behind")
+
+    def test_kill9_head_mid_experiment(self):
+        c = self.cluster
+        head = c.head()
+        trainer = train_spec(name="failover", workers=1, epochs=8, sleep_ms=250, max_failures=2)
+        trainer["run_config"]["storage_path"] = self.storage
+        spec = tune_spec(trainer, {"train_loop_config": {"loss_scale": {"grid_search": [1, 2, 3, 4]}}},
+                         max_concurrent_trials=2)
+        path = os.path.join(self.storage, "tune.json")
+        with open(path, "w") as f:
+            json.dump(spec, f)
+        p = head.cli("tune", path)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        exp_id = p.stdout.strip()
+
+        def experiment(via):
+            status, body = via.get(f"/v1/tune/{exp_id}")
+            return body if status == 200 else None
+        wait_for(lambda: any(t["iterations"] >= 2 for t in experiment(head)["trials"]),
+                 timeout=60, what="a trial's second result")
+        head.kill9()
+        new_head = c.head(among=[d for d in c.alive() if d is not head], timeout=30)
+        exp = wait_for(lambda: (lambda e: e if e and e["state"] != "RUNNING" else None)(
+            experiment(new_head)), timeout=180, interval=0.3, what="the experiment to end")
+        self.assertEqual(exp["state"], "SUCCEEDED", exp)
+        self.assertEqual(sorted(t["index"] for t in exp["trials"]), [0, 1, 2, 3])
+        for t in exp["trials"]:
+            self.assertEqual(len(t["jobs"]), 1, t)  # no trial ran twice
+            self.assertEqual(t["state"], "TERMINATED", t)
+            # A report committed without its checkpoint is trained again after the
+            # failover: 8 or more results, the last of the last epoch.
+            self.assertGreaterEqual(t["iterations"], 8, t)
+            self.assertEqual(t["last_result"]["epoch"], 7, t)
+            self.assertEqual(new_head.job(t["job_id"])["state"], "SUCCEEDED")
+        status, jobs = new_head.get("/v1/jobs?limit=1000")
+        names = sorted(j["name"] for j in jobs["jobs"])
+        self.assertEqual(names, [f"failover_0000{i}" for i in range(4)])
+        self.assertEqual(exp["best_trial"]["config"]["train_loop_config"]["loss_scale"], 1)
 
 
 if __name__ == "__main__":
