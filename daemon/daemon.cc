@@ -242,6 +242,7 @@ Status Daemon::Build() {
   jobs_ = std::make_unique<JobManager>(io_, jopts, &store_, command_log_.get(), agent_.get());
   TuneControllerOptions topts;
   topts.default_storage_path = jopts.default_storage_path;
+  topts.worker_fs_identity = jopts.worker_fs_identity;
   tune_ = std::make_unique<TuneController>(io_, topts, &store_, command_log_.get(), jobs_.get());
   jobs_->SetJobEventListener(tune_.get());
 

@@ -69,7 +69,7 @@ TuneController::TuneController(asio::io_context& io, TuneControllerOptions optio
                                StateStore* store, CommandLog* log, JobManager* jobs)
     : io_(io), options_(std::move(options)), store_(store), log_(log), jobs_(jobs), timer_(io) {}
 
-TuneController::~TuneController() = default;
+TuneController::~TuneController() { files_.join(); }
 
 void TuneController::Start() { ArmTimer(); }
 
@@ -77,6 +77,17 @@ void TuneController::Shutdown() {
   shut_down_ = true;
   timer_.cancel();
   live_.clear();
+  files_.join();
+}
+
+void TuneController::WriteFilesLater(std::string dir, std::vector<json> results, json config) {
+  asio::post(files_, [this, dir = std::move(dir), results = std::move(results),
+                      config = std::move(config)] {
+    ScopedFsIdentity as_worker(options_.worker_fs_identity ? &*options_.worker_fs_identity
+                                                           : nullptr);
+    Status st = WriteTrialFiles(dir, results, config);
+    if (!st.ok()) LOG_WARN << "tune: " << dir << ": " << st.message();
+  });
 }
 
 void TuneController::SetHead(bool head) {
@@ -275,8 +286,7 @@ void TuneController::Pass(const std::string& experiment_id) {
       }
     }
     if (!results.empty() && static_cast<int64_t>(results.size()) != live.files_written[t.index]) {
-      Status st = WriteTrialFiles(e->exp_dir + "/" + t.name, results, trial_config);
-      if (!st.ok()) LOG_WARN << "tune " << experiment_id << ": " << t.name << ": " << st.message();
+      WriteFilesLater(e->exp_dir + "/" + t.name, results, trial_config);
       live.files_written[t.index] = static_cast<int64_t>(results.size());
     }
     if (t.status == kTrialError) continue;

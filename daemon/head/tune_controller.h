@@ -28,11 +28,14 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "common/fs_identity.h"
 #include "common/result.h"
 #include "daemon/head/command_log.h"
 #include "daemon/head/job_manager.h"
@@ -48,6 +51,10 @@ struct TuneControllerOptions {
   std::string default_storage_path;
   // How often every RUNNING experiment is looked at without an event. Default 500 ms.
   std::chrono::milliseconds pass_interval{500};
+  // When workers run as another account (traintld --worker-user), trial dirs are theirs:
+  // progress.csv and the other result files are written with that account's file access
+  // (common/fs_identity.h), never root's. Default: unset (the daemon's own).
+  std::optional<FsIdentity> worker_fs_identity;
 };
 
 class TuneController : public JobEventListener {
@@ -114,6 +121,9 @@ class TuneController : public JobEventListener {
   void Record(const std::string& experiment_id, Live& live, cmd::UpdateExperiment update);
   void Fail(const std::string& experiment_id, const std::string& message);
   void ArmTimer();
+  // Rewrites a trial's result files off the io thread (they are fsynced, and rebuilt from
+  // the store anyway: nothing waits for them).
+  void WriteFilesLater(std::string dir, std::vector<nlohmann::json> results, nlohmann::json config);
 
   // Constant after construction.
   boost::asio::io_context& io_;
@@ -128,6 +138,8 @@ class TuneController : public JobEventListener {
   bool shut_down_ = false;
   std::map<std::string, std::unique_ptr<Live>> live_;  // experiment id -> its driver
   std::set<std::string> queued_;                       // passes posted, not yet run
+  // One thread: a trial's writes happen in the order they were asked for.
+  boost::asio::thread_pool files_{1};
 };
 
 // The name of trial `index` of experiment `experiment_name`: "<name>_00003".

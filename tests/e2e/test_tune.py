@@ -76,10 +76,16 @@ class TuneTest(DaemonTestCase):
         self.assertEqual(bests, sorted(bests))
         self.assertIn("checkpoint_a001_", exp["best_trial"]["checkpoint"]["path"])
         # Ray's files in every trial dir.
+        def progress(t):
+            try:
+                with open(os.path.join(t["trial_dir"], "progress.csv")) as f:
+                    rows = list(csv.DictReader(f))
+            except OSError:
+                return None
+            return rows if len(rows) == t["iterations"] else None
         for t in trials.values():
-            with open(os.path.join(t["trial_dir"], "progress.csv")) as f:
-                rows = list(csv.DictReader(f))
-            self.assertEqual(len(rows), t["iterations"])
+            # Written by the head off its event loop: at most moments after the end.
+            rows = wait_for(lambda: progress(t), timeout=10, what=f"{t['name']}'s progress.csv")
             self.assertEqual([int(r["training_iteration"]) for r in rows],
                              list(range(1, len(rows) + 1)))
             self.assertEqual(rows[-1]["trial_id"], t["name"])
