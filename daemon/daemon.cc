@@ -270,6 +270,7 @@ Status Daemon::Build() {
   actx.store = &store_;
   actx.jobs = jobs_.get();
   actx.tune = tune_.get();
+  actx.raft = agent_only_ ? nullptr : raft_.get();
   actx.blobs = blobs_.get();
   actx.agent = agent_.get();
   actx.node = resources_;

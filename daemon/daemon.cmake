@@ -21,6 +21,8 @@ add_library(traintl_head STATIC
   api/head_forwarder.cc
   api/internal_routes.cc
   api/tune_routes.cc
+  api/metrics_route.cc
+  metrics/prometheus_text.cc
   daemon_config.cc
   daemon.cc)
 target_include_directories(traintl_head PUBLIC ${PROJECT_SOURCE_DIR})

@@ -477,6 +477,7 @@ void RegisterApiRoutes(http::Router& router, ApiContext ctx) {
   });
   add("POST", "/v1/jobs/{job}/resubmit",
       [ctx](const Request& req, ResponderPtr res) { HandleResubmit(ctx, req, res); });
+  RegisterMetricsRoute(router, ctx);
   if (ctx.tune != nullptr) {
     RegisterTuneRoutes(ctx, [&add](std::string method, std::string pattern, http::Handler h) {
       add(std::move(method), std::move(pattern), std::move(h));

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "daemon/consensus/disk_guard.h"
+#include "daemon/consensus/raft_node.h"
 #include "daemon/head/job_manager.h"
 #include "daemon/head/tune_controller.h"
 #include "daemon/http/responder.h"
@@ -27,6 +28,7 @@ struct ApiContext {
   StateStore* store = nullptr;
   JobManager* jobs = nullptr;
   TuneController* tune = nullptr;  // null: no /v1/tune routes
+  RaftNode* raft = nullptr;        // null (an agent without a log): no traintl_raft_* series
   BlobStore* blobs = nullptr;
   Agent* agent = nullptr;
   NodeResources node;
@@ -59,6 +61,8 @@ void RegisterApiRoutes(http::Router& router, ApiContext ctx);
 // For the route files: registers a /v1 route the way RegisterApiRoutes does (forwarded
 // to the head first when multi-node).
 using AddRoute = std::function<void(std::string method, std::string pattern, http::Handler)>;
+// GET /metrics (metrics_route.cc), Prometheus's text format; not forwarded to the head.
+void RegisterMetricsRoute(http::Router& router, const ApiContext& ctx);
 // The /v1/tune routes (tune_routes.cc).
 void RegisterTuneRoutes(const ApiContext& ctx, const AddRoute& add);
 // The HTTP status of an expected failure (400, 404, 409, 503, 507, else 500).

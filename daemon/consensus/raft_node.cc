@@ -290,6 +290,7 @@ void RaftNode::Propose(std::string command, ProposeCallback done) {
 bool RaftNode::Post(std::function<void()> fn) { return impl_->Post(std::move(fn)); }
 bool RaftNode::IsLeader() const { return impl_->IsLeader(); }
 LeaderInfo RaftNode::Leader() const { return impl_->Leader(); }
+RaftNode::LogProgress RaftNode::Progress() const { return impl_->Progress(); }
 void RaftNode::SetLeadershipCallback(LeadershipCallback callback) {
   impl_->SetLeadershipCallback(std::move(callback));
 }

@@ -207,6 +207,15 @@ class RaftNode {
   // The leader this node knows of (itself when it leads, even before the barrier).
   LeaderInfo Leader() const;
 
+  // Progress of this node's log as of its last poll (every few ms), for /metrics.
+  struct LogProgress {
+    uint64_t term = 0;
+    uint64_t commit_index = 0;   // highest entry known to be committed
+    uint64_t applied_index = 0;  // highest entry applied to the state machine here
+    uint64_t last_index = 0;     // highest entry in this node's log
+  };
+  LogProgress Progress() const;
+
   // Set before Start (ignored afterwards). Called on the loop thread with true when this
   // node becomes a ready leader (IsLeader() turned true) and with false when it stops
   // being one (including at Stop).

@@ -95,6 +95,9 @@ class RaftNode::Impl {
   Result<RaftTransportStats> TransportStats();
 
   bool IsLeader() const { return is_leader_.load(); }
+  RaftNode::LogProgress Progress() const {
+    return {term_.load(), commit_index_.load(), applied_index_.load(), last_index_.load()};
+  }
   LeaderInfo Leader() const {
     std::lock_guard<std::mutex> l(leader_mu_);
     return leader_;
@@ -233,6 +236,8 @@ class RaftNode::Impl {
 
   std::atomic<std::thread::id> loop_thread_id_{};
   std::atomic<bool> is_leader_{false};
+  // Written by Poll on the loop thread, read by Progress() on any.
+  std::atomic<uint64_t> term_{0}, commit_index_{0}, applied_index_{0}, last_index_{0};
   mutable std::mutex leader_mu_;
   LeaderInfo leader_ TRAINTL_GUARDED_BY(leader_mu_);
   LeadershipCallback leadership_cb_;  // set under lifecycle_mu_ before Start, then read on the

@@ -39,6 +39,10 @@ void RaftNode::Impl::Poll() {
   const char* leader_address = nullptr;
   raft_leader(&raft_, &leader_id, &leader_address);
   UpdateLeader(leader_id, leader_address);
+  term_.store(raft_.current_term);
+  commit_index_.store(raft_.commit_index);
+  applied_index_.store(raft_last_applied(&raft_));
+  last_index_.store(raft_last_index(&raft_));
   if (state != last_state_) {
     LOG_INFO << "raft: node " << options_.node_id << " is " << StateName(state) << " in term "
              << raft_.current_term;

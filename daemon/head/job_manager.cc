@@ -532,27 +532,34 @@ void JobManager::CommitReport(ActiveAttempt& a, const AttemptTracker::CommitRepo
   const std::string job_id = a.job_id();
   const int attempt = a.attempt();
   const std::string trial_dir = a.trial_dir;
-  committer_->Merge(trial_dir, attempt, seq, report.checkpoint_dirs, metrics,
-                    [this, job_id, attempt, seq, metrics, trial_dir](Result<std::string> merged) {
-                      if (!merged.ok()) {
-                        LOG_ERROR << "job " << job_id << ": checkpoint " << seq
-                                  << " could not be committed: " << merged.status().message();
-                        if (ActiveAttempt* at = Find(job_id, attempt))
-                          Run(*at, at->tracker.OnCheckpointFailed(seq, merged.status().message()));
-                        return;
-                      }
-                      log_->Propose(
-                          commands::CommitCheckpoint(job_id, attempt, seq, *merged, metrics),
-                          Answered<cmd::CommitCheckpointAnswer>(
-                              [this, trial_dir](Result<cmd::CommitCheckpointAnswer> r) {
-                                if (!r.ok() || r->deleted.empty()) return;
-                                // Records go first, files after: a crash in between leaves
-                                // only garbage.
-                                committer_->Remove(trial_dir, std::move(r->deleted));
-                              }));
-                      if (ActiveAttempt* at = Find(job_id, attempt))
-                        Run(*at, at->tracker.OnCheckpointCommitted(seq));
-                    });
+  const auto began = std::chrono::steady_clock::now();
+  committer_->Merge(
+      trial_dir, attempt, seq, report.checkpoint_dirs, metrics,
+      [this, job_id, attempt, seq, metrics, trial_dir, began](Result<std::string> merged) {
+        if (!merged.ok()) {
+          LOG_ERROR << "job " << job_id << ": checkpoint " << seq
+                    << " could not be committed: " << merged.status().message();
+          if (ActiveAttempt* at = Find(job_id, attempt))
+            Run(*at, at->tracker.OnCheckpointFailed(seq, merged.status().message()));
+          return;
+        }
+        log_->Propose(
+            commands::CommitCheckpoint(job_id, attempt, seq, *merged, metrics),
+            Answered<cmd::CommitCheckpointAnswer>(
+                [this, trial_dir, began](Result<cmd::CommitCheckpointAnswer> r) {
+                  if (r.ok()) {
+                    checkpoint_latency_.Record(
+                        std::chrono::duration<double>(std::chrono::steady_clock::now() - began)
+                            .count());
+                  }
+                  if (!r.ok() || r->deleted.empty()) return;
+                  // Records go first, files after: a crash in between leaves
+                  // only garbage.
+                  committer_->Remove(trial_dir, std::move(r->deleted));
+                }));
+        if (ActiveAttempt* at = Find(job_id, attempt))
+          Run(*at, at->tracker.OnCheckpointCommitted(seq));
+      });
 }
 
 void JobManager::OnWorkerExit(const WorkerExit& e) {

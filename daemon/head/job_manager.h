@@ -37,6 +37,7 @@
 #include "daemon/head/node_client.h"
 #include "daemon/head/node_registry.h"
 #include "daemon/head/remote_nodes.h"
+#include "daemon/metrics/prometheus_text.h"
 #include "daemon/node/agent.h"
 #include "daemon/node/blob_store.h"
 #include "daemon/node/worker_pool.h"
@@ -151,6 +152,8 @@ class JobManager : public WorkerPoolListener {
   // Worker events of another node (head only); `log_tail` accompanies an exit.
   void OnRemoteWorkerExit(const WorkerExit& exit, const std::string& log_tail);
   const NodeRegistry& registry() const { return registry_; }
+  // From a report with a checkpoint to its commit_checkpoint committed (merge included).
+  const LatencyHistogram& checkpoint_commit_latency() const { return checkpoint_latency_; }
   const JobManagerOptions& options() const { return options_; }
 
   // WorkerPoolListener
@@ -287,6 +290,7 @@ class JobManager : public WorkerPoolListener {
   std::chrono::steady_clock::time_point head_since_{};
   std::set<std::pair<std::string, int>> stale_stopped_;
   std::set<std::string> voter_address_proposed_;  // local stale attempts told to stop
+  LatencyHistogram checkpoint_latency_;
 };
 
 }  // namespace traintl

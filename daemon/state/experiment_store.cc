@@ -1,5 +1,5 @@
 // StateStore's tuning records (state_store.h "tuning experiments"): experiments and
-// their trials.
+// their trials; and the counts /metrics shows.
 #include <string>
 #include <vector>
 
@@ -122,6 +122,23 @@ std::vector<TrialRecord> StateStore::ListTrials(const std::string& experiment_id
   s.Bind(1, experiment_id);
   std::vector<TrialRecord> out;
   while (s.Step()) out.push_back(ReadTrial(s));
+  return out;
+}
+
+StateStore::Counts StateStore::CountByState() const {
+  std::lock_guard<std::mutex> l(mu_);
+  Counts out;
+  auto group = [&](const char* sql, std::map<std::string, int64_t>* into) {
+    Stmt s(stmts_, sql);
+    while (s.Step()) (*into)[s.Text(0)] = s.Int(1);
+  };
+  group("SELECT state, count(*) FROM jobs GROUP BY state", &out.jobs);
+  group("SELECT state, count(*) FROM attempts GROUP BY state", &out.attempts);
+  group("SELECT state, count(*) FROM experiments GROUP BY state", &out.experiments);
+  Stmt s(stmts_,
+         "SELECT (SELECT count(*) FROM attempts) - (SELECT count(*) FROM jobs WHERE attempt > 0)");
+  s.Step();
+  out.restarts = s.Int(0);
   return out;
 }
 

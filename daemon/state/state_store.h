@@ -13,6 +13,7 @@
 #include <sqlite3.h>
 
 #include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -75,6 +76,15 @@ class StateStore {
   int64_t CountJobs() const;
   // Cluster metadata (e.g. "voter_api:<raft id>" -> API address); nullopt when unset.
   std::optional<std::string> GetMeta(const std::string& key) const;
+
+  // What /metrics counts: rows by state, and attempts beyond each job's first.
+  struct Counts {
+    std::map<std::string, int64_t> jobs;         // state -> jobs
+    std::map<std::string, int64_t> attempts;     // state -> attempts
+    std::map<std::string, int64_t> experiments;  // state -> experiments
+    int64_t restarts = 0;
+  };
+  Counts CountByState() const;
 
   // ---- tuning experiments (experiment_store.cc; thread-safe) ----
   std::optional<ExperimentRecord> GetExperiment(const std::string& id) const;

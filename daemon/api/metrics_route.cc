@@ -1,0 +1,139 @@
+// GET /metrics (DESIGN §8): this daemon's view in the Prometheus text format 0.0.4, every
+// name prefixed traintl_. It needs the API token like every other route (Prometheus sends
+// it with `authorization: {credentials_file: ...}`); it is never forwarded: each daemon is
+// scraped for what it knows (its Raft log, its node; the head also every node and job).
+#include <cmath>
+
+#include "common/json_depth.h"
+#include "daemon/api/api_routes.h"
+#include "daemon/metrics/prometheus_text.h"
+#include "daemon/state/commands.h"
+
+namespace traintl {
+namespace {
+
+using nlohmann::json;
+
+void WriteResources(PrometheusText& out, const std::string& family, const std::string& node,
+                    const json& resources) {
+  if (!resources.is_object()) return;
+  for (auto it = resources.begin(); it != resources.end(); ++it) {
+    if (it->is_number())
+      out.Sample(family, {{"node", node}, {"resource", it.key()}}, it->get<double>());
+  }
+}
+
+std::string Render(const ApiContext& ctx) {
+  PrometheusText out;
+  const bool head = ctx.jobs->is_head();
+  out.Family("traintl_build_info", "gauge", "traintl's version on this daemon (always 1)");
+  out.Sample("traintl_build_info", {{"version", ctx.version}, {"node", ctx.node_id}}, 1);
+  out.Family("traintl_is_head", "gauge", "1 when this daemon is the cluster's head");
+  out.Sample("traintl_is_head", {{"node", ctx.node_id}}, head ? 1 : 0);
+
+  // Nodes: every node the head knows; a non-head only itself.
+  json nodes = json::array();
+  if (head) {
+    nodes = ctx.jobs->NodesView();
+  } else {
+    nodes.push_back({{"node_id", ctx.node_id},
+                     {"state", "ALIVE"},
+                     {"resources_total", ctx.node.AsResourceMap()},
+                     {"resources_used", ctx.jobs->UsedResources()}});
+  }
+  out.Family("traintl_node_up", "gauge", "1 for a node that heartbeats, 0 for a LOST one");
+  for (const auto& n : nodes)
+    out.Sample("traintl_node_up", {{"node", n.value("node_id", "")}},
+               n.value("state", "") == "ALIVE" ? 1 : 0);
+  out.Family("traintl_node_resource_total", "gauge", "what a node offers, per resource");
+  for (const auto& n : nodes)
+    WriteResources(out, "traintl_node_resource_total", n.value("node_id", ""),
+                   n.value("resources_total", json::object()));
+  out.Family("traintl_node_resource_used", "gauge", "what running attempts take, per resource");
+  for (const auto& n : nodes)
+    WriteResources(out, "traintl_node_resource_used", n.value("node_id", ""),
+                   n.value("resources_used", json::object()));
+  if (head) {
+    const int64_t now = commands::NowMs();
+    out.Family("traintl_node_heartbeat_age_seconds", "gauge",
+               "seconds since the head last heard from a node");
+    for (const auto& n : nodes) {
+      auto last = n.find("last_heartbeat");
+      if (last != n.end() && last->is_number_integer() && last->get<int64_t>() > 0)
+        out.Sample("traintl_node_heartbeat_age_seconds", {{"node", n.value("node_id", "")}},
+                   static_cast<double>(now - last->get<int64_t>()) / 1000.0);
+    }
+  }
+
+  // The replicated records: every voter has them.
+  StateStore::Counts counts = ctx.store->CountByState();
+  out.Family("traintl_jobs", "gauge", "jobs by state");
+  for (const char* state :
+       {kJobPending, kJobStarting, kJobRunning, kJobSucceeded, kJobFailed, kJobStopped}) {
+    auto it = counts.jobs.find(state);
+    out.Sample("traintl_jobs", {{"state", state}},
+               it == counts.jobs.end() ? 0 : static_cast<double>(it->second));
+  }
+  out.Family("traintl_attempts", "gauge", "attempts of the stored jobs by state");
+  for (const auto& [state, n] : counts.attempts)
+    out.Sample("traintl_attempts", {{"state", state}}, static_cast<double>(n));
+  out.Family("traintl_restarts", "gauge", "attempts of the stored jobs beyond each one's first");
+  out.Sample("traintl_restarts", {}, static_cast<double>(counts.restarts));
+  out.Family("traintl_experiments", "gauge", "tuning experiments by state");
+  for (const auto& [state, n] : counts.experiments)
+    out.Sample("traintl_experiments", {{"state", state}}, static_cast<double>(n));
+
+  // Active jobs: their attempt and rank 0's latest reported metrics.
+  std::vector<JobRecord> active = ctx.store->ListActiveJobs(/*with_spec=*/false);
+  out.Family("traintl_job_attempt", "gauge", "an active job's current attempt number");
+  for (const auto& j : active)
+    out.Sample("traintl_job_attempt", {{"job_id", j.id}, {"job", j.name}}, j.attempt);
+  out.Family("traintl_job_failures", "gauge", "an active job's failed attempts so far");
+  for (const auto& j : active)
+    out.Sample("traintl_job_failures", {{"job_id", j.id}, {"job", j.name}}, j.failures);
+  out.Family("traintl_job_metric", "gauge",
+             "the latest value of each numeric metric an active job reported (rank 0)");
+  for (const auto& j : active) {
+    json m = ParseJsonBounded(j.metrics);
+    if (!m.is_object()) continue;
+    for (auto it = m.begin(); it != m.end(); ++it) {
+      if (!it->is_number() || it->is_boolean()) continue;
+      const double v = it->get<double>();
+      if (std::isnan(v)) continue;
+      out.Sample("traintl_job_metric", {{"job_id", j.id}, {"job", j.name}, {"metric", it.key()}},
+                 v);
+    }
+  }
+
+  if (ctx.raft != nullptr) {
+    RaftNode::LogProgress p = ctx.raft->Progress();
+    const LeaderInfo leader = ctx.raft->Leader();
+    out.Family("traintl_raft_term", "gauge", "the Raft term this voter is in");
+    out.Sample("traintl_raft_term", {}, static_cast<double>(p.term));
+    out.Family("traintl_raft_commit_index", "gauge", "the highest entry known committed");
+    out.Sample("traintl_raft_commit_index", {}, static_cast<double>(p.commit_index));
+    out.Family("traintl_raft_applied_index", "gauge", "the highest entry applied here");
+    out.Sample("traintl_raft_applied_index", {}, static_cast<double>(p.applied_index));
+    out.Family("traintl_raft_last_index", "gauge", "the highest entry in this voter's log");
+    out.Sample("traintl_raft_last_index", {}, static_cast<double>(p.last_index));
+    out.Family("traintl_raft_leader", "gauge",
+               "the Raft id of the leader this voter knows (0: none)");
+    out.Sample("traintl_raft_leader", {}, static_cast<double>(leader.id));
+  }
+  if (head) {
+    ctx.jobs->checkpoint_commit_latency().Write(
+        out, "traintl_checkpoint_commit_seconds",
+        "from a report with a checkpoint to its commit (merge and Raft commit)");
+  }
+  return out.text();
+}
+
+}  // namespace
+
+void RegisterMetricsRoute(http::Router& router, const ApiContext& ctx) {
+  router.Add("GET", "/metrics", [ctx](const http::Request&, std::shared_ptr<http::Responder> res) {
+    res->Send(200, "text/plain; version=0.0.4; charset=utf-8", Render(ctx));
+  });
+}
+
+}  // namespace traintl
