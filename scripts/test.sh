@@ -13,6 +13,9 @@ if [ ! -s "$TRAINTL_DIGITS_CSV" ]; then
   examples/digits/fetch_data.sh "$(dirname "$TRAINTL_DIGITS_CSV")" ||
     echo "test.sh: WARNING: could not fetch the digits data; its tests will say they skipped"
 fi
+# The /metrics test scrapes a daemon with Debian's real Prometheus (unpacked, not installed).
+scripts/fetch_prometheus.sh "${BUILD_DIR:-build}/prometheus" ||
+  echo "test.sh: WARNING: could not fetch prometheus; e2e.metrics will fail"
 start=$(date +%s)
 # Tests are hermetic (temp dirs, port 0), so they may run two at a time.
 ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j "${CTEST_JOBS:-2}" "$@"

@@ -87,10 +87,10 @@ std::string Render(const ApiContext& ctx) {
   std::vector<JobRecord> active = ctx.store->ListActiveJobs(/*with_spec=*/false);
   out.Family("traintl_job_attempt", "gauge", "an active job's current attempt number");
   for (const auto& j : active)
-    out.Sample("traintl_job_attempt", {{"job_id", j.id}, {"job", j.name}}, j.attempt);
+    out.Sample("traintl_job_attempt", {{"job_id", j.id}, {"job_name", j.name}}, j.attempt);
   out.Family("traintl_job_failures", "gauge", "an active job's failed attempts so far");
   for (const auto& j : active)
-    out.Sample("traintl_job_failures", {{"job_id", j.id}, {"job", j.name}}, j.failures);
+    out.Sample("traintl_job_failures", {{"job_id", j.id}, {"job_name", j.name}}, j.failures);
   out.Family("traintl_job_metric", "gauge",
              "the latest value of each numeric metric an active job reported (rank 0)");
   for (const auto& j : active) {
@@ -100,8 +100,8 @@ std::string Render(const ApiContext& ctx) {
       if (!it->is_number() || it->is_boolean()) continue;
       const double v = it->get<double>();
       if (std::isnan(v)) continue;
-      out.Sample("traintl_job_metric", {{"job_id", j.id}, {"job", j.name}, {"metric", it.key()}},
-                 v);
+      out.Sample("traintl_job_metric",
+                 {{"job_id", j.id}, {"job_name", j.name}, {"metric", it.key()}}, v);
     }
   }
 
