@@ -14,6 +14,7 @@ add_library(traintl_head STATIC
   head/http_remote_nodes.cc
   head/tune_controller.cc
   head/tune_results.cc
+  head/rank_metrics.cc
   node/head_link.cc
   api/views.cc
   api/api_routes.cc

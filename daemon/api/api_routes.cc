@@ -506,9 +506,24 @@ void RegisterApiRoutes(http::Router& router, ApiContext ctx) {
                          {"metrics", metrics.is_discarded() ? json::object() : metrics}});
     }
     json latest = ParseJsonBounded(job->metrics);
-    res->SendJson(200, {{"job_id", job->id},
-                        {"latest", latest.is_discarded() ? json::object() : latest},
-                        {"history", history}});
+    json out = {{"job_id", job->id},
+                {"latest", latest.is_discarded() ? json::object() : latest},
+                {"history", history}};
+    if (auto it = req.query.find("ranks"); it != req.query.end() && !it->second.empty()) {
+      // Every rank's latest reports: the head's memory (rank 0's history above is the
+      // replicated one).
+      std::vector<int> ranks;
+      if (it->second != "all") {
+        Result<std::vector<int>> parsed = ParseRankList(it->second);
+        if (!parsed.ok()) {
+          res->SendError(400, "query parameter ranks must be all or ranks, comma-separated");
+          return;
+        }
+        ranks = std::move(*parsed);
+      }
+      out["ranks"] = ctx.jobs->rank_metrics().History(job->id, ranks);
+    }
+    res->SendJson(200, out);
   });
   add("GET", "/v1/nodes", [ctx](const Request&, ResponderPtr res) {
     json gpus = json::array();

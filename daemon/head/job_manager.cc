@@ -176,6 +176,7 @@ void JobManager::Delete(const std::string& job_id, bool remove_files,
                 Answered<cmd::DeleteJobAnswer>(
                     [this, job_id, remove_files, done](Result<cmd::DeleteJobAnswer> r) {
                       if (r.ok()) {
+                        rank_metrics_.Forget(job_id);
                         // Records first, files after: a crash between leaves only garbage.
                         std::vector<std::string> dirs{agent_->JobDir(job_id)};
                         if (remove_files && !r->trial_dir.empty()) dirs.push_back(r->trial_dir);
@@ -513,6 +514,7 @@ void JobManager::OnWorkerReport(const std::string& job_id, int attempt, int rank
                                 const json& metrics, const std::string& checkpoint) {
   ActiveAttempt* a = Find(job_id, attempt);
   if (a == nullptr) return;
+  rank_metrics_.Add(job_id, attempt, rank, seq, commands::NowMs(), metrics);
   // The worker copied its files durably before reporting, so it may go on at once. A
   // remote rank is acked by its agent when this call returns.
   if (!a->tracker.IsRemote(rank)) agent_->Ack(job_id, attempt, rank, seq);

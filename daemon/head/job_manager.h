@@ -36,6 +36,7 @@
 #include "daemon/head/job_queue.h"
 #include "daemon/head/node_client.h"
 #include "daemon/head/node_registry.h"
+#include "daemon/head/rank_metrics.h"
 #include "daemon/head/remote_nodes.h"
 #include "daemon/metrics/prometheus_text.h"
 #include "daemon/node/agent.h"
@@ -152,6 +153,8 @@ class JobManager : public WorkerPoolListener {
   // Worker events of another node (head only); `log_tail` accompanies an exit.
   void OnRemoteWorkerExit(const WorkerExit& exit, const std::string& log_tail);
   const NodeRegistry& registry() const { return registry_; }
+  // Every rank's latest reports (rank_metrics.h), for GET /v1/jobs/{job}/metrics?ranks=.
+  const RankMetrics& rank_metrics() const { return rank_metrics_; }
   // From a report with a checkpoint to its commit_checkpoint committed (merge included).
   const LatencyHistogram& checkpoint_commit_latency() const { return checkpoint_latency_; }
   const JobManagerOptions& options() const { return options_; }
@@ -291,6 +294,7 @@ class JobManager : public WorkerPoolListener {
   std::set<std::pair<std::string, int>> stale_stopped_;
   std::set<std::string> voter_address_proposed_;  // local stale attempts told to stop
   LatencyHistogram checkpoint_latency_;
+  RankMetrics rank_metrics_;
 };
 
 }  // namespace traintl

@@ -124,6 +124,25 @@ class MetricsTest(DaemonTestCase):
         self.wait_value('traintl_jobs{state="STOPPED"}', lambda v: v == 1, "one STOPPED job")
         self.wait_value('traintl_jobs{state="RUNNING"}', lambda v: v == 0, "no RUNNING job")
 
+    def test_every_ranks_reports_are_kept(self):
+        d = self.daemon
+        job_id = d.submit_spec(train_spec(name="ranks", workers=3, epochs=4, sleep_ms=0))
+        self.assertEqual(d.wait_terminal(job_id)["state"], "SUCCEEDED")
+        status, body = d.get(f"/v1/jobs/{job_id}/metrics?ranks=all")
+        self.assertEqual(status, 200, body)
+        self.assertEqual(sorted(body["ranks"]), ["0", "1", "2"])
+        for rank, reports in body["ranks"].items():
+            self.assertEqual([r["metrics"]["epoch"] for r in reports], [0, 1, 2, 3])
+            self.assertTrue(all(r["metrics"]["rank"] == int(rank) for r in reports))
+            self.assertTrue(all(r["attempt"] == 1 for r in reports))
+        status, body = d.get(f"/v1/jobs/{job_id}/metrics?ranks=2")
+        self.assertEqual(list(body["ranks"]), ["2"])
+        self.assertEqual(d.get(f"/v1/jobs/{job_id}/metrics?ranks=x")[0], 400)
+        # Without ?ranks= the answer is as before: rank 0's replicated history.
+        status, body = d.get(f"/v1/jobs/{job_id}/metrics")
+        self.assertNotIn("ranks", body)
+        self.assertEqual(len(body["history"]), 4)
+
 
 if __name__ == "__main__":
     main()
