@@ -69,7 +69,10 @@ std::vector<json> TrialResults(const StateStore& store, const TrialRecord& trial
       r["job_id"] = job_id;
       out.push_back(std::move(r));
     }
-    if (job->ended_at) time_before_s += static_cast<double>(*job->ended_at - started) / 1000.0;
+    // A job stopped before it started (queued when its experiment was stopped) ran for
+    // no time at all.
+    if (job->ended_at && job->started_at)
+      time_before_s += static_cast<double>(*job->ended_at - started) / 1000.0;
   }
   return out;
 }
