@@ -5,6 +5,7 @@
 #include <ctime>
 #include <sstream>
 
+#include "cli/plot.h"
 #include "common/spelling.h"
 #include "proto/rank_list.h"
 
@@ -156,8 +157,25 @@ const std::vector<VerbDef>& Verbs() {
       {"checkpoints", "JOB", "list a job's retained checkpoints, oldest first",
        "The latest committed checkpoint (the one a restart resumes from) is marked *.\n", 1, 1,
        NoOptions, AssignJob},
-      {"metrics", "JOB", "show the metrics a job reported (rank 0), and the latest", "", 1, 1,
-       NoOptions, AssignJob},
+      {"metrics", "JOB [--plot FILE [--metric NAME[,NAME..]]]",
+       "show the metrics a job reported (rank 0), and the latest; or plot them",
+       "Prints rank 0's reports, every attempt's, and the latest metrics. With --plot, draws\n"
+       "them instead to FILE (.svg or .png): one panel per metric, stacked, each with a curve\n"
+       "per rank and attempt (rank 0 thick, the other ranks thin) against the seconds since\n"
+       "the job's first report, and a dashed line where each restart's attempt began. The\n"
+       "default panels are every numeric metric but epoch, rank, world_size, local_rank,\n"
+       "node_rank, attempt, restored_epoch, training_iteration and seq; --metric picks\n"
+       "them. Prints \"wrote FILE (N points, M metrics)\", also with --json. Exit 5 when the\n"
+       "job has reported no metrics yet, 2 for a metric its reports lack.\n",
+       1, 1,
+       [](po::options_description* d, CommandLine* cl) {
+         d->add_options()("plot", po::value<std::string>(&cl->metrics.plot)->value_name("FILE"),
+                          "draw the metrics to FILE, an .svg or .png, instead of printing them")(
+             "metric", po::value<std::vector<std::string>>()->value_name("NAME[,NAME..]"),
+             "with --plot: the metrics to draw, in this order (default: every numeric one but "
+             "bookkeeping)");
+       },
+       AssignJob},
   };
   return kVerbs;
 }
@@ -192,9 +210,9 @@ po::options_description GlobalDescription(GlobalOptions* g) {
 
 // Options that take a value as the next argument, so that scanning for the verb can skip it.
 bool TakesValue(const std::string& arg) {
-  static const char* kWithValue[] = {"--address", "--token-file", "--data-dir", "--ca-file",
-                                     "--rank",    "--attempt",    "--tail",     "-n",
-                                     "--since",   "--state",      "--name",     "--limit"};
+  static const char* kWithValue[] = {
+      "--address", "--token-file", "--data-dir", "--ca-file", "--rank",  "--attempt", "--tail",
+      "-n",        "--since",      "--state",    "--name",    "--limit", "--plot",    "--metric"};
   return std::find(std::begin(kWithValue), std::end(kWithValue), arg) != std::end(kWithValue);
 }
 
@@ -334,6 +352,26 @@ Result<CommandLine> ParseCommandLine(const std::vector<std::string>& args) {
       }
       if (cl.submit.logs && !cl.submit.wait) {
         return Status::InvalidArgument("--logs goes with --wait");
+      }
+      if (vm.count("plot")) {
+        if (Result<PlotFormat> format = PlotFormatForPath(cl.metrics.plot); !format.ok())
+          return format.status();
+      }
+      if (vm.count("metric")) {
+        if (!vm.count("plot")) return Status::InvalidArgument("--metric goes with --plot");
+        for (const auto& list : vm["metric"].as<std::vector<std::string>>()) {
+          for (size_t start = 0;;) {
+            const size_t comma = list.find(',', start);
+            std::string name = list.substr(start, comma - start);
+            if (name.empty()) {
+              return Status::InvalidArgument("--metric takes comma-separated metric names, got '" +
+                                             list + "'");
+            }
+            cl.metrics.metrics.push_back(std::move(name));
+            if (comma == std::string::npos) break;
+            start = comma + 1;
+          }
+        }
       }
       if (vm.count("limit") && cl.list.all) {
         return Status::InvalidArgument("--limit and --all exclude each other");

@@ -63,6 +63,12 @@ struct TuneOptions {
   bool wait = false;     // --wait (run, resume): follow the experiment until it ends
 };
 
+// `traintl metrics JOB`: the table, or with --plot a picture of the curves.
+struct MetricsOptions {
+  std::string plot;                  // --plot FILE: .svg or .png; "" = print the table
+  std::vector<std::string> metrics;  // --metric NAME[,NAME..]: the panels; empty = default
+};
+
 struct CommandLine {
   std::string verb;  // "" when only global options were given (e.g. `traintl --help`)
   GlobalOptions global;
@@ -71,6 +77,7 @@ struct CommandLine {
   ListOptions list;
   JobVerbOptions job_verb;
   TuneOptions tune;
+  MetricsOptions metrics;
   // The JOB argument of status, stop, checkpoints and metrics ("" for `status` alone).
   std::string job;
 };

@@ -17,7 +17,7 @@ int RunVerb(const CommandLine& cl, CliContext& ctx) {
     if (cl.verb == "tune") return RunTune(cl.tune, ctx);
     if (cl.verb == "nodes") return RunNodes(ctx);
     if (cl.verb == "checkpoints") return RunCheckpoints(cl.job, ctx);
-    if (cl.verb == "metrics") return RunMetrics(cl.job, ctx);
+    if (cl.verb == "metrics") return RunMetrics(cl.job, ctx, cl.metrics);
   } catch (const nlohmann::json::exception& e) {
     // The verbs read answers tolerantly; this is a daemon answer of an unexpected shape.
     *ctx.err << "traintl: unexpected answer from the daemon: " << e.what() << "\n";

@@ -77,7 +77,9 @@ int RunCheckpoints(const std::string& job, CliContext& ctx);
 std::string FormatCheckpointTable(const nlohmann::json& checkpoints);
 
 // metrics.cc
-int RunMetrics(const std::string& job, CliContext& ctx);
+// `options` default: the table. With options.plot, writes the plot (cli/plot.h) there.
+int RunMetrics(const std::string& job, CliContext& ctx,
+               const MetricsOptions& options = MetricsOptions());
 std::string FormatMetricsReport(const nlohmann::json& metrics);
 
 // Dispatches a parsed command line (not --help/--version) to its verb.
