@@ -1,5 +1,6 @@
 // `traintl status [JOB]`: one job in detail (or the job table without JOB).
 
+#include <cstdio>
 #include <sstream>
 
 #include "cli/exit_codes.h"
@@ -57,6 +58,35 @@ std::string FormatJobDetail(const nlohmann::json& job, int64_t now_ms) {
   if (auto workers = JsonInt(job, "num_workers")) field("Workers:", std::to_string(*workers));
   auto started = JsonInt(job, "started_at");
   auto ended = JsonInt(job, "ended_at");
+  // The head's view of the running ranks: stragglers and a stalled collective, named.
+  const auto& progress = JsonField(job, "progress");
+  if (progress.is_object()) {
+    const auto& stalled = JsonField(progress, "stalled");
+    if (stalled.is_object()) {
+      std::string waiting, lagging;
+      for (const auto& r : JsonField(stalled, "waiting"))
+        waiting += (waiting.empty() ? "" : ", ") + std::to_string(r.get<int>());
+      for (const auto& r : JsonField(stalled, "lagging"))
+        lagging += (lagging.empty() ? "" : ", ") + std::to_string(r.get<int>());
+      const auto& for_s = JsonField(stalled, "for_s");
+      field("Stalled:", "collective " + std::to_string(JsonInt(stalled, "collective").value_or(0)) +
+                            ": rank(s) " + waiting + " have waited " +
+                            (for_s.is_number() ? FormatScalar(for_s) : std::string("?")) +
+                            " s for rank(s) " + lagging);
+    }
+    for (const auto& s : JsonField(progress, "stragglers")) {
+      const auto& slower = JsonField(s, "slower");
+      const auto& busy = JsonField(s, "busy_s");
+      const auto& peers = JsonField(s, "peers_busy_s");
+      char detail[96] = "";
+      if (slower.is_number() && busy.is_number() && peers.is_number())
+        std::snprintf(detail, sizeof detail,
+                      "%.1fx the others' busy time per step (%.0f ms vs %.0f ms)",
+                      slower.get<double>(), busy.get<double>() * 1000, peers.get<double>() * 1000);
+      field("Straggler:", "rank " + std::to_string(JsonInt(s, "rank").value_or(-1)) + " on " +
+                              JsonString(s, "node") + ": " + detail);
+    }
+  }
   field("Submitted:", FormatTime(JsonInt(job, "submitted_at")));
   field("Started:", FormatTime(started));
   field("Ended:", FormatTime(ended));

@@ -69,6 +69,12 @@ class Daemon::WorkerEvents : public WorkerPoolListener {
     if (Remote()) return d_->head_link_->EnqueueReport(j, a, r, s, m, c);
     d_->jobs_->OnWorkerReport(j, a, r, s, m, c);
   }
+  void OnWorkerProgress(const std::string& j, int a, int r, const events::Progress& p) override {
+    if (Remote()) {
+      return d_->head_link_->EnqueueProgress(j, a, r, p);
+    }
+    d_->jobs_->OnWorkerProgress(j, a, r, p);
+  }
   void OnWorkerExit(const WorkerExit& e) override {
     if (stopping) return;
     if (Remote()) {

@@ -15,6 +15,7 @@ add_library(traintl_head STATIC
   head/tune_controller.cc
   head/tune_results.cc
   head/rank_metrics.cc
+  head/rank_progress.cc
   node/head_link.cc
   api/views.cc
   api/api_routes.cc

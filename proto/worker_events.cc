@@ -48,6 +48,15 @@ class Reader {
     const json* v = Find(key);
     if (v != nullptr && v->is_string()) *out = v->get<std::string>();
   }
+  void OptNonNegative(const char* key, double* out) const {
+    const json* v = Find(key);
+    if (v != nullptr && v->is_number() && !v->is_boolean() && v->get<double>() >= 0)
+      *out = v->get<double>();
+  }
+  void OptNonNegative(const char* key, int64_t* out) const {
+    const json* v = Find(key);
+    if (v != nullptr && v->is_number_integer() && v->get<int64_t>() >= 0) *out = v->get<int64_t>();
+  }
   void OptObject(const char* key, json* out) const {
     const json* v = Find(key);
     if (v != nullptr && v->is_object()) *out = *v;
@@ -98,6 +107,23 @@ void Take(Reader& r, Done* m) {
   r.OptBool("ok", &m->ok);
   r.OptString("error", &m->error);
   r.OptBool("retryable", &m->retryable);
+}
+
+void Put(const Progress& m, json& j) {
+  j["steps"] = m.steps;
+  j["step_s"] = m.step_s;
+  j["busy_s"] = m.busy_s;
+  j["collective_seq"] = m.collective_seq;
+  j["in_collective"] = m.in_collective;
+  j["waiting_s"] = m.waiting_s;
+}
+void Take(Reader& r, Progress* m) {
+  r.OptNonNegative("steps", &m->steps);
+  r.OptNonNegative("step_s", &m->step_s);
+  r.OptNonNegative("busy_s", &m->busy_s);
+  r.OptNonNegative("collective_seq", &m->collective_seq);
+  r.OptBool("in_collective", &m->in_collective);
+  r.OptNonNegative("waiting_s", &m->waiting_s);
 }
 
 void Put(const Ack& m, json& j) { j["seq"] = m.seq; }
@@ -166,6 +192,20 @@ Result<Variant> DecodeLine(std::string_view line, size_t max_bytes, std::string_
 }
 
 }  // namespace
+
+json ProgressJson(const Progress& p) {
+  json j = json::object();
+  Put(p, j);
+  return j;
+}
+
+Progress ProgressFromJson(const json& j) {
+  Progress p;
+  if (!j.is_object()) return p;
+  Reader r(j);
+  Take(r, &p);
+  return p;
+}
 
 std::string_view TypeOf(const WorkerEvent& e) { return TypeName(e); }
 std::string_view TypeOf(const AgentMessage& m) { return TypeName(m); }

@@ -70,7 +70,30 @@ struct Done {
   }
 };
 
-using WorkerEvent = std::variant<Hello, Report, Done>;
+// The rank's training progress (traintl_host_api.progress), sent at most every 250 ms
+// while it changes: what the head names stragglers and stalled collectives from. Every
+// field is optional; a negative or ill-typed one counts as absent (0).
+struct Progress {
+  static constexpr std::string_view kType = "progress";
+  int64_t steps = 0;           // training steps completed
+  double step_s = 0;           // the latest step's wall time
+  double busy_s = 0;           // ... of which not spent waiting for peers
+  int64_t collective_seq = 0;  // collectives entered so far
+  bool in_collective = false;  // waiting in collective `collective_seq` now
+  double waiting_s = 0;        // for this long, when sent
+  bool operator==(const Progress& o) const {
+    return steps == o.steps && step_s == o.step_s && busy_s == o.busy_s &&
+           collective_seq == o.collective_seq && in_collective == o.in_collective &&
+           waiting_s == o.waiting_s;
+  }
+};
+
+using WorkerEvent = std::variant<Hello, Report, Done, Progress>;
+
+// Progress's fields as a JSON object (how an agent forwards it to the head), and back
+// (leniently, as from a worker).
+nlohmann::json ProgressJson(const Progress& p);
+Progress ProgressFromJson(const nlohmann::json& j);
 
 // ---- agent -> worker ----
 

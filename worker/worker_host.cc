@@ -27,6 +27,50 @@ WorkerHost::WorkerHost(RankContext context, AgentChannel* channel)
   api_.should_stop = &WorkerHost::ShouldStop;
   api_.log = &WorkerHost::Log;
   api_.datasets = datasets_.api();
+  api_.progress = &WorkerHost::ProgressThunk;
+}
+
+WorkerHost::~WorkerHost() {
+  {
+    std::lock_guard<std::mutex> l(progress_mu_);
+    progress_stop_ = true;
+  }
+  progress_cv_.notify_all();
+  if (progress_thread_.joinable()) progress_thread_.join();
+}
+
+void WorkerHost::ProgressThunk(void* host, const traintl_progress* progress) {
+  if (host == nullptr || progress == nullptr) return;
+  auto* self = static_cast<WorkerHost*>(host);
+  std::lock_guard<std::mutex> l(self->progress_mu_);
+  if (progress->in_collective && !self->progress_.in_collective)
+    self->waiting_since_ = std::chrono::steady_clock::now();
+  self->progress_ = *progress;
+  self->progress_changed_ = true;
+  if (!self->progress_thread_.joinable() && !self->progress_stop_)
+    self->progress_thread_ = std::thread([self] { self->ProgressLoop(); });
+}
+
+void WorkerHost::ProgressLoop() {
+  std::unique_lock<std::mutex> l(progress_mu_);
+  while (!progress_stop_) {
+    progress_cv_.wait_for(l, kProgressInterval, [this] { return progress_stop_; });
+    if (progress_stop_ || !progress_changed_) continue;
+    progress_changed_ = false;
+    events::Progress p;
+    p.steps = static_cast<int64_t>(progress_.steps);
+    p.step_s = progress_.step_s;
+    p.busy_s = progress_.busy_s;
+    p.collective_seq = static_cast<int64_t>(progress_.collective_seq);
+    p.in_collective = progress_.in_collective != 0;
+    if (p.in_collective)
+      p.waiting_s =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - waiting_since_).count();
+    l.unlock();
+    // Best effort: a closed channel means the agent is gone, and the exit follows.
+    (void)channel_->Send(p);
+    l.lock();
+  }
 }
 
 Result<std::string> WorkerHost::StageCheckpoint(const std::string& src,

@@ -12,10 +12,13 @@
 // serialized (the seq order is the order in which reports reach the agent).
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include "common/result.h"
 #include "common/thread_annotations.h"
@@ -46,6 +49,10 @@ class WorkerHost {
 
   // Reports of metrics alone that may wait for their ack at once.
   static constexpr size_t kMaxUnackedReports = 16;
+  // How often progress (traintl_host_api.progress) is sent, when it changed.
+  static constexpr std::chrono::milliseconds kProgressInterval{250};
+
+  ~WorkerHost();
 
   // Copies `src` (no fsync: the head's merge makes what it commits durable) into
   // <staging_dir>/seq_<seq>/rank_<rank>/ and returns that path.
@@ -59,6 +66,9 @@ class WorkerHost {
   static const char* GetCheckpoint(void* host);
   static int ShouldStop(void* host);
   static void Log(void* host, int level, const char* msg);
+  static void ProgressThunk(void* host, const traintl_progress* progress);
+  // Sends the latest progress when it changed, every kProgressInterval, until destroyed.
+  void ProgressLoop();
 
   const RankContext context_;
   const std::string context_json_;
@@ -68,6 +78,16 @@ class WorkerHost {
   std::mutex report_mu_;
   int64_t next_seq_ TRAINTL_GUARDED_BY(report_mu_) = 0;  // K of the next report of this attempt
   std::deque<int64_t> unacked_ TRAINTL_GUARDED_BY(report_mu_);  // sent, oldest first
+
+  // Progress: written by the training loop's threads, sent by progress_thread_ (started by
+  // the first progress call: a library that never calls it costs no thread).
+  std::mutex progress_mu_;
+  std::condition_variable progress_cv_;
+  traintl_progress progress_ TRAINTL_GUARDED_BY(progress_mu_){};
+  std::chrono::steady_clock::time_point waiting_since_ TRAINTL_GUARDED_BY(progress_mu_){};
+  bool progress_changed_ TRAINTL_GUARDED_BY(progress_mu_) = false;
+  bool progress_stop_ TRAINTL_GUARDED_BY(progress_mu_) = false;
+  std::thread progress_thread_;  // joinable once started; started under progress_mu_
 };
 
 }  // namespace worker

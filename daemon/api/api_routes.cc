@@ -443,7 +443,11 @@ void RegisterApiRoutes(http::Router& router, ApiContext ctx) {
       [ctx](const Request& req, ResponderPtr res) { HandleListJobs(ctx, req, res); });
   add("GET", "/v1/jobs/{job}", [ctx](const Request& req, ResponderPtr res) {
     auto job = ResolveJob(ctx, req, res);
-    if (job) res->SendJson(200, JobDetailJson(*job, *ctx.store));
+    if (!job) return;
+    json detail = JobDetailJson(*job, *ctx.store);
+    // What the head knows of the running ranks (not replicated: it changes every step).
+    detail["progress"] = ctx.jobs->ProgressView(job->id);
+    res->SendJson(200, detail);
   });
   add("POST", "/v1/jobs/{job}/stop", [ctx](const Request& req, ResponderPtr res) {
     auto job = ResolveJob(ctx, req, res);

@@ -33,6 +33,8 @@ void ApplyWorkerEvent(JobManager* jobs, const json& ev) {
   } else if (type == "report") {
     jobs->OnWorkerReport(job, attempt, rank, ev.at("seq").get<int>(), ev.at("metrics"),
                          ev.at("checkpoint").get<std::string>());
+  } else if (type == "progress") {
+    jobs->OnWorkerProgress(job, attempt, rank, events::ProgressFromJson(ev.at("progress")));
   } else if (type == "exit") {
     WorkerExit e;
     e.job_id = job;

@@ -201,6 +201,7 @@ void JobManager::Tick() {
     full_pass_due_ = true;
     settle_pending_ = settling;
   }
+  DiagnoseProgress();
   if (full_pass_due_ || last_tick_ - last_full_pass_ >= kFullPassInterval) {
     FullPass(settling);
   } else if (queue_.has_fresh()) {
@@ -519,6 +520,42 @@ void JobManager::OnWorkerReport(const std::string& job_id, int attempt, int rank
   // remote rank is acked by its agent when this call returns.
   if (!a->tracker.IsRemote(rank)) agent_->Ack(job_id, attempt, rank, seq);
   Run(*a, a->tracker.OnReport(rank, seq, metrics, checkpoint));
+}
+
+void JobManager::OnWorkerProgress(const std::string& job_id, int attempt, int rank,
+                                  const events::Progress& progress) {
+  ActiveAttempt* a = Find(job_id, attempt);
+  if (a == nullptr) return;
+  if (!a->progress) a->progress = std::make_unique<RankProgress>(a->tracker.world_size());
+  a->progress->Update(rank, progress, std::chrono::steady_clock::now());
+}
+
+json JobManager::ProgressView(const std::string& job_id) const {
+  auto it = active_.find(job_id);
+  if (it == active_.end() || !it->second.progress) return nullptr;
+  json view = it->second.progress->View(std::chrono::steady_clock::now(), it->second.rank_nodes());
+  if (!view.is_null()) view["attempt"] = it->second.attempt();
+  return view;
+}
+
+void JobManager::DiagnoseProgress() {
+  const auto now = std::chrono::steady_clock::now();
+  for (auto& [id, a] : active_) {
+    if (!a.progress) continue;
+    // Logged when the ranks named change, not as the numbers move.
+    std::string key;
+    if (auto stall = a.progress->Stalled(now)) {
+      key = "stall " + std::to_string(stall->collective);
+      for (int r : stall->lagging) key += " " + std::to_string(r);
+    }
+    for (const auto& s : a.progress->Stragglers()) key += " slow " + std::to_string(s.rank);
+    if (key == a.progress_logged) continue;
+    a.progress_logged = key;
+    if (!key.empty()) {
+      LOG_WARN << "job " << id << " attempt " << a.attempt() << ": "
+               << a.progress->Summary(now, a.rank_nodes());
+    }
+  }
 }
 
 void JobManager::CommitReport(ActiveAttempt& a, const AttemptTracker::CommitReport& report) {

@@ -37,6 +37,7 @@
 #include "daemon/head/node_client.h"
 #include "daemon/head/node_registry.h"
 #include "daemon/head/rank_metrics.h"
+#include "daemon/head/rank_progress.h"
 #include "daemon/head/remote_nodes.h"
 #include "daemon/metrics/prometheus_text.h"
 #include "daemon/node/agent.h"
@@ -159,8 +160,14 @@ class JobManager : public WorkerPoolListener {
   const LatencyHistogram& checkpoint_commit_latency() const { return checkpoint_latency_; }
   const JobManagerOptions& options() const { return options_; }
 
+  // The ranks' progress of the job's active attempt (RankProgress::View, plus "attempt");
+  // null when none runs here or no rank has said anything.
+  nlohmann::json ProgressView(const std::string& job_id) const;
+
   // WorkerPoolListener
   void OnWorkerHello(const std::string& job_id, int attempt, int rank) override;
+  void OnWorkerProgress(const std::string& job_id, int attempt, int rank,
+                        const events::Progress& progress) override;
   void OnWorkerReport(const std::string& job_id, int attempt, int rank, int seq,
                       const nlohmann::json& metrics, const std::string& checkpoint) override;
   void OnWorkerExit(const WorkerExit& exit) override;
@@ -184,7 +191,12 @@ class JobManager : public WorkerPoolListener {
     double max_restart_backoff_s = 0;
     double time_limit_s = 0;      // the spec's run_config.time_limit_s (0: none)
     bool time_limit_hit = false;  // its stop was proposed
+    // Its ranks' progress (traintl_progress), and what was last logged of it.
+    std::unique_ptr<RankProgress> progress;
+    std::string progress_logged;
   };
+  // Logs stragglers and stalled collectives of the active attempts when they change.
+  void DiagnoseProgress();
   // Carries out what `a`'s tracker decided, then lets it end the attempt when none of its
   // workers lives any more.
   void Run(ActiveAttempt& a, AttemptTracker::Commands commands);

@@ -156,6 +156,15 @@ void HeadLink::EnqueueReport(const std::string& job_id, int attempt, int rank, i
            {"checkpoint", checkpoint}});
 }
 
+void HeadLink::EnqueueProgress(const std::string& job_id, int attempt, int rank,
+                               const events::Progress& progress) {
+  Enqueue({{"type", "progress"},
+           {"job_id", job_id},
+           {"attempt", attempt},
+           {"rank", rank},
+           {"progress", events::ProgressJson(progress)}});
+}
+
 void HeadLink::EnqueueExit(const WorkerExit& e, const std::string& log_tail) {
   json ev = {{"type", "exit"},
              {"job_id", e.job_id},

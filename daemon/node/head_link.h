@@ -41,6 +41,7 @@
 #include "daemon/node/worker_pool.h"
 #include "daemon/state/state_store.h"
 #include "proto/node_status.h"
+#include "proto/worker_events.h"
 
 namespace traintl {
 
@@ -96,6 +97,8 @@ class HeadLink {
   void EnqueueReport(const std::string& job_id, int attempt, int rank, int seq,
                      const nlohmann::json& metrics, const std::string& checkpoint);
   void EnqueueExit(const WorkerExit& e, const std::string& log_tail);
+  void EnqueueProgress(const std::string& job_id, int attempt, int rank,
+                       const events::Progress& progress);
 
  private:
   void Enqueue(nlohmann::json event);

@@ -404,6 +404,8 @@ void WorkerPool::HandleMessage(const std::shared_ptr<Worker>& w, const std::stri
   } else if (const auto* report = std::get_if<events::Report>(&*event)) {
     listener_->OnWorkerReport(w->job_id, w->attempt, w->rank, report->seq, report->metrics,
                               report->checkpoint);
+  } else if (const auto* progress = std::get_if<events::Progress>(&*event)) {
+    listener_->OnWorkerProgress(w->job_id, w->attempt, w->rank, *progress);
   } else if (auto* done = std::get_if<events::Done>(&*event)) {
     w->exit.done_seen = true;
     w->exit.done_ok = done->ok;

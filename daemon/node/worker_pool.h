@@ -141,6 +141,9 @@ class WorkerPoolListener {
   virtual void OnWorkerReport(const std::string& job_id, int attempt, int rank, int seq,
                               const nlohmann::json& metrics, const std::string& checkpoint) = 0;
   virtual void OnWorkerExit(const WorkerExit& exit) = 0;
+  // The rank's training progress (proto/worker_events.h Progress). Default: ignored.
+  virtual void OnWorkerProgress(const std::string& job_id, int attempt, int rank,
+                                const events::Progress& progress) {}
 };
 
 class WorkerPool {

@@ -27,6 +27,7 @@
 #include <torch/csrc/autograd/engine.h>
 
 #include "traintl/torch.h"
+#include "worker/torch/progress.h"
 
 namespace traintl {
 namespace torch {
@@ -175,6 +176,7 @@ class GradientSynchronizer : public std::enable_shared_from_this<GradientSynchro
         }
       }
     }
+    detail::StepDone();
   }
 
   std::mutex mu_;

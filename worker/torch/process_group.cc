@@ -23,6 +23,7 @@
 #include "traintl/torch.h"
 #include "traintl/train.h"
 #include "worker/torch/nccl_group.h"
+#include "worker/torch/progress.h"
 #include "worker/torch/runtime.h"
 #include "worker/torch/store.h"
 
@@ -220,13 +221,16 @@ class C10dWork final : public Work {
   void wait() override {
     if (done_) return;
     done_ = true;
+    WaitBegins();
     for (auto& w : works_) {
       try {
         w->wait();
       } catch (const std::exception& e) {
+        WaitEnds();
         throw CollectiveError(what_ + " failed: " + e.what());
       }
     }
+    WaitEnds();
     ::torch::NoGradGuard no_grad;
     for (auto& g : groups_) {
       if (op_ == ReduceOp::kAvg) g.buffer.div_(world_size_);
@@ -312,6 +316,7 @@ class C10dProcessGroup final : public ProcessGroup {
 
   template <typename Fn>
   c10::intrusive_ptr<c10d::Work> Launch(const char* what, Fn&& fn) {
+    CollectiveEntered();
     try {
       return fn();
     } catch (const std::exception& e) {

@@ -139,6 +139,17 @@ typedef struct traintl_dataset_api {
 #define TRAINTL_DATASET_API_HAS(api, field) \
   ((api)->struct_size >= offsetof(traintl_dataset_api, field) + sizeof((api)->field))
 
+/* The rank's training progress (traintl_host_api.progress): the LibTorch integration fills
+ * it at every gradient synchronization and collective, so the head can name a straggler
+ * or the rank a stalled collective waits for. */
+typedef struct traintl_progress {
+  uint64_t steps;          /* training steps completed */
+  double step_s;           /* the latest step's wall time, seconds */
+  double busy_s;           /* ... of which not spent waiting for peers */
+  uint64_t collective_seq; /* collectives entered so far */
+  int in_collective;       /* non-zero while waiting in collective collective_seq */
+} traintl_progress;
+
 typedef struct traintl_host_api {
   /* sizeof(traintl_host_api) as compiled by the host. A library reads a field only when
    * TRAINTL_HOST_API_HAS(api, field) holds. */
@@ -172,6 +183,10 @@ typedef struct traintl_host_api {
 
   /* Appended in the datasets release; NULL when the host serves no datasets. */
   const traintl_dataset_api* datasets;
+
+  /* Appended in the observability release. Records the rank's progress; cheap (the host
+   * keeps the numbers and sends them on its own thread). */
+  void (*progress)(void* host, const traintl_progress* progress);
 } traintl_host_api;
 
 /* True when the host's struct contains `field` (it may be older than the library). */
