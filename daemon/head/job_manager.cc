@@ -400,6 +400,8 @@ void JobManager::LaunchCommitted(const std::string& job_id, const JobRecord& job
   ActiveAttempt& a = it->second;
   Run(a, a.tracker.OnLaunched(is_head_ && !shutting_down_));
   if (a.tracker.end_proposed()) return;
+  // A waiting job took its resources: whoever queues the next one may do so now.
+  if (listener_ != nullptr) listener_->OnJobStarted(job_id);
   AttemptBasics basics;
   basics.attempt = a.attempt();
   basics.world_size = a.tracker.world_size();

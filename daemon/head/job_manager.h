@@ -101,6 +101,7 @@ class JobEventListener {
   virtual ~JobEventListener() = default;
   virtual void OnJobReported(const std::string& job_id) = 0;  // a report committed
   virtual void OnJobEnded(const std::string& job_id) = 0;     // the job reached an end state
+  virtual void OnJobStarted(const std::string& job_id) {}     // an attempt was launched
 };
 
 // The spec's policies the FSM applies, as stored with the job.

@@ -137,6 +137,9 @@ void TuneController::OnJobReported(const std::string& job_id) {
 
 void TuneController::OnJobEnded(const std::string& job_id) { OnJobReported(job_id); }
 
+// The trial job that waited started: the next one may be queued (one waits at a time).
+void TuneController::OnJobStarted(const std::string& job_id) { OnJobReported(job_id); }
+
 Result<std::unique_ptr<TuneController::Live>> TuneController::Load(
     const ExperimentRecord& e) const {
   auto spec = tune::ParseTuneSpec(ParsedOr(e.spec, json()));

@@ -86,6 +86,7 @@ class TuneController : public JobEventListener {
   // JobEventListener
   void OnJobReported(const std::string& job_id) override;
   void OnJobEnded(const std::string& job_id) override;
+  void OnJobStarted(const std::string& job_id) override;
 
   // The message of jobs a user's experiment stop ended (Resume continues them).
   static constexpr const char* kStoppedWithExperiment = "the experiment was stopped";
