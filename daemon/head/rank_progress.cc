@@ -146,7 +146,7 @@ std::string RankProgress::Summary(TimePoint now, const std::vector<std::string>&
     for (int r : s->lagging)
       lagging += (lagging.empty() ? "" : ", ") + std::to_string(r) + " (" + NodeOf(nodes, r) + ")";
     out = "collective " + std::to_string(s->collective) + " stalled: rank(s) " +
-          RankList(s->waiting) + " wait for rank(s) " + lagging + ", which have not entered it";
+          RankList(s->waiting) + " wait for rank(s) " + lagging + ", which are not in it";
   }
   for (const auto& s : Stragglers()) {
     if (!out.empty()) out += "; ";
