@@ -157,9 +157,11 @@ const std::vector<VerbDef>& Verbs() {
       {"checkpoints", "JOB", "list a job's retained checkpoints, oldest first",
        "The latest committed checkpoint (the one a restart resumes from) is marked *.\n", 1, 1,
        NoOptions, AssignJob},
-      {"metrics", "JOB [--plot FILE [--metric NAME[,NAME..]]]",
+      {"metrics", "JOB [--rank N[,M..] | --all-ranks] [--plot FILE [--metric NAME[,NAME..]]]",
        "show the metrics a job reported (rank 0), and the latest; or plot them",
-       "Prints rank 0's reports, every attempt's, and the latest metrics. With --plot, draws\n"
+       "Prints rank 0's reports, every attempt's, and the latest metrics; --rank or\n"
+       "--all-ranks print those ranks' latest reports as the head keeps them (1000 per rank)\n"
+       "instead. With --plot, draws\n"
        "them instead to FILE (.svg or .png): one panel per metric, stacked, each with a curve\n"
        "per rank and attempt (rank 0 thick, the other ranks thin) against the seconds since\n"
        "the job's first report, and a dashed line where each restart's attempt began. The\n"
@@ -173,7 +175,10 @@ const std::vector<VerbDef>& Verbs() {
                           "draw the metrics to FILE, an .svg or .png, instead of printing them")(
              "metric", po::value<std::vector<std::string>>()->value_name("NAME[,NAME..]"),
              "with --plot: the metrics to draw, in this order (default: every numeric one but "
-             "bookkeeping)");
+             "bookkeeping)")("rank", po::value<std::string>()->value_name("N[,M..]"),
+                             "these ranks' reports")("all-ranks",
+                                                     po::bool_switch(&cl->metrics.all_ranks),
+                                                     "every rank's reports, not only rank 0's");
        },
        AssignJob},
   };
@@ -336,6 +341,7 @@ Result<CommandLine> ParseCommandLine(const std::vector<std::string>& args) {
         if (!ranks.ok())
           return Status::InvalidArgument("--rank must be " + ranks.status().message());
         cl.logs.ranks = std::move(*ranks);
+        cl.metrics.ranks = cl.logs.ranks;  // --rank of `metrics`
       }
       if (vm.count("since")) {
         if (Result<int64_t> since = ParseSince(cl.logs.since, 0); !since.ok())
@@ -372,6 +378,9 @@ Result<CommandLine> ParseCommandLine(const std::vector<std::string>& args) {
             start = comma + 1;
           }
         }
+      }
+      if (vm.count("rank") && cl.metrics.all_ranks) {
+        return Status::InvalidArgument("--rank and --all-ranks exclude each other");
       }
       if (vm.count("limit") && cl.list.all) {
         return Status::InvalidArgument("--limit and --all exclude each other");

@@ -67,6 +67,8 @@ struct TuneOptions {
 struct MetricsOptions {
   std::string plot;                  // --plot FILE: .svg or .png; "" = print the table
   std::vector<std::string> metrics;  // --metric NAME[,NAME..]: the panels; empty = default
+  std::vector<int> ranks;            // --rank N[,M..]: these ranks' reports; empty = rank 0's
+  bool all_ranks = false;            // --all-ranks: every rank's reports
 };
 
 struct CommandLine {

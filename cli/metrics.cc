@@ -1,6 +1,11 @@
 // `traintl metrics JOB`: the history of rank 0's reports, and the latest; with --plot, a
 // picture of every rank's curves (cli/plot.h).
 
+#include <algorithm>
+#include <cstdlib>
+#include <utility>
+#include <vector>
+
 #include "cli/exit_codes.h"
 #include "cli/format.h"
 #include "cli/plot.h"
@@ -32,10 +37,44 @@ std::string FormatMetricsReport(const nlohmann::json& metrics) {
   return out;
 }
 
+std::string FormatRankMetrics(const nlohmann::json& metrics) {
+  const auto& ranks = JsonField(metrics, "ranks");
+  Table table({"RANK", "ATTEMPT", "SEQ", "TIME", "METRICS"});
+  for (size_t i = 0; i < 3; ++i) table.AlignRight(i);
+  if (ranks.is_object()) {
+    // By rank number, not the keys' text order ("10" < "2").
+    std::vector<std::pair<int, const nlohmann::json*>> order;
+    for (auto it = ranks.begin(); it != ranks.end(); ++it)
+      order.emplace_back(std::atoi(it.key().c_str()), &*it);
+    std::sort(order.begin(), order.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (const auto& [rank, reports] : order) {
+      for (const auto& h : *reports) {
+        table.AddRow({std::to_string(rank), std::to_string(JsonInt(h, "attempt").value_or(0)),
+                      std::to_string(JsonInt(h, "seq").value_or(0)), FormatTime(JsonInt(h, "time")),
+                      FormatMetrics(JsonField(h, "metrics"))});
+      }
+    }
+  }
+  if (table.num_rows() == 0)
+    return "no reports of these ranks kept (the head keeps them in memory)\n";
+  return table.Render();
+}
+
 int RunMetrics(const std::string& job, CliContext& ctx, const MetricsOptions& options) {
+  // Every rank's reports (or the chosen ones') come from the head's memory: ?ranks=.
+  std::string ranks;
+  if (options.all_ranks || (!options.plot.empty() && options.ranks.empty())) {
+    ranks = "all";
+  } else {
+    for (int r : options.ranks) ranks += (ranks.empty() ? "" : ",") + std::to_string(r);
+  }
+  const std::string target = JobPath(job, "/metrics") + (ranks.empty() ? "" : "?ranks=" + ranks);
   if (options.plot.empty()) {
-    return GetAndShow(ctx, JobPath(job, "/metrics"),
-                      [&](const nlohmann::json& body) { return FormatMetricsReport(body); });
+    const bool per_rank = !ranks.empty();
+    return GetAndShow(ctx, target, [per_rank](const nlohmann::json& body) {
+      return per_rank ? FormatRankMetrics(body) : FormatMetricsReport(body);
+    });
   }
   Result<PlotFormat> format = PlotFormatForPath(options.plot);
   if (!format.ok()) {
@@ -43,7 +82,7 @@ int RunMetrics(const std::string& job, CliContext& ctx, const MetricsOptions& op
     return kExitUsage;
   }
   HttpRequest request;
-  request.target = JobPath(job, "/metrics");
+  request.target = target;
   ApiResult answer = CallJson(ctx, request);
   if (!answer.ok()) return answer.exit_code;
   // Errors name the job as the daemon resolved it, else as given.

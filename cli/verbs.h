@@ -81,6 +81,8 @@ std::string FormatCheckpointTable(const nlohmann::json& checkpoints);
 int RunMetrics(const std::string& job, CliContext& ctx,
                const MetricsOptions& options = MetricsOptions());
 std::string FormatMetricsReport(const nlohmann::json& metrics);
+// The per-rank table of a metrics answer with "ranks" (?ranks=), by rank then time.
+std::string FormatRankMetrics(const nlohmann::json& metrics);
 
 // Dispatches a parsed command line (not --help/--version) to its verb.
 int RunVerb(const CommandLine& command_line, CliContext& ctx);

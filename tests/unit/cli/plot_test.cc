@@ -348,7 +348,8 @@ TEST_CASE("metrics --plot writes the file and says so") {
   MetricsOptions options;
   options.plot = dir.path() + "/m.png";
   REQUIRE(RunMetrics("3f", t.ctx, options) == kExitOk);
-  CHECK(client.requests.at(0).target == "/v1/jobs/3f/metrics");
+  // --plot draws every rank: it asks for their reports too.
+  CHECK(client.requests.at(0).target == "/v1/jobs/3f/metrics?ranks=all");
   CHECK(t.out.str() == "wrote " + options.plot + " (12 points, 2 metrics)\n");
   Result<std::string> png = traintl::ReadFile(options.plot);
   REQUIRE(png.ok());
@@ -372,4 +373,24 @@ TEST_CASE("metrics --plot writes the file and says so") {
   options.plot = dir.path() + "/missing/m.svg";
   CHECK(RunMetrics("3f", t4.ctx, options) == kExitUsage);
   CHECK_THAT(t4.err.str(), Catch::Contains("cannot write " + options.plot));
+}
+
+TEST_CASE("metrics --rank and --all-ranks print the chosen ranks' reports") {
+  auto parsed = ParseCommandLine({"metrics", "3f", "--rank", "2,0"});
+  REQUIRE(parsed.ok());
+  CHECK(parsed->metrics.ranks == std::vector<int>{0, 2});
+  CHECK_FALSE(ParseCommandLine({"metrics", "3f", "--rank", "1", "--all-ranks"}).ok());
+  nlohmann::json answer = {
+      {"job_id", "3f"},
+      {"latest", nlohmann::json::object()},
+      {"history", nlohmann::json::array()},
+      {"ranks",
+       {{"10", {{{"attempt", 1}, {"seq", 0}, {"time", 0}, {"metrics", {{"loss", 0.5}}}}}},
+        {"2", {{{"attempt", 2}, {"seq", 3}, {"time", 0}, {"metrics", {{"loss", 0.25}}}}}}}}};
+  std::string table = FormatRankMetrics(answer);
+  INFO(table);
+  // Ranks by number: 2 before 10.
+  CHECK(table.find("loss=0.25") < table.find("loss=0.5"));
+  CHECK(table.find("RANK") == 0);
+  CHECK(FormatRankMetrics({{"ranks", nlohmann::json::object()}}).find("no reports") == 0);
 }
