@@ -1,6 +1,7 @@
 #include "worker/worker_host.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -27,7 +28,10 @@ WorkerHost::WorkerHost(RankContext context, AgentChannel* channel)
   api_.should_stop = &WorkerHost::ShouldStop;
   api_.log = &WorkerHost::Log;
   api_.datasets = datasets_.api();
-  api_.progress = &WorkerHost::ProgressThunk;
+  // TRAINTL_PROGRESS=0 in a job's env turns progress off (bench/progress measures its cost).
+  const char* progress = std::getenv("TRAINTL_PROGRESS");
+  if (progress == nullptr || std::string(progress) != "0")
+    api_.progress = &WorkerHost::ProgressThunk;
 }
 
 WorkerHost::~WorkerHost() {

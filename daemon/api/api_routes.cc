@@ -82,6 +82,18 @@ int HttpStatusFor(const Status& st) {
   }
 }
 
+bool ReadSubmissionId(const json& body, const ResponderPtr& res, std::string* out) {
+  auto it = body.find("submission_id");
+  if (it == body.end()) return true;
+  if (!it->is_string() || it->get<std::string>().size() > 128) {
+    res->SendError(400, "submission_id: must be a string of at most 128 chars",
+                   {{"field", "submission_id"}});
+    return false;
+  }
+  *out = it->get<std::string>();
+  return true;
+}
+
 bool ResolveJobCode(const ApiContext& ctx, const json& body, const JobSpec& spec,
                     const ResponderPtr& res, std::string* sha256, std::string* path_out) {
   // The job's code blob: the library, or a python or command job's packed working_dir.
@@ -208,15 +220,7 @@ void HandleSubmit(const ApiContext& ctx, const Request& req, const ResponderPtr&
   }
   JobManager::Submission sub;
   if (!ResolveJobCode(ctx, body, *spec, res, &sub.library_sha256, &sub.library_path)) return;
-  if (body.contains("submission_id")) {
-    if (!body["submission_id"].is_string() ||
-        body["submission_id"].get<std::string>().size() > 128) {
-      res->SendError(400, "submission_id: must be a string of at most 128 chars",
-                     {{"field", "submission_id"}});
-      return;
-    }
-    sub.submission_id = body["submission_id"].get<std::string>();
-  }
+  if (!ReadSubmissionId(body, res, &sub.submission_id)) return;
   sub.spec = std::move(*spec);
   ctx.jobs->Submit(std::move(sub), [res](Result<std::string> id) {
     if (!id.ok()) {

@@ -67,6 +67,10 @@ void RegisterMetricsRoute(http::Router& router, const ApiContext& ctx);
 void RegisterTuneRoutes(const ApiContext& ctx, const AddRoute& add);
 // The HTTP status of an expected failure (400, 404, 409, 503, 507, else 500).
 int HttpStatusFor(const Status& st);
+// The request body's optional "submission_id" (the idempotency key of a submission) into
+// *out; answers 400 and returns false when it is not a string of at most 128 chars.
+bool ReadSubmissionId(const nlohmann::json& body, const std::shared_ptr<http::Responder>& res,
+                      std::string* out);
 // The code a submitted spec runs, from the request body's library_sha256 or
 // working_dir_sha256 (a stored blob) or the spec's absolute library path. Answers 400
 // naming the field and returns false when the body or spec do not add up.

@@ -212,15 +212,7 @@ void HandleCreate(const ApiContext& ctx, const Request& req, const ResponderPtr&
   }
   TuneController::Creation c;
   if (!ResolveJobCode(ctx, body, *trainer, res, &c.library_sha256, &c.library_path)) return;
-  if (body.contains("submission_id")) {
-    if (!body["submission_id"].is_string() ||
-        body["submission_id"].get<std::string>().size() > 128) {
-      res->SendError(400, "submission_id: must be a string of at most 128 chars",
-                     {{"field", "submission_id"}});
-      return;
-    }
-    c.submission_id = body["submission_id"].get<std::string>();
-  }
+  if (!ReadSubmissionId(body, res, &c.submission_id)) return;
   c.name = trainer->name;
   c.spec = std::move(*spec);
   const std::string remote = req.remote;
