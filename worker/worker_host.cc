@@ -28,10 +28,10 @@ WorkerHost::WorkerHost(RankContext context, AgentChannel* channel)
   api_.should_stop = &WorkerHost::ShouldStop;
   api_.log = &WorkerHost::Log;
   api_.datasets = datasets_.api();
-  // TRAINTL_PROGRESS=0 in a job's env turns progress off (bench/progress measures its cost).
-  const char* progress = std::getenv("TRAINTL_PROGRESS");
-  if (progress == nullptr || std::string(progress) != "0")
-    api_.progress = &WorkerHost::ProgressThunk;
+  // NO_TRAINTL_PROGRESS=1 in a job's env turns progress off (bench/progress measures its
+  // cost; TRAINTL_* names are the runtime's).
+  const char* off = std::getenv("NO_TRAINTL_PROGRESS");
+  if (off == nullptr || std::string(off) != "1") api_.progress = &WorkerHost::ProgressThunk;
 }
 
 WorkerHost::~WorkerHost() {

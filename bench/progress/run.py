@@ -2,7 +2,7 @@
 """What per-rank progress (steps and collectives reported to the head) costs a DDP loop.
 
 Runs tests/e2e/libs' libtest_ddp.so (real LibTorch DDP over Gloo, a small linear model) as
-a job of --workers ranks for --steps steps, with progress on and off (TRAINTL_PROGRESS=0 in
+a job of --workers ranks for --steps steps, with progress on and off (NO_TRAINTL_PROGRESS=1 in
 the job's env), alternating, --rounds times each, against one daemon. Steps/s of a run: its
 reports' daemon timestamps, from the first report after --warmup steps to the last. Prints
 each run and the ratio of the medians (target: on/off >= 0.99, i.e. <= 1 % overhead).
@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 
 
@@ -53,13 +54,16 @@ def main():
                 f"http://{address}{path}", method=method,
                 data=json.dumps(body).encode() if body is not None else None,
                 headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
-            with urllib.request.urlopen(req, timeout=30) as r:
-                return json.loads(r.read() or b"{}")
+            try:
+                with urllib.request.urlopen(req, timeout=30) as r:
+                    return json.loads(r.read() or b"{}")
+            except urllib.error.HTTPError as e:
+                raise SystemExit(f"{method} {path}: {e.code} {e.read().decode(errors='replace')}")
 
         def run(progress):
             env = {"OMP_NUM_THREADS": "1"}
             if not progress:
-                env["TRAINTL_PROGRESS"] = "0"
+                env["NO_TRAINTL_PROGRESS"] = "1"
             spec = {"name": "bench-progress", "entrypoint": {"library": lib},
                     "train_loop_config": {"steps": a.steps, "report_every": 100},
                     "scaling_config": {"num_workers": a.workers}, "env": env}
