@@ -184,6 +184,7 @@ void TuneController::Pass(const std::string& experiment_id) {
     slot = std::move(*loaded);
   }
   Live& live = *slot;
+  if (live.failed) return;
   if (live.updating) {
     live.pass_again = true;
     return;
@@ -319,7 +320,9 @@ void TuneController::Pass(const std::string& experiment_id) {
       ++running;
       if (!live.submitting.count(t.index)) {
         json jobs = ParsedOr(t.jobs, json::array());
-        SubmitTrialJob(*e, live, t.index, next_config, static_cast<int>(jobs.size()), restore_job);
+        if (!SubmitTrialJob(*e, live, t.index, next_config, static_cast<int>(jobs.size()),
+                            restore_job))
+          return;
         ++waiting;
       }
       continue;
@@ -360,7 +363,8 @@ void TuneController::Pass(const std::string& experiment_id) {
          (config.max_concurrent_trials == 0 || running < config.max_concurrent_trials) &&
          live.scheduler->CanAddTrial()) {
     const int index = live.next_index++;
-    SubmitTrialJob(*e, live, index, live.spec.space.TrialConfig(e->seed, index), 0, "");
+    if (!SubmitTrialJob(*e, live, index, live.spec.space.TrialConfig(e->seed, index), 0, ""))
+      return;
     ++running;
     ++waiting;
   }
@@ -388,7 +392,7 @@ void TuneController::Pass(const std::string& experiment_id) {
     jobs_->Stop(stops[i], stop_reasons[i], [](Result<std::string>) {});
 }
 
-void TuneController::SubmitTrialJob(const ExperimentRecord& e, Live& live, int index,
+bool TuneController::SubmitTrialJob(const ExperimentRecord& e, Live& live, int index,
                                     const json& config, int generation,
                                     const std::string& restore_job) {
   const std::string name = TrialName(e.name, index);
@@ -397,8 +401,9 @@ void TuneController::SubmitTrialJob(const ExperimentRecord& e, Live& live, int i
     if (Status feasible = jobs_->CheckFeasible(*spec); !feasible.ok()) spec = feasible;
   }
   if (!spec.ok()) {
+    live.failed = true;
     Fail(e.id, name + ": " + spec.status().message());
-    return;
+    return false;
   }
   JobManager::Submission sub;
   sub.spec = std::move(*spec);
@@ -426,6 +431,7 @@ void TuneController::SubmitTrialJob(const ExperimentRecord& e, Live& live, int i
     }
     PassSoon(id);
   });
+  return true;
 }
 
 void TuneController::Record(const std::string& experiment_id, Live& live,
@@ -455,7 +461,11 @@ void TuneController::Fail(const std::string& experiment_id, const std::string& m
   up.experiment_id = experiment_id;
   up.state = kJobFailed;
   up.message = message;
-  live_.erase(experiment_id);
+  if (auto it = live_.find(experiment_id); it != live_.end()) it->second->failed = true;
+  asio::post(io_, [this, experiment_id] {
+    auto it = live_.find(experiment_id);
+    if (it != live_.end() && it->second->failed) live_.erase(it);
+  });
   log_->Propose(cmd::Encode(std::move(up)), [this, experiment_id](Result<json> r) {
     if (!r.ok()) return;
     for (const auto& t : store_->ListTrials(experiment_id)) {

@@ -104,6 +104,7 @@ class TuneController : public JobEventListener {
     std::map<int, int64_t> files_written;  // trial -> results in its files
     bool updating = false;                 // an update_experiment is in flight
     bool pass_again = false;               // an event came while it was
+    bool failed = false;                   // Fail() was called: drive it no further
   };
 
   // Builds the Live of a RUNNING experiment from its record; InvalidArgument when its
@@ -114,12 +115,15 @@ class TuneController : public JobEventListener {
   void PassAll();
   void Pass(const std::string& experiment_id);
   // Creates trial `index` (generation 0) or continues it in a new job restored from
-  // `restore_job`'s latest checkpoint with `config`.
-  void SubmitTrialJob(const ExperimentRecord& e, Live& live, int index,
+  // `restore_job`'s latest checkpoint with `config`. False when the trial's spec is refused:
+  // the experiment then fails (live.failed), and the caller stops driving it.
+  bool SubmitTrialJob(const ExperimentRecord& e, Live& live, int index,
                       const nlohmann::json& config, int generation, const std::string& restore_job);
   // Proposes update_experiment with the scheduler's state; the pass that follows its
   // commit sees what it recorded.
   void Record(const std::string& experiment_id, Live& live, cmd::UpdateExperiment update);
+  // Ends the experiment as FAILED. Its Live (if any) is only marked failed here and
+  // dropped later: the pass that called this still holds it.
   void Fail(const std::string& experiment_id, const std::string& message);
   void ArmTimer();
   // Rewrites a trial's result files off the io thread (they are fsynced, and rebuilt from
