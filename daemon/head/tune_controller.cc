@@ -319,6 +319,13 @@ void TuneController::Pass(const std::string& experiment_id) {
     if (!restore_job.empty() && !budget_over) {
       ++running;
       if (!live.submitting.count(t.index)) {
+        // Results the ended job reported after the decision that ended it (it trained on
+        // until the stop reached it) are not the continued trial's: the scheduler never
+        // sees them, or it would decide on the same stale numbers again.
+        if (live.fed[t.index] < count) {
+          live.fed[t.index] = count;
+          changed = true;
+        }
         json jobs = ParsedOr(t.jobs, json::array());
         if (!SubmitTrialJob(*e, live, t.index, next_config, static_cast<int>(jobs.size()),
                             restore_job))

@@ -81,8 +81,10 @@ void HyperBandScheduler::OnTrialAdd(const std::string& trial, const json& config
       completed_.count(trial) != 0) {
     return;
   }
-  if (cur_bracket_ < 0 ||
-      static_cast<int64_t>(brackets_[cur_bracket_].live.size()) >= brackets_[cur_bracket_].n) {
+  // Filled by the trials that joined it, not those still live: with trials added as they
+  // start, a bracket's first trials may end before its last joins (Ray adds every trial
+  // up front, so for it the two counts agree).
+  if (cur_bracket_ < 0 || brackets_[cur_bracket_].joined >= brackets_[cur_bracket_].n) {
     for (;;) {
       if (static_cast<int>(bands_[band_idx_].size()) == s_max_1_) {
         bands_.emplace_back();
@@ -105,6 +107,7 @@ void HyperBandScheduler::OnTrialAdd(const std::string& trial, const json& config
     }
   }
   brackets_[cur_bracket_].live.push_back({trial});
+  ++brackets_[cur_bracket_].joined;
   trial_bracket_[trial] = cur_bracket_;
 }
 
@@ -265,6 +268,7 @@ json HyperBandScheduler::SaveState() const {
                         {"r", b.r},
                         {"cumul_r", b.cumul_r},
                         {"halves", b.halves},
+                        {"joined", b.joined},
                         {"live", std::move(live)}});
   }
   json to_stop = json::array();
@@ -290,6 +294,7 @@ Status HyperBandScheduler::LoadState(const json& state) {
       b.r = jb.at("r").get<double>();
       b.cumul_r = jb.at("cumul_r").get<double>();
       b.halves = jb.at("halves").get<int>();
+      b.joined = jb.value("joined", static_cast<int64_t>(jb.at("live").size()));
       for (const json& jl : jb.at("live")) {
         Live l;
         l.trial = jl.at("trial").get<std::string>();

@@ -84,6 +84,8 @@ class HyperBandScheduler : public TrialScheduler {
     double r = 0;            // this stage's milestone (Ray's _r)
     double cumul_r = 0;      // the milestone results are compared with (Ray's _cumul_r)
     int halves = 0;          // halvings left
+    int64_t joined = 0;      // trials that ever joined: it is filled at n, even after some
+                             // ended (trials are added as they start, not all up front)
     std::vector<Live> live;  // in the order trials joined (Ray's dict order breaks ties)
   };
 

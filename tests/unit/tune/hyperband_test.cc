@@ -78,6 +78,24 @@ TEST_CASE("HyperBand fills brackets as Ray does: s = 0, 1, 2, then a new band",
   CHECK(Hb(d).Milestone(4) == 1);
 }
 
+TEST_CASE("HyperBand fills a bracket by the trials that joined it even after some ended",
+          "[tune][hyperband]") {
+  // The head adds trials as they start: bracket 0's first trials may be done before its
+  // last one is added, and the bracket must not take more than its 3 all the same.
+  auto s = Make();
+  auto& hb = Hb(s);
+  for (const char* t : {"t0", "t1", "t2"}) s->OnTrialAdd(t, json::object());
+  s->OnTrialResult("t0", R(9, 0.5));
+  s->OnTrialComplete("t0");
+  s->OnTrialAdd("t3", json::object());
+  CHECK(hb.BracketOf("t3") == 1);
+  // Saved and loaded, the count stays.
+  auto again = Make();
+  REQUIRE(again->LoadState(s->SaveState()).ok());
+  again->OnTrialAdd("t4", json::object());
+  CHECK(Hb(again).BracketOf("t4") == 1);
+}
+
 TEST_CASE("HyperBand pauses at the milestone, promotes the top 1/eta, stops the others",
           "[tune][hyperband]") {
   auto s = Make();
