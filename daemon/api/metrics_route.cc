@@ -105,6 +105,48 @@ std::string Render(const ApiContext& ctx) {
     }
   }
 
+  if (head) {
+    // Each rank's step timing (the head's view of the ranks: GET /v1/jobs/{job} progress).
+    std::vector<std::pair<const JobRecord*, json>> progress;
+    for (const auto& j : active) {
+      json view = ctx.jobs->ProgressView(j.id);
+      if (view.is_object()) progress.emplace_back(&j, std::move(view));
+    }
+    const std::pair<const char*, const char*> kRankSeries[] = {
+        {"steps", "traintl_rank_steps"},
+        {"step_s", "traintl_rank_step_seconds"},
+        {"busy_s", "traintl_rank_busy_seconds"}};
+    const char* kHelp[] = {"training steps a rank of an active job has completed",
+                           "a rank's latest step time",
+                           "a rank's latest step time not spent waiting for its peers"};
+    for (size_t k = 0; k < 3; ++k) {
+      out.Family(kRankSeries[k].second, "gauge", kHelp[k]);
+      for (const auto& [job, view] : progress) {
+        for (const auto& r : view.value("ranks", json::array())) {
+          auto v = r.find(kRankSeries[k].first);
+          if (v == r.end() || !v->is_number()) continue;
+          out.Sample(kRankSeries[k].second,
+                     {{"job_id", job->id},
+                      {"job_name", job->name},
+                      {"rank", std::to_string(r.value("rank", 0))},
+                      {"node", r.value("node", "")}},
+                     v->get<double>());
+        }
+      }
+    }
+    out.Family("traintl_rank_straggler", "gauge",
+               "a straggler's busy time per step over its peers' median (absent: none)");
+    for (const auto& [job, view] : progress) {
+      for (const auto& st : view.value("stragglers", json::array()))
+        out.Sample("traintl_rank_straggler",
+                   {{"job_id", job->id},
+                    {"job_name", job->name},
+                    {"rank", std::to_string(st.value("rank", 0))},
+                    {"node", st.value("node", "")}},
+                   st.value("slower", 0.0));
+    }
+  }
+
   if (ctx.raft != nullptr) {
     RaftNode::LogProgress p = ctx.raft->Progress();
     const LeaderInfo leader = ctx.raft->Leader();

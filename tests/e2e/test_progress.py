@@ -33,6 +33,13 @@ class ProgressTest(DaemonTestCase):
         p = d.cli("status", job_id, check=True)
         self.assertIn("Straggler:", p.stdout)
         self.assertIn("rank 1 on ", p.stdout)
+        # And in /metrics, per rank.
+        status, text = d.get("/metrics", raw=True)
+        text = text.decode()
+        self.assertIn(f'traintl_rank_straggler{{job_id="{job_id}",job_name="slow",rank="1"', text)
+        for rank in (0, 1, 2):
+            self.assertIn(f'traintl_rank_busy_seconds{{job_id="{job_id}",job_name="slow",'
+                          f'rank="{rank}"', text)
         wait_for(lambda: any("rank 1" in w and "straggler" in w for w in self.warnings()),
                  timeout=5, what="the straggler warning")
         d.cli("stop", job_id, "--wait", check=True)
