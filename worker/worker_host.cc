@@ -57,10 +57,15 @@ void WorkerHost::ProgressThunk(void* host, const traintl_progress* progress) {
 
 void WorkerHost::ProgressLoop() {
   std::unique_lock<std::mutex> l(progress_mu_);
+  auto last_sent = std::chrono::steady_clock::now();
   while (!progress_stop_) {
     progress_cv_.wait_for(l, kProgressInterval, [this] { return progress_stop_; });
-    if (progress_stop_ || !progress_changed_) continue;
+    if (progress_stop_) continue;
+    const auto now = std::chrono::steady_clock::now();
+    const bool resend = progress_.in_collective && now - last_sent >= kWaitingResend;
+    if (!progress_changed_ && !resend) continue;
     progress_changed_ = false;
+    last_sent = now;
     events::Progress p;
     p.steps = static_cast<int64_t>(progress_.steps);
     p.step_s = progress_.step_s;

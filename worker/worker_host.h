@@ -51,6 +51,10 @@ class WorkerHost {
   static constexpr size_t kMaxUnackedReports = 16;
   // How often progress (traintl_host_api.progress) is sent, when it changed.
   static constexpr std::chrono::milliseconds kProgressInterval{250};
+  // While the rank waits in a collective it is sent again this often, unchanged but for
+  // waiting_s: a rank that stops sending (SIGSTOP, a hung process) then stands out from
+  // the ones that wait for it.
+  static constexpr std::chrono::milliseconds kWaitingResend{1000};
 
   ~WorkerHost();
 

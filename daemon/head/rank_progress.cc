@@ -102,7 +102,17 @@ std::optional<RankProgress::Stall> RankProgress::Stalled(TimePoint now) const {
     if (r.last.collective_seq < top || !r.last.in_collective)
       s.lagging.push_back(static_cast<int>(i));
   }
-  if (s.lagging.empty()) return std::nullopt;  // every rank waits: the network, not a rank
+  if (s.lagging.empty()) {
+    // Every rank says it waits in `top`: the silent ones (frozen while waiting) are those
+    // the others wait for, provided some waiting rank still speaks.
+    std::vector<int> speaking, silent;
+    for (int i : s.waiting)
+      (Seconds(now - ranks_[static_cast<size_t>(i)].received) > kSilentS ? silent : speaking)
+          .push_back(i);
+    if (silent.empty() || speaking.empty()) return std::nullopt;  // the network, not a rank
+    s.waiting = std::move(speaking);
+    s.lagging = std::move(silent);
+  }
   return s;
 }
 

@@ -11,6 +11,9 @@
 //   entered K (or, all having entered it, those not waiting in it: stopped mid-way) are
 //   the ones named as lagging. A rank stopped by SIGSTOP sends nothing more; its last
 //   word is exactly what tells it apart.
+//   One frozen while it waited in K too looks like the others but for its silence: a
+//   waiting rank repeats its progress every second, so a waiting rank not heard of for
+//   kSilentS while another waiting one was is the one they wait for.
 //
 // Pure: times are passed in. Thread-safety: not thread-safe (the JobManager's io thread).
 #pragma once
@@ -36,6 +39,7 @@ class RankProgress {
   static constexpr double kSlower = 1.5;      // x the peers' median
   static constexpr double kMinStallS = 2.0;   // a wait shorter than this is no stall
   static constexpr double kStallSteps = 3.0;  // ... nor one within 3 median step times
+  static constexpr double kSilentS = 2.5;     // a waiting rank repeats itself every 1 s
 
   explicit RankProgress(int world_size) : ranks_(static_cast<size_t>(world_size)) {}
 

@@ -329,3 +329,20 @@ TEST_CASE("Summary joins a stall and a straggler") {
         "1 (node-b) is a straggler: 3.0x the others' busy time per step "
         "(300 ms vs 100 ms)");
 }
+
+TEST_CASE("a rank frozen while waiting in the collective is named by its silence") {
+  RankProgress rp(3);
+  // All three entered collective 7 and wait; ranks 0 and 2 repeat it every second,
+  // rank 1 (stopped by SIGSTOP inside its wait) said it once.
+  for (int r = 0; r < 3; ++r) rp.Update(r, InCollective(7, true, 0.0), At(10));
+  for (double t = 11; t <= 14; t += 1) {
+    rp.Update(0, InCollective(7, true, t - 10), At(t));
+    rp.Update(2, InCollective(7, true, t - 10), At(t));
+  }
+  auto stall = rp.Stalled(At(14));
+  REQUIRE(stall.has_value());
+  CHECK(stall->lagging == std::vector<int>{1});
+  CHECK(stall->waiting == std::vector<int>{0, 2});
+  // Everyone silent (the head lost touch, or all froze): nobody is singled out.
+  CHECK_FALSE(rp.Stalled(At(30)).has_value());
+}
