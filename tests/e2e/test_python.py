@@ -414,5 +414,34 @@ def train_fn(config):
         self.assertIn("command not found", self.cli_in(self.tmp, "status", job_id).stdout)
 
 
+class PythonTuneTest(PythonTestCase):
+    def test_tune_runs_a_python_training_function_per_trial(self):
+        # `traintl tune` ships the trainer's working_dir as `submit` does; each trial's
+        # function gets its own train_loop_config.
+        module = """from traintl import train
+
+
+def train_fn(config):
+    for epoch in range(3):
+        train.report({"loss": config["scale"] / (epoch + 1), "epoch": epoch})
+"""
+        d = self.write_dir("tune_py", {"train.py": module})
+        spec = {"trainer": python_spec("pytune", "train:train_fn", workers=1,
+                                       train_loop_config={"scale": 1.0}),
+                "param_space": {"train_loop_config": {"scale": {"grid_search": [3.0, 1.0]}}},
+                "tune_config": {"metric": "loss", "mode": "min", "max_concurrent_trials": 2}}
+        with open(os.path.join(d, "tune.json"), "w") as f:
+            json.dump(spec, f)
+        p = self.cli_in(d, "tune", "tune.json", "--wait", timeout=SUBMIT_TIMEOUT_S)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        status, exp = self.daemon.get("/v1/tune/pytune")
+        self.assertEqual(exp["state"], "SUCCEEDED", exp)
+        self.assertEqual(exp["best_trial"]["config"]["train_loop_config"]["scale"], 1.0)
+        for t in exp["trials"]:
+            self.assertEqual(t["iterations"], 3, t)
+            scale = t["config"]["train_loop_config"]["scale"]
+            self.assertAlmostEqual(t["last"], scale / 3)
+
+
 if __name__ == "__main__":
     main()
