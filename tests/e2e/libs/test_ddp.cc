@@ -30,7 +30,8 @@ void train_loop(const nlohmann::json& config) {
   const std::string pid_dir = config.value("pid_dir", "");
   const auto ctx = traintl::get_context();
   const int rank = ctx.world_rank();
-  if (!pid_dir.empty()) std::ofstream(pid_dir + "/rank_" + std::to_string(rank) + ".pid") << getpid();
+  if (!pid_dir.empty())
+    std::ofstream(pid_dir + "/rank_" + std::to_string(rank) + ".pid") << getpid();
 
   torch::manual_seed(rank);
   auto model = traintl::torch::prepare_model(torch::nn::Linear(64, 8));
