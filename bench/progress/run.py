@@ -10,17 +10,13 @@ each run and the ratio of the medians (target: on/off >= 0.99, i.e. <= 1 % overh
 Usage: bench/progress/run.py [--build build] [--rounds 5] [--steps 3000] [--workers 2]
 """
 import argparse
-import json
 import os
-import shutil
-import signal
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
-import urllib.error
-import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "startup"))
+from benchlib import Daemon  # noqa: E402
 
 
 def main():
@@ -33,32 +29,15 @@ def main():
     a = ap.parse_args()
     build = os.path.abspath(a.build)
     lib = os.path.join(build, "tests/e2e/libs/libtest_ddp.so")
-    data = tempfile.mkdtemp(prefix="traintl-bench-progress-")
-    daemon = subprocess.Popen(
-        [os.path.join(build, "bin/traintld"), "--data-dir", data, "--api-address", "127.0.0.1:0",
-         "--raft-address", "127.0.0.1:0", "--num-cpus", str(a.workers)],
-        stdout=open(os.path.join(data, "daemon.log"), "wb"), stderr=subprocess.STDOUT,
-        start_new_session=True)
+    daemon = Daemon(os.path.join(build, "bin"), num_cpus=a.workers)
     try:
-        addr_file = os.path.join(data, "api_address")
-        for _ in range(200):
-            if os.path.exists(addr_file):
-                break
-            time.sleep(0.05)
-        time.sleep(0.5)
-        address = open(addr_file).read().strip()
-        token = open(os.path.join(data, "token")).read().strip()
+        daemon.start()
 
         def call(method, path, body=None):
-            req = urllib.request.Request(
-                f"http://{address}{path}", method=method,
-                data=json.dumps(body).encode() if body is not None else None,
-                headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
-            try:
-                with urllib.request.urlopen(req, timeout=30) as r:
-                    return json.loads(r.read() or b"{}")
-            except urllib.error.HTTPError as e:
-                raise SystemExit(f"{method} {path}: {e.code} {e.read().decode(errors='replace')}")
+            status, answer = daemon.request(method, path, body)
+            if status // 100 != 2:
+                raise SystemExit(f"{method} {path}: {status} {answer}")
+            return answer
 
         def run(progress):
             env = {"OMP_NUM_THREADS": "1"}
@@ -94,13 +73,7 @@ def main():
         print(f"per-round on/off: {', '.join(f'{r:.3f}' for r in per_round)}; "
               f"median {statistics.median(per_round):.3f}")
     finally:
-        daemon.send_signal(signal.SIGTERM)
-        try:
-            daemon.wait(20)
-        except subprocess.TimeoutExpired:
-            daemon.kill()
-        shutil.rmtree(data, ignore_errors=True)
-
+        daemon.stop()
 
 if __name__ == "__main__":
     sys.exit(main())
