@@ -14,6 +14,7 @@
 #include "common/fs_identity.h"
 #include "common/logging.h"
 #include "daemon/api/api_routes.h"
+#include "daemon/api/dashboard_routes.h"
 #include "daemon/api/head_forwarder.h"
 #include "daemon/api/internal_routes.h"
 #include "daemon/consensus/raft_node.h"
@@ -212,6 +213,7 @@ Status Daemon::Build() {
   sopts.address = cfg_.api_host;
   sopts.port = cfg_.api_port;
   sopts.token = token_;
+  sopts.browser_sessions = true;  // the dashboard's API calls
   sopts.tls_cert_file = cfg_.tls_cert_file;
   sopts.tls_key_file = cfg_.tls_key_file;
   sopts.allow_insecure_remote = cfg_.insecure_allow_remote_without_tls;
@@ -303,6 +305,11 @@ Status Daemon::Build() {
     RegisterInternalRoutes(*router_, ictx);
   }
   RegisterApiRoutes(*router_, actx);
+  DashboardOptions dopts;
+  dopts.token = token_;
+  dopts.tls = !cfg_.tls_cert_file.empty();
+  dopts.files_dir = cfg_.ui_files_dir;
+  RegisterDashboardRoutes(*router_, dopts);
   return Status::Ok();
 }
 

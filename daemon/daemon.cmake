@@ -24,6 +24,7 @@ add_library(traintl_head STATIC
   api/internal_routes.cc
   api/tune_routes.cc
   api/metrics_route.cc
+  api/dashboard_routes.cc
   metrics/prometheus_text.cc
   daemon_config.cc
   daemon.cc)
@@ -35,3 +36,22 @@ target_compile_definitions(traintl_head PUBLIC TRAINTL_VERSION="${PROJECT_VERSIO
 
 add_executable(traintld main.cc)
 target_link_libraries(traintld PRIVATE traintl_head traintl_systemd)
+
+# The web dashboard's files, built into traintld (daemon/dashboard/embedded_files.h).
+set(_dashboard_files
+  ${CMAKE_CURRENT_SOURCE_DIR}/dashboard/assets/index.html
+  ${CMAKE_CURRENT_SOURCE_DIR}/dashboard/assets/app.js
+  ${CMAKE_CURRENT_SOURCE_DIR}/dashboard/assets/app.css
+  ${PROJECT_SOURCE_DIR}/third_party/uplot/uPlot.iife.min.js
+  ${PROJECT_SOURCE_DIR}/third_party/uplot/uPlot.min.css)
+string(JOIN "|" _dashboard_files_arg ${_dashboard_files})
+add_custom_command(
+  OUTPUT ${CMAKE_CURRENT_BINARY_DIR}/dashboard_files.cc
+  COMMAND ${CMAKE_COMMAND} -DOUTPUT=${CMAKE_CURRENT_BINARY_DIR}/dashboard_files.cc
+          "-DFILES=${_dashboard_files_arg}" -P ${PROJECT_SOURCE_DIR}/cmake/embed_files.cmake
+  DEPENDS ${_dashboard_files} ${PROJECT_SOURCE_DIR}/cmake/embed_files.cmake
+  COMMENT "Embedding the dashboard's files"
+  VERBATIM)
+add_library(traintl_dashboard_files STATIC ${CMAKE_CURRENT_BINARY_DIR}/dashboard_files.cc)
+target_include_directories(traintl_dashboard_files PUBLIC ${PROJECT_SOURCE_DIR})
+target_link_libraries(traintl_head PUBLIC traintl_dashboard_files)

@@ -198,6 +198,7 @@ bool ParseDaemonConfig(int argc, char** argv, DaemonConfig* cfg, int* exit_code)
   if (cfg->warm_workers < 0 || cfg->warm_workers > 64)
     return fail("--warm-workers must be between 0 and 64");
   if (cfg->retain_jobs < 0) return fail("--retain-jobs must be >= 0");
+  if (const char* d = std::getenv("TRAINTL_UI_DIR"); d != nullptr && *d) cfg->ui_files_dir = d;
   if (!(cfg->retain_days >= 0 && cfg->retain_days <= 36500))
     return fail("--retain-days must be between 0 and 36500");
   cfg->worker_stop_grace = std::chrono::milliseconds(stop_grace_ms);

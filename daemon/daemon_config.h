@@ -47,6 +47,9 @@ struct DaemonConfig {
   std::string cluster_secret_file;  // --cluster-secret-file; default: derived from the token
   bool insecure_allow_remote_without_tls = false;  // --insecure-allow-remote-without-tls
   std::string worker_user;  // --worker-user: account workers run as (root daemons)
+  // $TRAINTL_UI_DIR: serve the dashboard's files from this directory (for working on the
+  // dashboard); default "": the copies built into traintld.
+  std::string ui_files_dir;
   bool clustered() const { return server || !join.empty(); }
 };
 

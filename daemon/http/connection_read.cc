@@ -17,6 +17,7 @@
 
 #include "common/crypto.h"
 #include "common/logging.h"
+#include "daemon/http/browser_session.h"
 #include "daemon/http/uri.h"
 
 namespace traintl::http::internal {
@@ -163,7 +164,17 @@ void Connection::OnHeader(error_code ec) {
   const std::string& expected = server_->options.token;
   const bool token_valid =
       !token.empty() && !expected.empty() && ConstantTimeEquals(std::string(token), expected);
-  if (token_valid) MarkAuthenticated();
+  // A browser session stands in for the token only with its header: see browser_session.h.
+  bool session_valid = false;
+  if (token.empty() && !server_->session_value.empty() &&
+      msg.find(std::string(kSessionHeader)) != msg.end()) {
+    auto it = msg.find(bhttp::field::cookie);
+    if (it != msg.end()) {
+      const std::string cookie = CookieValue(ToStd(it->value()), kSessionCookie);
+      session_valid = !cookie.empty() && ConstantTimeEquals(cookie, server_->session_value);
+    }
+  }
+  if (token_valid || session_valid) MarkAuthenticated();
 
   request_.method = std::string(ToStd(msg.method_string()));
   request_.target = std::string(target);
@@ -198,7 +209,7 @@ void Connection::OnHeader(error_code ec) {
   route_ = match.route;
   params_ = std::move(match.params);
 
-  if (route_->options.require_auth) {
+  if (route_->options.require_auth && !session_valid) {
     if (token.empty()) {
       WarnRejectedToken(remote_, "missing bearer token");
       RespondEarly(401, "missing bearer token", {{"WWW-Authenticate", "Bearer"}}, body_unread);

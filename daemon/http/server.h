@@ -69,6 +69,10 @@ struct ServerOptions {
   // Bearer token for routes with require_auth, compared in constant time and never
   // logged. When empty, every require_auth route answers 401 (fail closed). Default "".
   std::string token;
+  // Also accept a browser session (daemon/http/browser_session.h) in place of the bearer
+  // token: the cookie derived from `token` together with the header kSessionHeader.
+  // Default false.
+  bool browser_sessions = false;
   // Request line plus header fields; larger gets 431 and the connection closes.
   // Default 16 KiB.
   size_t max_header_bytes = 16 * 1024;

@@ -1,0 +1,155 @@
+#include "daemon/api/dashboard_routes.h"
+
+#include <memory>
+#include <string_view>
+
+#include "common/crypto.h"
+#include "common/file_util.h"
+#include "common/logging.h"
+#include "daemon/dashboard/embedded_files.h"
+#include "daemon/http/browser_session.h"
+#include "daemon/http/responder.h"
+#include "daemon/http/uri.h"
+
+namespace traintl {
+namespace {
+
+// Everything the page loads comes from the daemon; no inline script or style, no framing.
+constexpr char kContentSecurityPolicy[] =
+    "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
+    "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'";
+constexpr int kSessionMaxAgeS = 7 * 24 * 3600;
+
+void SetPageHeaders(http::Responder& res) {
+  res.SetHeader("Content-Security-Policy", kContentSecurityPolicy);
+  res.SetHeader("X-Content-Type-Options", "nosniff");
+  res.SetHeader("X-Frame-Options", "DENY");
+  res.SetHeader("Referrer-Policy", "no-referrer");
+  // Small files: always revalidated, so a new daemon's page is never mixed with old script.
+  res.SetHeader("Cache-Control", "no-cache");
+}
+
+void Redirect(http::Responder& res, int status, const std::string& location) {
+  res.SetHeader("Location", location);
+  res.SetHeader("Cache-Control", "no-store");
+  res.Send(status, "text/plain; charset=utf-8", "see " + location + "\n");
+}
+
+std::string ContentTypeFor(std::string_view name) {
+  auto ends = [&](std::string_view ext) {
+    return name.size() >= ext.size() && name.substr(name.size() - ext.size()) == ext;
+  };
+  if (ends(".html")) return "text/html; charset=utf-8";
+  if (ends(".js")) return "text/javascript; charset=utf-8";
+  if (ends(".css")) return "text/css; charset=utf-8";
+  if (ends(".svg")) return "image/svg+xml";
+  return "application/octet-stream";
+}
+
+class Dashboard {
+ public:
+  explicit Dashboard(DashboardOptions options)
+      : options_(std::move(options)), session_(http::SessionValueForToken(options_.token)) {}
+
+  void ServeFile(const std::string& name, http::Responder& res) const {
+    if (!options_.files_dir.empty()) {
+      // The router refuses captures with '/', "." and "..": the name stays in the dir.
+      auto data = ReadFile(options_.files_dir + "/" + name);
+      if (!data.ok()) {
+        res.SendError(404, "no such dashboard file");
+        return;
+      }
+      SetPageHeaders(res);
+      res.Send(200, ContentTypeFor(name), std::move(*data));
+      return;
+    }
+    for (const auto& f : DashboardFiles()) {
+      if (f.name != name) continue;
+      SetPageHeaders(res);
+      res.Send(200, std::string(f.content_type), std::string(f.data));
+      return;
+    }
+    res.SendError(404, "no such dashboard file");
+  }
+
+  // Answers with the session cookie when `token` is the cluster's, else logs the attempt.
+  void Login(std::string token, const std::string& remote, http::Responder& res) const {
+    // A pasted token often brings a newline or spaces along.
+    const size_t first = token.find_first_not_of(" \t\r\n");
+    token = first == std::string::npos
+                ? std::string()
+                : token.substr(first, token.find_last_not_of(" \t\r\n") - first + 1);
+    if (token.empty() || session_.empty() || !ConstantTimeEquals(token, options_.token)) {
+      LOG_WARN << "dashboard: failed login from " << remote;
+      Redirect(res, 303, "/ui/?login=failed");
+      return;
+    }
+    res.SetHeader("Set-Cookie", Cookie(session_, kSessionMaxAgeS));
+    Redirect(res, 303, "/ui/");
+  }
+
+  void Logout(http::Responder& res) const {
+    res.SetHeader("Set-Cookie", Cookie("", 0));
+    Redirect(res, 303, "/ui/");
+  }
+
+ private:
+  std::string Cookie(const std::string& value, int max_age_s) const {
+    return std::string(http::kSessionCookie) + "=" + value +
+           "; Path=/; Max-Age=" + std::to_string(max_age_s) + "; HttpOnly; SameSite=Strict" +
+           (options_.tls ? "; Secure" : "");
+  }
+
+  const DashboardOptions options_;
+  const std::string session_;
+};
+
+}  // namespace
+
+void RegisterDashboardRoutes(http::Router& router, DashboardOptions options) {
+  auto ui = std::make_shared<const Dashboard>(std::move(options));
+  http::RouteOptions open;
+  open.require_auth = false;
+  auto to_ui = [](const http::Request&, std::shared_ptr<http::Responder> res) {
+    Redirect(*res, 302, "/ui/");
+  };
+  router.Add("GET", "/", to_ui, open);
+  router.Add("GET", "/ui", to_ui, open);
+  router.Add(
+      "GET", "/ui/",
+      [ui](const http::Request& req, std::shared_ptr<http::Responder> res) {
+        // A link with the token (`traintl dashboard` prints one) logs in, and the redirect
+        // takes the token out of the address bar.
+        if (auto it = req.query.find("token"); it != req.query.end()) {
+          ui->Login(it->second, req.remote, *res);
+          return;
+        }
+        ui->ServeFile("index.html", *res);
+      },
+      open);
+  router.Add(
+      "GET", "/ui/{file}",
+      [ui](const http::Request& req, std::shared_ptr<http::Responder> res) {
+        ui->ServeFile(req.params.at("file"), *res);
+      },
+      open);
+  http::RouteOptions form = open;
+  form.max_body_bytes = 4096;
+  router.Add(
+      "POST", "/ui/login",
+      [ui](const http::Request& req, std::shared_ptr<http::Responder> res) {
+        // application/x-www-form-urlencoded has the query string's syntax.
+        auto fields = http::ParseQuery(req.body);
+        std::string token;
+        if (fields) {
+          if (auto it = fields->find("token"); it != fields->end()) token = it->second;
+        }
+        ui->Login(token, req.remote, *res);
+      },
+      form);
+  router.Add(
+      "POST", "/ui/logout",
+      [ui](const http::Request&, std::shared_ptr<http::Responder> res) { ui->Logout(*res); }, form);
+}
+
+}  // namespace traintl

@@ -1,0 +1,38 @@
+// The web dashboard's routes: the page and its files under /ui/, and the login that turns
+// the cluster token into a browser session (daemon/http/browser_session.h). The page then
+// calls the ordinary /v1 API with its session cookie; nothing here reads cluster state.
+//
+//   GET /, GET /ui          -> 302 to /ui/
+//   GET /ui/                -> index.html; with ?token=T, the login by link (below)
+//   GET /ui/{file}          -> one of the embedded files (daemon/dashboard/embedded_files.h)
+//   POST /ui/login          -> form "token=T": the session cookie and 303 to /ui/, or 303
+//                              to /ui/?login=failed
+//   POST /ui/logout         -> the cookie cleared, 303 to /ui/
+//
+// These routes need no token: the files hold no data, and the login checks its own.
+//
+// Thread-safety: handlers run on the server's io_context thread; they share only the
+// options, constant after registration.
+#pragma once
+
+#include <string>
+
+#include "daemon/http/router.h"
+
+namespace traintl {
+
+struct DashboardOptions {
+  // The cluster's bearer token; its digest is the session cookie. Empty: every login
+  // fails (the API then fails closed too). Default "".
+  std::string token;
+  // The API is served over TLS: the cookie gets "Secure". Default false.
+  bool tls = false;
+  // Serve /ui/{file} from this directory instead of the built-in copies, read on each
+  // request: for working on the dashboard without rebuilding the daemon (traintld takes
+  // it from the environment variable TRAINTL_UI_DIR). Default "": the built-in copies.
+  std::string files_dir;
+};
+
+void RegisterDashboardRoutes(http::Router& router, DashboardOptions options);
+
+}  // namespace traintl

@@ -1,0 +1,504 @@
+// traintl dashboard: a single page over the daemon's /v1 API (docs/API.md).
+//
+// Routes (the URL's hash): #/ the overview (nodes, jobs), #/jobs/<id> a job's page. Every
+// API call carries the session cookie and the header X-Traintl-Ui: 1 (the daemon accepts
+// the cookie only with it); a 401 shows the login form. Data is polled: every 2 s on the
+// overview, every second on a running job's page. Text from the API goes into the page
+// through textContent only.
+'use strict';
+
+(function () {
+  const TERMINAL = new Set(['SUCCEEDED', 'FAILED', 'STOPPED']);
+  const COLORS = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b',
+    '#e377c2', '#7f7f7f', '#bcbd22', '#17becf'];
+  const $ = (id) => document.getElementById(id);
+
+  class AuthError extends Error {}
+
+  // ---- helpers ---------------------------------------------------------------------------
+
+  async function api(path, opts = {}) {
+    const r = await fetch(path, {
+      method: opts.method || 'GET',
+      credentials: 'same-origin',
+      headers: { 'X-Traintl-Ui': '1' },
+      cache: 'no-store',
+    });
+    if (r.status === 401) throw new AuthError('not logged in');
+    if (!r.ok) {
+      let msg = `${r.status} ${r.statusText}`;
+      try { msg = (await r.json()).error || msg; } catch (_) { /* not JSON */ }
+      const err = new Error(msg);
+      err.status = r.status;
+      throw err;
+    }
+    return opts.text ? r.text() : r.json();
+  }
+
+  // An element with attributes and children (strings become text nodes, never HTML).
+  function el(tag, attrs, ...kids) {
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === null || v === undefined || v === false) continue;
+      if (k === 'class') e.className = v;
+      else e.setAttribute(k, v === true ? '' : String(v));
+    }
+    for (const k of kids) {
+      if (k !== null && k !== undefined) e.append(k instanceof Node ? k : String(k));
+    }
+    return e;
+  }
+
+  const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+  const enc = encodeURIComponent;
+
+  function fmtNum(v) {
+    if (typeof v !== 'number') return String(v);
+    if (Number.isInteger(v)) return String(v);
+    const a = Math.abs(v);
+    return a !== 0 && (a < 1e-3 || a >= 1e6) ? v.toExponential(3) : String(+v.toPrecision(4));
+  }
+
+  function fmtDur(ms) {
+    if (ms === null || ms === undefined || ms < 0) return '';
+    let s = Math.round(ms / 1000);
+    if (s < 60) return `${s} s`;
+    const h = Math.floor(s / 3600);
+    const m = Math.floor((s % 3600) / 60);
+    s %= 60;
+    return h ? `${h} h ${m} min` : `${m} min ${s} s`;
+  }
+
+  const fmtAgo = (ms) => (ms ? `${fmtDur(Date.now() - ms) || '0 s'} ago` : '');
+  const fmtTime = (ms) => (ms ? new Date(ms).toLocaleString() : '');
+  const gib = (b) => `${((b || 0) / 2 ** 30).toFixed(1)} GiB`;
+  const stateBadge = (s) => el('span', { class: `state state-${s}` }, s);
+
+  // Numeric entries of a metrics object, `loss` and the usual counters first.
+  function metricSummary(metrics, max) {
+    const first = ['loss', 'epoch', 'step', 'training_iteration', 'accuracy'];
+    const keys = Object.keys(metrics || {}).filter((k) => typeof metrics[k] === 'number');
+    keys.sort((a, b) => {
+      const ia = first.indexOf(a);
+      const ib = first.indexOf(b);
+      return (ia < 0 ? 99 : ia) - (ib < 0 ? 99 : ib) || a.localeCompare(b);
+    });
+    return keys.slice(0, max).map((k) => `${k}=${fmtNum(metrics[k])}`).join('  ');
+  }
+
+  // Re-renders `node` only when `value` changed (keeps open <details>, selections, scroll).
+  const rendered = new WeakMap();
+  function renderIfChanged(node, value, render) {
+    const key = JSON.stringify(value);
+    if (rendered.get(node) === key) return;
+    rendered.set(node, key);
+    render();
+  }
+
+  function fillTable(table, rows) {
+    table.tBodies[0].replaceChildren(...rows);
+  }
+
+  function setConn(text) {
+    $('conn').textContent = text;
+    $('conn').classList.toggle('error', !!text);
+  }
+
+  // ---- views and polling -----------------------------------------------------------------
+
+  let generation = 0; // bumped on every route change: older pollers see it and end
+  let pollNow = null; // wakes the current poller early (after a user action)
+
+  function show(view) {
+    for (const v of document.querySelectorAll('.view')) v.hidden = v.id !== `view-${view}`;
+  }
+
+  function showLogin(failed) {
+    generation++;
+    show('login');
+    $('nav').hidden = true;
+    $('logout').hidden = true;
+    $('login-error').hidden = !failed;
+    setConn('');
+    $('login-token').focus();
+  }
+
+  async function poll(gen, tick) {
+    while (gen === generation) {
+      let delay;
+      try {
+        delay = await tick();
+        if (gen === generation) setConn('');
+      } catch (e) {
+        if (e instanceof AuthError) { showLogin(false); return; }
+        if (gen !== generation) return;
+        setConn(`cannot reach the daemon: ${e.message}`);
+        delay = 2000;
+      }
+      if (gen !== generation) return;
+      await new Promise((resolve) => {
+        const t = setTimeout(resolve, delay);
+        pollNow = () => { clearTimeout(t); resolve(); };
+      });
+    }
+  }
+
+  let page = null; // the JobPage shown
+
+  function route() {
+    const gen = ++generation;
+    if (page) page.dispose();
+    page = null;
+    const m = (location.hash || '#/').match(/^#\/jobs\/([^/]+)$/);
+    if (m) {
+      show('job');
+      const p = page = new JobPage(decodeURIComponent(m[1]), gen);
+      poll(gen, () => p.tick());
+    } else {
+      show('overview');
+      document.title = 'traintl';
+      poll(gen, () => overviewTick(gen));
+    }
+  }
+
+  // ---- overview --------------------------------------------------------------------------
+
+  async function overviewTick(gen) {
+    const [nodes, jobs] = await Promise.all([api('/v1/nodes'), api('/v1/jobs?limit=100')]);
+    if (gen !== generation) return 0;
+    renderNodes(nodes.nodes || []);
+    renderJobs(jobs.jobs || []);
+    return 2000;
+  }
+
+  function renderNodes(nodes) {
+    const res = (n, key) => {
+      const total = (n.resources_total || {})[key] || 0;
+      if (!total) return '–';
+      const used = (n.resources_used || {})[key] || 0;
+      return key === 'memory' ? `${gib(used)} / ${gib(total)}` : `${fmtNum(used)} / ${fmtNum(total)}`;
+    };
+    fillTable($('nodes'), nodes.map((n) => {
+      const other = Object.keys(n.resources_total || {})
+        .filter((k) => !['CPU', 'GPU', 'memory'].includes(k))
+        .map((k) => `${k} ${res(n, k)}`).join(', ');
+      return el('tr', { class: n.role === 'head' ? 'head' : null, 'data-node': n.node_id },
+        el('td', { class: 'mono' }, n.node_id, n.role === 'head' ? el('span', { class: 'badge' }, 'head') : null),
+        el('td', { class: 'mono' }, n.address),
+        el('td', {}, n.role),
+        el('td', {}, stateBadge(n.state)),
+        el('td', {}, res(n, 'CPU')),
+        el('td', {}, res(n, 'GPU')),
+        el('td', {}, res(n, 'memory')),
+        el('td', {}, other || '–'),
+        el('td', {}, fmtAgo(n.last_heartbeat)));
+    }));
+  }
+
+  function renderJobs(jobs) {
+    $('jobs-empty').hidden = jobs.length > 0;
+    fillTable($('jobs'), jobs.map((j) => {
+      const end = j.ended_at || (j.started_at ? Date.now() : null);
+      const note = j.state === 'PENDING' && j.pending_reason ? j.pending_reason
+        : metricSummary(j.metrics, 4);
+      return el('tr', { 'data-job': j.job_id },
+        el('td', { class: 'mono' }, el('a', { href: `#/jobs/${enc(j.job_id)}` }, j.job_id)),
+        el('td', {}, el('a', { href: `#/jobs/${enc(j.job_id)}` }, j.name)),
+        el('td', {}, stateBadge(j.state)),
+        el('td', {}, j.attempt),
+        el('td', {}, j.num_workers),
+        el('td', { title: fmtTime(j.submitted_at) }, fmtAgo(j.submitted_at)),
+        el('td', {}, j.started_at ? fmtDur(end - j.started_at) : ''),
+        el('td', { class: 'mono small', title: JSON.stringify(j.metrics || {}) }, note));
+    }));
+  }
+
+  // ---- job page --------------------------------------------------------------------------
+
+  class JobPage {
+    constructor(ref, gen) {
+      this.ref = ref; // what the URL names: an id, a prefix or a name
+      this.gen = gen;
+      this.id = null; // the job's id once known
+      this.metric = null;
+      this.rank = 0;
+      this.chart = null;
+      this.chartKey = '';
+      this.restarts = [];
+      this.markedPoints = false;
+      for (const id of ['job-name', 'job-id', 'job-summary', 'chart-note', 'log', 'log-note']) $(id).textContent = '';
+      $('job-state').replaceChildren();
+      $('job-message').hidden = true;
+      $('job-warnings').replaceChildren();
+      $('job-stop').hidden = true;
+      $('metric-select').replaceChildren();
+      $('rank-select').replaceChildren();
+      fillTable($('attempts'), []);
+      fillTable($('checkpoints'), []);
+      for (const id of ['job-warnings', 'attempts', 'checkpoints', 'metric-select']) rendered.delete($(id));
+      const chartEl = $('chart');
+      chartEl.replaceChildren();
+      chartEl.dataset.points = '0';
+      chartEl.dataset.series = '0';
+      chartEl.dataset.metric = '';
+      $('metric-select').onchange = (e) => { this.metric = e.target.value; this.chartKey = ''; this.wake(); };
+      $('rank-select').onchange = (e) => { this.rank = Number(e.target.value); $('log').textContent = ''; this.wake(); };
+      $('job-stop').onclick = () => this.stop();
+      window.onresize = () => {
+        if (this.chart) this.chart.setSize({ width: chartEl.clientWidth, height: 300 });
+      };
+    }
+
+    wake() { if (pollNow) pollNow(); }
+
+    dispose() {
+      if (this.chart) this.chart.destroy();
+      this.chart = null;
+      window.onresize = null;
+    }
+
+    async tick() {
+      const d = await api(`/v1/jobs/${enc(this.id || this.ref)}`);
+      this.id = d.job_id;
+      const base = `/v1/jobs/${enc(d.job_id)}`;
+      const rank = this.rank;
+      const [metrics, ckpts, log] = await Promise.all([
+        api(`${base}/metrics?ranks=all`),
+        api(`${base}/checkpoints`),
+        d.started_at ? api(`${base}/logs?rank=${rank}&tail=200`, { text: true }).catch((e) => {
+          if (e instanceof AuthError) throw e;
+          return { error: e.message };
+        }) : null,
+      ]);
+      if (this.gen !== generation) return 0;
+      this.renderDetail(d);
+      this.renderChart(d, metrics);
+      this.renderCheckpoints(ckpts.checkpoints || []);
+      if (rank === this.rank) this.renderLog(d, log);
+      return TERMINAL.has(d.state) ? 5000 : 1000;
+    }
+
+    renderDetail(d) {
+      document.title = `${d.name} · traintl`;
+      $('job-name').textContent = d.name;
+      $('job-id').textContent = d.job_id;
+      $('job-state').replaceChildren(stateBadge(d.state));
+      $('job-state').dataset.state = d.state;
+      const stop = $('job-stop');
+      stop.hidden = TERMINAL.has(d.state);
+      const parts = [`attempt ${d.attempt}`, `${d.num_workers} workers`,
+        `failures ${d.failures}/${d.max_failures}`, `submitted ${fmtTime(d.submitted_at)}`];
+      if (d.started_at) parts.push(`ran ${fmtDur((d.ended_at || Date.now()) - d.started_at)}`);
+      if (d.state === 'PENDING' && d.pending_reason) parts.push(`pending: ${d.pending_reason}`);
+      $('job-summary').textContent = parts.join(' · ');
+      $('job-message').hidden = !d.message;
+      $('job-message').textContent = d.message || '';
+
+      const warnings = [];
+      const p = d.progress;
+      for (const s of (p && p.stragglers) || []) {
+        warnings.push(`Straggler: rank ${s.rank} on ${s.node} is busy ${fmtNum(s.busy_s)} s per step, ` +
+          `its peers ${fmtNum(s.peers_busy_s)} s (${fmtNum(s.slower)}× slower).`);
+      }
+      if (p && p.stalled) {
+        const st = p.stalled;
+        warnings.push(`Stalled for ${fmtNum(st.for_s)} s in collective ${st.collective}: ranks ` +
+          `${(st.waiting || []).join(', ')} wait for ranks ${(st.lagging || []).join(', ') || '?'}.`);
+      }
+      renderIfChanged($('job-warnings'), warnings, () => $('job-warnings').replaceChildren(
+        ...warnings.map((w) => el('p', { class: 'warning' }, w))));
+
+      renderIfChanged($('attempts'), d.attempts, () => fillTable($('attempts'), (d.attempts || []).map((a) => {
+        const exit = a.signal !== null && a.signal !== undefined ? `signal ${a.signal}`
+          : (a.exit_code !== null && a.exit_code !== undefined ? `exit ${a.exit_code}` : '');
+        return el('tr', { 'data-attempt': a.attempt },
+          el('td', {}, a.attempt),
+          el('td', {}, stateBadge(a.state)),
+          el('td', {}, fmtTime(a.started_at)),
+          el('td', {}, fmtTime(a.ended_at)),
+          el('td', {}, a.failed_rank ?? ''),
+          el('td', {}, exit),
+          el('td', { class: 'reason' }, a.reason || '', a.log_tail
+            ? el('details', {}, el('summary', {}, 'log tail'), el('pre', { class: 'log small' }, a.log_tail))
+            : null),
+          el('td', { class: 'mono small' }, a.restored_from || ''));
+      })));
+      this.restarts = (d.attempts || []).filter((a) => a.attempt > 1 && a.started_at)
+        .map((a) => ({ t: a.started_at / 1000, attempt: a.attempt }));
+
+      const ranks = $('rank-select');
+      if (ranks.options.length !== d.num_workers) {
+        ranks.replaceChildren(...Array.from({ length: d.num_workers }, (_, r) => el('option', { value: r }, `rank ${r}`)));
+        ranks.value = String(Math.min(this.rank, d.num_workers - 1));
+      }
+    }
+
+    // Every rank's reports: rank 0's replicated history, the others' latest in memory.
+    static reportsByRank(d, m) {
+      const out = new Map();
+      const fromHead = m.ranks || {};
+      for (let r = 0; r < d.num_workers; r++) {
+        const mem = fromHead[String(r)] || [];
+        const reports = r === 0 && (m.history || []).length >= mem.length ? m.history : mem;
+        if (reports.length) out.set(r, reports);
+      }
+      return out;
+    }
+
+    renderChart(d, m) {
+      const byRank = JobPage.reportsByRank(d, m);
+      const names = new Set();
+      for (const reports of byRank.values()) {
+        for (const rep of reports) {
+          for (const [k, v] of Object.entries(rep.metrics || {})) if (typeof v === 'number') names.add(k);
+        }
+      }
+      const sorted = [...names].sort();
+      if (!this.metric || !names.has(this.metric)) this.metric = names.has('loss') ? 'loss' : sorted[0] || null;
+      const sel = $('metric-select');
+      renderIfChanged(sel, sorted, () => {
+        sel.replaceChildren(...sorted.map((k) => el('option', { value: k }, k)));
+      });
+      if (this.metric) sel.value = this.metric;
+
+      const chartEl = $('chart');
+      const metric = this.metric;
+      const ranks = [...byRank.keys()];
+      // One x (time, seconds) for all ranks; a rank without a report at a time has null.
+      const times = new Set();
+      for (const r of ranks) {
+        for (const rep of byRank.get(r)) if (typeof rep.metrics[metric] === 'number') times.add(rep.time / 1000);
+      }
+      const xs = [...times].sort((a, b) => a - b);
+      const index = new Map(xs.map((t, i) => [t, i]));
+      let points = 0;
+      const ys = ranks.map((r) => {
+        const y = new Array(xs.length).fill(null);
+        for (const rep of byRank.get(r)) {
+          const v = rep.metrics[metric];
+          if (typeof v === 'number') { y[index.get(rep.time / 1000)] = v; points++; }
+        }
+        return y;
+      });
+      if (!points) {
+        $('chart-note').textContent = d.started_at ? 'no metrics reported yet' : 'the job has not started';
+        return;
+      }
+      $('chart-note').textContent = this.restarts.length ? 'dashed lines: restarts' : '';
+      const key = `${metric}|${ranks.join(',')}`;
+      if (!this.chart || key !== this.chartKey) {
+        if (this.chart) this.chart.destroy();
+        chartEl.replaceChildren();
+        this.chartKey = key;
+        this.chart = new uPlot({
+          width: Math.max(chartEl.clientWidth, 300),
+          height: 300,
+          scales: { x: { time: true } },
+          series: [{ label: 'time' }, ...ranks.map((r) => ({
+            label: `rank ${r}`, stroke: COLORS[r % COLORS.length], width: 1.5, spanGaps: true,
+          }))],
+          axes: [{}, { label: metric, size: 60 }],
+          hooks: { draw: [(u) => this.drawRestarts(u)] },
+        }, [xs, ...ys], chartEl);
+      } else {
+        this.chart.setData([xs, ...ys]);
+      }
+      chartEl.dataset.points = String(points);
+      chartEl.dataset.series = String(ranks.length);
+      chartEl.dataset.metric = metric;
+      if (!this.markedPoints) {
+        this.markedPoints = true;
+        performance.mark('traintl:chart-points');
+      }
+    }
+
+    // A dashed vertical line where each restart (attempt 2, 3, ...) began.
+    drawRestarts(u) {
+      const ctx = u.ctx;
+      const { left, top, width, height } = u.bbox;
+      ctx.save();
+      ctx.strokeStyle = '#888';
+      ctx.fillStyle = '#555';
+      ctx.setLineDash([6, 4]);
+      ctx.font = `${Math.round(11 * devicePixelRatio)}px sans-serif`;
+      for (const r of this.restarts) {
+        const x = Math.round(u.valToPos(r.t, 'x', true));
+        if (x < left || x > left + width) continue;
+        ctx.beginPath();
+        ctx.moveTo(x, top);
+        ctx.lineTo(x, top + height);
+        ctx.stroke();
+        ctx.fillText(`attempt ${r.attempt}`, x + 4, top + 12 * devicePixelRatio);
+      }
+      ctx.restore();
+    }
+
+    renderCheckpoints(list) {
+      $('ckpt-count').textContent = list.length ? `(${list.length} retained${list.length > 20 ? ', newest 20 shown' : ''})` : '(none)';
+      const shown = list.slice(-20).reverse();
+      renderIfChanged($('checkpoints'), shown.map((c) => c.id), () => fillTable($('checkpoints'), shown.map((c) =>
+        el('tr', { class: c.latest ? 'latest' : null, 'data-checkpoint': c.id },
+          el('td', {}, c.seq, c.latest ? el('span', { class: 'badge' }, 'latest') : null),
+          el('td', {}, c.attempt),
+          el('td', {}, fmtTime(c.created_at)),
+          el('td', { class: 'mono small' }, metricSummary(c.metrics, 3)),
+          el('td', { class: 'mono small' }, c.path)))));
+    }
+
+    renderLog(d, log) {
+      const pre = $('log');
+      if (log === null) {
+        pre.textContent = '';
+        $('log-note').textContent = 'the job has not started';
+        return;
+      }
+      if (typeof log !== 'string') {
+        $('log-note').textContent = `no log: ${log.error}`;
+        return;
+      }
+      const atEnd = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
+      if (pre.textContent !== log) pre.textContent = log;
+      pre.dataset.rank = String(this.rank);
+      if (atEnd) pre.scrollTop = pre.scrollHeight;
+      $('log-note').textContent = `attempt ${d.attempt}, last 200 lines`;
+    }
+
+    async stop() {
+      if (!this.id || !confirm(`Stop job ${$('job-name').textContent} (${this.id})?`)) return;
+      const button = $('job-stop');
+      button.disabled = true;
+      try {
+        await api(`/v1/jobs/${enc(this.id)}/stop`, { method: 'POST' });
+      } catch (e) {
+        if (e instanceof AuthError) { showLogin(false); return; }
+        setConn(`stop failed: ${e.message}`);
+      } finally {
+        button.disabled = false;
+      }
+      this.wake();
+    }
+  }
+
+  // ---- start -----------------------------------------------------------------------------
+
+  async function start() {
+    const params = new URLSearchParams(location.search);
+    const failed = params.get('login') === 'failed';
+    // The daemon logs a ?token= link in and redirects; never keep a token in the address bar.
+    if (params.has('token') || params.has('login')) {
+      history.replaceState(null, '', location.pathname + location.hash);
+    }
+    try {
+      await api('/v1/nodes');
+    } catch (e) {
+      if (e instanceof AuthError) { showLogin(failed); return; }
+      setConn(`cannot reach the daemon: ${e.message}`);
+    }
+    $('nav').hidden = false;
+    $('logout').hidden = false;
+    window.addEventListener('hashchange', route);
+    route();
+  }
+
+  start();
+})();
