@@ -154,6 +154,11 @@ const std::vector<VerbDef>& Verbs() {
          }
        }},
       {"nodes", "", "list the cluster's nodes and their resources", "", 0, 0, NoOptions, NoArgs},
+      {"dashboard", "", "print the web dashboard's address and a link that logs in",
+       "The dashboard is served by every daemon under /ui/ on the API address. The link\n"
+       "carries the cluster token (the page turns it into a session cookie and drops it\n"
+       "from the address bar); the page's login form takes the token too.\n",
+       0, 0, NoOptions, NoArgs},
       {"checkpoints", "JOB", "list a job's retained checkpoints, oldest first",
        "The latest committed checkpoint (the one a restart resumes from) is marked *.\n", 1, 1,
        NoOptions, AssignJob},

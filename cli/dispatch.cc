@@ -16,6 +16,7 @@ int RunVerb(const CommandLine& cl, CliContext& ctx) {
     if (cl.verb == "delete") return RunDelete(cl.job, cl.job_verb, ctx);
     if (cl.verb == "tune") return RunTune(cl.tune, ctx);
     if (cl.verb == "nodes") return RunNodes(ctx);
+    if (cl.verb == "dashboard") return RunDashboard(ctx);
     if (cl.verb == "checkpoints") return RunCheckpoints(cl.job, ctx);
     if (cl.verb == "metrics") return RunMetrics(cl.job, ctx, cl.metrics);
   } catch (const nlohmann::json::exception& e) {

@@ -72,6 +72,9 @@ int RunDelete(const std::string& job, const JobVerbOptions& options, CliContext&
 int RunNodes(CliContext& ctx);
 std::string FormatNodeTable(const nlohmann::json& nodes, int64_t now_ms);
 
+// dashboard.cc: the web dashboard's address and a link that logs in with the token.
+int RunDashboard(CliContext& ctx);
+
 // checkpoints.cc
 int RunCheckpoints(const std::string& job, CliContext& ctx);
 std::string FormatCheckpointTable(const nlohmann::json& checkpoints);

@@ -393,3 +393,22 @@ TEST_CASE("RunVerb dispatches") {
   CHECK(RunVerb(cl, t.ctx) == kExitOk);
   CHECK(t.out.str() == "no nodes\n");
 }
+
+TEST_CASE("dashboard prints the page and a login link with the token") {
+  auto client = Always(500, "{}");
+  TestContext t(&client);
+  t.ctx.connection.address = "127.0.0.1:7450";
+  t.ctx.connection.token = "abc123";
+  REQUIRE(RunDashboard(t.ctx) == kExitOk);
+  CHECK(client.requests.empty());
+  CHECK_THAT(t.out.str(), Catch::Contains("Dashboard: http://127.0.0.1:7450/ui/\n"));
+  CHECK_THAT(t.out.str(), Catch::Contains("Log in:    http://127.0.0.1:7450/ui/?token=abc123\n"));
+
+  TestContext tls(&client);
+  tls.ctx.connection.address = "h:1";
+  tls.ctx.connection.tls = true;
+  tls.ctx.connection.token_problem = "/t: permission denied";
+  tls.ctx.json = true;
+  REQUIRE(RunDashboard(tls.ctx) == kExitOk);
+  CHECK(json::parse(tls.out.str()) == json{{"url", "https://h:1/ui/"}, {"login_url", ""}});
+}
