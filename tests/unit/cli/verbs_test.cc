@@ -407,6 +407,7 @@ TEST_CASE("dashboard prints the page and a login link with the token") {
   TestContext tls(&client);
   tls.ctx.connection.address = "h:1";
   tls.ctx.connection.tls = true;
+  tls.ctx.connection.token = "";  // TestContext gives one
   tls.ctx.connection.token_problem = "/t: permission denied";
   tls.ctx.json = true;
   REQUIRE(RunDashboard(tls.ctx) == kExitOk);
