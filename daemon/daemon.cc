@@ -65,10 +65,9 @@ class Daemon::WorkerEvents : public WorkerPoolListener {
     if (Remote()) return d_->head_link_->EnqueueHello(j, a, r);
     d_->jobs_->OnWorkerHello(j, a, r);
   }
-  void OnWorkerReport(const std::string& j, int a, int r, int s, const nlohmann::json& m,
-                      const std::string& c) override {
-    if (Remote()) return d_->head_link_->EnqueueReport(j, a, r, s, m, c);
-    d_->jobs_->OnWorkerReport(j, a, r, s, m, c);
+  void OnWorkerReport(const std::string& j, int a, int r, const events::Report& rep) override {
+    if (Remote()) return d_->head_link_->EnqueueReport(j, a, r, rep);
+    d_->jobs_->OnWorkerReport(j, a, r, rep);
   }
   void OnWorkerProgress(const std::string& j, int a, int r, const events::Progress& p) override {
     if (Remote()) {

@@ -30,6 +30,7 @@ json NodeAttemptPlanToJson(const NodeAttemptPlan& p) {
            {"datasets", p.datasets},
            {"user_env", p.user_env},
            {"cpus_per_worker", p.cpus_per_worker}};
+  if (p.hold_reports) out["hold_reports"] = true;
   // Only for the newer kinds, so that a library plan reads as it always did.
   if (p.entry_kind != "library") {
     out["entry_kind"] = p.entry_kind;
@@ -77,6 +78,7 @@ Result<NodeAttemptPlan> NodeAttemptPlanFromJson(const json& j) {
     f.Opt("framework", &p.framework);
     f.Opt("rank_hosts", &p.rank_hosts);
     f.Opt("worker_port_base", &p.worker_port_base);
+    f.Opt("hold_reports", &p.hold_reports);
     if (p.entry_kind != "library" && p.entry_kind != "python" && p.entry_kind != "command")
       throw FieldError(f.Name("entry_kind") + "unknown kind \"" + p.entry_kind + "\"");
     if (p.entry_kind == "command" && p.command.empty())

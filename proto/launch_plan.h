@@ -50,6 +50,10 @@ struct NodeAttemptPlan {
   nlohmann::json datasets = nlohmann::json::object();
   std::map<std::string, std::string> user_env;  // spec.env
   double cpus_per_worker = 1;
+  // Each report waits for the head's decision on it ("hold_reports", optional): the job is
+  // a tuning trial whose scheduler may stop it at any result (daemon/head/tune_controller.h),
+  // so a rank must not train on before the decision. Default false.
+  bool hold_reports = false;
 };
 
 nlohmann::json NodeAttemptPlanToJson(const NodeAttemptPlan& plan);

@@ -89,6 +89,11 @@ Result<RankContext> ParseRankContext(const std::string& text) {
   TRAINTL_RETURN_IF_ERROR(GetInt(j, "master_port", false, 0, &c.master_port));
   TRAINTL_RETURN_IF_ERROR(GetInt(j, "collective_timeout_s", false, 0, &c.collective_timeout_s));
   TRAINTL_RETURN_IF_ERROR(GetInt(j, "library_load_timeout_s", false, 1, &c.library_load_timeout_s));
+  if (auto hold = j.find("hold_reports"); hold != j.end() && !hold->is_null()) {
+    if (!hold->is_boolean())
+      return Status::InvalidArgument("context: \"hold_reports\" must be a boolean");
+    c.hold_reports = hold->get<bool>();
+  }
   auto gpu = j.find("use_gpu");
   if (gpu != j.end() && !gpu->is_null()) {
     if (!gpu->is_boolean())
@@ -163,6 +168,7 @@ nlohmann::json RankContextToJson(const RankContext& c) {
           {"collective_timeout_s", c.collective_timeout_s},
           {"library_load_timeout_s", c.library_load_timeout_s},
           {"use_gpu", c.use_gpu},
+          {"hold_reports", c.hold_reports},
           {"datasets", c.datasets},
           {"lease", lease}};
 }

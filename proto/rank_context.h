@@ -55,6 +55,10 @@ struct RankContext {
   int master_port = 0;
   int collective_timeout_s = 0;
   bool use_gpu = false;
+  // Every report() waits until the head acknowledges it, which for a tuning trial is
+  // after the scheduler's decision on that result ("hold_reports", optional; see
+  // NodeAttemptPlan::hold_reports). Default false.
+  bool hold_reports = false;
   // How long loading the library may take before the attempt fails (a hung file system).
   // "library_load_timeout_s", optional. Default 60.
   int library_load_timeout_s = 60;

@@ -90,11 +90,13 @@ void Put(const Report& m, json& j) {
   j["seq"] = m.seq;
   j["metrics"] = m.metrics;
   j["checkpoint"] = m.checkpoint.empty() ? json(nullptr) : json(m.checkpoint);
+  if (m.held) j["held"] = true;
 }
 void Take(Reader& r, Report* m) {
   r.ReqNonNegativeInt("seq", &m->seq);
   r.OptObject("metrics", &m->metrics);
   r.OptString("checkpoint", &m->checkpoint);
+  r.OptBool("held", &m->held);
 }
 
 void Put(const Done& m, json& j) {

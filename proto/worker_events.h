@@ -52,8 +52,12 @@ struct Report {
   int seq = 0;                                        // in [0, INT_MAX]
   nlohmann::json metrics = nlohmann::json::object();  // always an object
   std::string checkpoint;  // the staged checkpoint directory; "" = none (null on the wire)
+  // The worker waits for this report's ack, which the head gives (hold_reports in the
+  // rank context): the agent must not ack it on the head's behalf. Only when true on the
+  // wire.
+  bool held = false;
   bool operator==(const Report& o) const {
-    return seq == o.seq && metrics == o.metrics && checkpoint == o.checkpoint;
+    return seq == o.seq && metrics == o.metrics && checkpoint == o.checkpoint && held == o.held;
   }
 };
 

@@ -52,6 +52,12 @@ void AgentChannel::WaitForAck(int64_t seq) {
   acked_.erase(seq);
 }
 
+bool AgentChannel::WaitForHeldAck(int64_t seq, std::chrono::milliseconds limit) {
+  std::unique_lock<std::mutex> lock(ack_mu_);
+  ack_cv_.wait_for(lock, limit, [&] { return acked_.count(seq) != 0 || stop_requested(); });
+  return acked_.erase(seq) != 0;
+}
+
 void AgentChannel::ReadLoop() {
   std::string buffer;
   char chunk[4096];
@@ -89,7 +95,12 @@ void AgentChannel::HandleLine(const std::string& line) {
     }
     ack_cv_.notify_all();
   } else if (std::holds_alternative<events::Stop>(*message)) {
-    stop_requested_.store(true, std::memory_order_release);
+    {
+      // Under the lock, so that a waiter cannot miss the wake-up between its check and wait.
+      std::lock_guard<std::mutex> lock(ack_mu_);
+      stop_requested_.store(true, std::memory_order_release);
+    }
+    ack_cv_.notify_all();
   }
 }
 

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -44,6 +45,10 @@ class AgentChannel {
 
   // Blocks until the agent acknowledged report `seq`.
   void WaitForAck(int64_t seq);
+  // For a held report (hold_reports): blocks until it is acknowledged, the agent asks the
+  // worker to stop (the head's decision was to end the job: it will not ack), or `limit`
+  // passed (a head that failed over forgot what it held). True when acknowledged.
+  bool WaitForHeldAck(int64_t seq, std::chrono::milliseconds limit);
 
   bool stop_requested() const { return stop_requested_.load(std::memory_order_acquire); }
 

@@ -122,9 +122,14 @@ Status WorkerHost::Report(const char* metrics_json, const char* checkpoint_dir) 
   }
   // A failed report does not use up its seq: every rank must send the same sequence.
   ++next_seq_;
-  const size_t may_stay_unacked = checkpoint.empty() ? kMaxUnackedReports : 0;
+  const bool held = context_.hold_reports;
+  const size_t may_stay_unacked = checkpoint.empty() && !held ? kMaxUnackedReports : 0;
   TRAINTL_RETURN_IF_ERROR(channel_->Send(
-      events::Report{static_cast<int>(seq), std::move(metrics), std::move(checkpoint)}));
+      events::Report{static_cast<int>(seq), std::move(metrics), std::move(checkpoint), held}));
+  if (held) {
+    channel_->WaitForHeldAck(seq, kMaxHold);
+    return Status::Ok();
+  }
   unacked_.push_back(seq);
   while (unacked_.size() > may_stay_unacked) {
     channel_->WaitForAck(unacked_.front());

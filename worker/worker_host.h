@@ -6,7 +6,9 @@
 // report before it. Metrics alone do not wait (a per-step report would otherwise cost the
 // loop a round trip through the daemon each step), up to kMaxUnackedReports in flight:
 // beyond that report() waits for the oldest, so a loop cannot outrun the head without
-// bound.
+// bound. A tuning trial's ranks (hold_reports in the context) wait for every report's ack:
+// the head gives it after the tuner decided on that result, so a trial the scheduler stops
+// trains no further epoch (a stop ends the wait instead; kMaxHold bounds it).
 //
 // Thread-safety: the callbacks may be called from any thread; report() calls are
 // serialized (the seq order is the order in which reports reach the agent).
@@ -49,6 +51,9 @@ class WorkerHost {
 
   // Reports of metrics alone that may wait for their ack at once.
   static constexpr size_t kMaxUnackedReports = 16;
+  // Longest wait for a held report's ack: past it the rank goes on (the head that held it
+  // may have failed over).
+  static constexpr std::chrono::milliseconds kMaxHold{30000};
   // How often progress (traintl_host_api.progress) is sent, when it changed.
   static constexpr std::chrono::milliseconds kProgressInterval{250};
   // While the rank waits in a collective it is sent again this often, unchanged but for

@@ -31,8 +31,11 @@ void ApplyWorkerEvent(JobManager* jobs, const json& ev) {
   if (type == "hello") {
     jobs->OnWorkerHello(job, attempt, rank);
   } else if (type == "report") {
-    jobs->OnWorkerReport(job, attempt, rank, ev.at("seq").get<int>(), ev.at("metrics"),
-                         ev.at("checkpoint").get<std::string>());
+    events::Report report;
+    report.seq = ev.at("seq").get<int>();
+    report.metrics = ev.at("metrics");
+    report.checkpoint = ev.at("checkpoint").get<std::string>();
+    jobs->OnWorkerReport(job, attempt, rank, report);
   } else if (type == "progress") {
     jobs->OnWorkerProgress(job, attempt, rank, events::ProgressFromJson(ev.at("progress")));
   } else if (type == "exit") {
@@ -186,6 +189,28 @@ void RegisterNodeRoutes(http::Router& router, const InternalRoutesContext& ctx) 
     const bool urgent =
         body.contains("urgent") && body["urgent"].is_boolean() && body["urgent"].get<bool>();
     ctx.agent->Stop(body["job_id"].get<std::string>(), body["attempt"].get<int>(), urgent);
+    res->SendJson(200, {{"ok", true}});
+  });
+
+  // Held reports the head decided on (JobManager::ReleaseReports): their workers go on.
+  router.Add("POST", "/v1/internal/ack", [ctx](const http::Request& req, ResponderPtr res) {
+    json body = ParseJsonBounded(req.body);
+    if (!body.is_object() || !body.contains("job_id") || !body["job_id"].is_string() ||
+        !body.contains("attempt") || !body["attempt"].is_number_integer() ||
+        !body.contains("acks") || !body["acks"].is_array()) {
+      res->SendError(400, "ack needs job_id, attempt and acks");
+      return;
+    }
+    for (const json& a : body["acks"]) {
+      if (!a.is_array() || a.size() != 2 || !a[0].is_number_integer() ||
+          !a[1].is_number_integer()) {
+        res->SendError(400, "acks must be [rank, seq] pairs");
+        return;
+      }
+    }
+    for (const json& a : body["acks"])
+      ctx.agent->Ack(body["job_id"].get<std::string>(), body["attempt"].get<int>(), a[0].get<int>(),
+                     a[1].get<int>());
     res->SendJson(200, {{"ok", true}});
   });
 

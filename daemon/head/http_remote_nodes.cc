@@ -52,4 +52,17 @@ void HttpRemoteNodes::Stop(const std::string& api_address, const std::string& jo
   });
 }
 
+void HttpRemoteNodes::Ack(const std::string& api_address, const std::string& job_id, int attempt,
+                          const std::vector<std::pair<int, int>>& acks) {
+  json list = json::array();
+  for (const auto& [rank, seq] : acks) list.push_back({rank, seq});
+  const std::string body = json{{"job_id", job_id}, {"attempt", attempt}, {"acks", list}}.dump();
+  calls_->Post([peers = peers_, api_address, body] {
+    auto r = peers->Call(api_address, "POST", "/v1/internal/ack", body, std::chrono::seconds(3));
+    // The worker goes on by itself after WorkerHost::kMaxHold.
+    if (!r.ok() || r->status != 200)
+      LOG_WARN << "could not ask " << api_address << " to ack held reports";
+  });
+}
+
 }  // namespace traintl

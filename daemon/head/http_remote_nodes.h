@@ -33,6 +33,8 @@ class HttpRemoteNodes : public RemoteNodes {
               std::function<void(Result<int>)> done) override;
   void Stop(const std::string& api_address, const std::string& job_id, int attempt,
             bool urgent) override;
+  void Ack(const std::string& api_address, const std::string& job_id, int attempt,
+           const std::vector<std::pair<int, int>>& acks) override;
 
  private:
   // Constant after construction.

@@ -202,6 +202,12 @@ void JobManager::Tick() {
     settle_pending_ = settling;
   }
   DiagnoseProgress();
+  for (auto& [id, a] : active_) {
+    if (a.held.empty()) continue;
+    AckHeld(a, [&](const ActiveAttempt::HeldReport& h) {
+      return now - h.since >= options_.max_report_hold;
+    });
+  }
   if (full_pass_due_ || last_tick_ - last_full_pass_ >= kFullPassInterval) {
     FullPass(settling);
   } else if (queue_.has_fresh()) {
@@ -362,6 +368,7 @@ void JobManager::StartAttempt(const JobRecord& job, const JobSpec& spec,
   where.staging_prefix = Agent::StagingDir(job.trial_dir, where.attempt) + "/";
   ActiveAttempt a(std::move(where));
   a.trial_dir = job.trial_dir;
+  a.hold_reports = listener_ != nullptr && listener_->HoldsReports(job.id);
   a.per_worker = spec.resources_per_worker;
   a.rank_gpus = placement.rank_gpus;
   a.started = clock_->Now();
@@ -424,8 +431,10 @@ void JobManager::LaunchCommitted(const std::string& job_id, const JobRecord& job
     worker_ports_end_ = basics.worker_port_base + basics.world_size;
   }
   // Nodes in the order of their first rank: rank 0's node first.
+  NodeAttemptPlan base = BasePlan(job, spec, basics);
+  base.hold_reports = a.hold_reports;
   std::vector<std::pair<std::string, NodeAttemptPlan>> plans =
-      NodePlans(BasePlan(job, spec, basics), a.rank_nodes(), a.rank_gpus);
+      NodePlans(base, a.rank_nodes(), a.rank_gpus);
   LOG_INFO << "job " << job_id << ": starting attempt " << a.attempt() << " with "
            << a.tracker.world_size() << " worker(s) on " << plans.size() << " node(s)"
            << (restored_from.empty() ? "" : " from " + restored_from);
@@ -513,15 +522,52 @@ void JobManager::OnWorkerHello(const std::string& job_id, int attempt, int rank)
   if (ActiveAttempt* a = Find(job_id, attempt)) Run(*a, a->tracker.OnHello(rank));
 }
 
-void JobManager::OnWorkerReport(const std::string& job_id, int attempt, int rank, int seq,
-                                const json& metrics, const std::string& checkpoint) {
+void JobManager::OnWorkerReport(const std::string& job_id, int attempt, int rank,
+                                const events::Report& report) {
   ActiveAttempt* a = Find(job_id, attempt);
   if (a == nullptr) return;
+  const int seq = report.seq;
+  const json& metrics = report.metrics;
+  const std::string& checkpoint = report.checkpoint;
   rank_metrics_.Add(job_id, attempt, rank, seq, commands::NowMs(), metrics);
-  // The worker copied its files durably before reporting, so it may go on at once. A
-  // remote rank is acked by its agent when this call returns.
-  if (!a->tracker.IsRemote(rank)) agent_->Ack(job_id, attempt, rank, seq);
+  if (a->hold_reports) {
+    a->held.push_back({rank, seq, clock_->Now()});
+  } else if (!a->tracker.IsRemote(rank)) {
+    // The worker copied its files durably before reporting, so it may go on at once. A
+    // remote rank is acked by its agent when this call returns.
+    agent_->Ack(job_id, attempt, rank, seq);
+  }
   Run(*a, a->tracker.OnReport(rank, seq, metrics, checkpoint));
+}
+
+void JobManager::ReleaseReports(const std::string& job_id) {
+  auto it = active_.find(job_id);
+  if (it == active_.end() || it->second.held.empty()) return;
+  const int committed = it->second.committed_seq;
+  AckHeld(it->second,
+          [committed](const ActiveAttempt::HeldReport& h) { return h.seq <= committed; });
+}
+
+void JobManager::AckHeld(ActiveAttempt& a,
+                         const std::function<bool(const ActiveAttempt::HeldReport&)>& release) {
+  std::map<std::string, std::vector<std::pair<int, int>>> remote;  // node -> (rank, seq)
+  auto keep = a.held.begin();
+  for (auto& h : a.held) {
+    if (!release(h)) {
+      *keep++ = h;
+      continue;
+    }
+    if (!a.tracker.IsRemote(h.rank)) {
+      agent_->Ack(a.job_id(), a.attempt(), h.rank, h.seq);
+    } else {
+      remote[a.rank_nodes()[static_cast<size_t>(h.rank)]].emplace_back(h.rank, h.seq);
+    }
+  }
+  a.held.erase(keep, a.held.end());
+  for (auto& [node, acks] : remote) {
+    if (std::unique_ptr<NodeClient> client = ClientFor(node))
+      client->Ack(a.job_id(), a.attempt(), acks);
+  }
 }
 
 void JobManager::OnWorkerProgress(const std::string& job_id, int attempt, int rank,
@@ -564,8 +610,11 @@ void JobManager::CommitReport(ActiveAttempt& a, const AttemptTracker::CommitRepo
   const int seq = report.seq;
   const json& metrics = report.metrics;
   log_->Propose(commands::Report(a.job_id(), a.attempt(), seq, metrics),
-                [this, job_id = a.job_id()](Result<json> r) {
-                  if (r.ok() && listener_ != nullptr) listener_->OnJobReported(job_id);
+                [this, job_id = a.job_id(), attempt = a.attempt(), seq](Result<json> r) {
+                  if (!r.ok()) return;
+                  if (ActiveAttempt* at = Find(job_id, attempt))
+                    at->committed_seq = std::max(at->committed_seq, seq);
+                  if (listener_ != nullptr) listener_->OnJobReported(job_id);
                 });
   if (report.checkpoint_dirs.empty()) return;
   // Merged off this thread (directory fsyncs); the tracker holds the attempt's end back

@@ -91,6 +91,10 @@ struct JobManagerOptions {
   // Default: both 0 (every job is kept).
   int retain_jobs = 0;
   std::chrono::milliseconds retain_for{0};
+  // Longest a held report (JobEventListener::HoldsReports) waits for ReleaseReports
+  // before the head acks it anyway: a listener that never decides cannot stall a job.
+  // Default 5 s.
+  std::chrono::milliseconds max_report_hold{5000};
 };
 
 // What other parts of the head (the tune controller) hear of jobs, on the io_context
@@ -102,6 +106,10 @@ class JobEventListener {
   virtual void OnJobReported(const std::string& job_id) = 0;  // a report committed
   virtual void OnJobEnded(const std::string& job_id) = 0;     // the job reached an end state
   virtual void OnJobStarted(const std::string& job_id) {}     // an attempt was launched
+  // Asked when an attempt of the job is launched: true makes its ranks wait after every
+  // report until the listener calls JobManager::ReleaseReports (or max_report_hold
+  // passes). Default false.
+  virtual bool HoldsReports(const std::string& job_id) { return false; }
 };
 
 // The spec's policies the FSM applies, as stored with the job.
@@ -136,6 +144,9 @@ class JobManager : public WorkerPoolListener {
   void Submit(Submission sub, std::function<void(Result<std::string>)> done);
   // Hears of reports and job ends from now on (null: nobody). Not owned.
   void SetJobEventListener(JobEventListener* listener) { listener_ = listener; }
+  // A job whose reports are held (JobEventListener::HoldsReports): its ranks may go on
+  // past every report committed so far. No-op for other jobs.
+  void ReleaseReports(const std::string& job_id);
   // OK when this cluster could ever run the job; FailedPrecondition ("infeasible: ...").
   Status CheckFeasible(const JobSpec& spec) const;
   // Proposes stop_job and stops running workers; `done` gets the state afterwards.
@@ -169,8 +180,8 @@ class JobManager : public WorkerPoolListener {
   void OnWorkerHello(const std::string& job_id, int attempt, int rank) override;
   void OnWorkerProgress(const std::string& job_id, int attempt, int rank,
                         const events::Progress& progress) override;
-  void OnWorkerReport(const std::string& job_id, int attempt, int rank, int seq,
-                      const nlohmann::json& metrics, const std::string& checkpoint) override;
+  void OnWorkerReport(const std::string& job_id, int attempt, int rank,
+                      const events::Report& report) override;
   void OnWorkerExit(const WorkerExit& exit) override;
 
  private:
@@ -195,7 +206,20 @@ class JobManager : public WorkerPoolListener {
     // Its ranks' progress (traintl_progress), and what was last logged of it.
     std::unique_ptr<RankProgress> progress;
     std::string progress_logged;
+    // Reports acked only on ReleaseReports (JobEventListener::HoldsReports), those waiting,
+    // and the latest seq whose report committed.
+    bool hold_reports = false;
+    struct HeldReport {
+      int rank = 0;
+      int seq = 0;
+      std::chrono::steady_clock::time_point since{};
+    };
+    std::vector<HeldReport> held;
+    int committed_seq = -1;
   };
+  // Acks `a`'s held reports that `release` picks, on whichever node each rank runs.
+  void AckHeld(ActiveAttempt& a,
+               const std::function<bool(const ActiveAttempt::HeldReport&)>& release);
   // Logs stragglers and stalled collectives of the active attempts when they change.
   void DiagnoseProgress();
   // Carries out what `a`'s tracker decided, then lets it end the attempt when none of its

@@ -14,6 +14,11 @@ void LocalNodeClient::Stop(const std::string& job_id, int attempt, bool urgent) 
   agent_->Stop(job_id, attempt, urgent);
 }
 
+void LocalNodeClient::Ack(const std::string& job_id, int attempt,
+                          const std::vector<std::pair<int, int>>& acks) {
+  for (const auto& [rank, seq] : acks) agent_->Ack(job_id, attempt, rank, seq);
+}
+
 void RemoteNodeClient::Launch(NodeAttemptPlan plan, std::function<void(Result<int>)> done) {
   remote_->Launch(
       api_address_, NodeAttemptPlanToJson(plan),
@@ -26,6 +31,11 @@ void RemoteNodeClient::Launch(NodeAttemptPlan plan, std::function<void(Result<in
 
 void RemoteNodeClient::Stop(const std::string& job_id, int attempt, bool urgent) {
   remote_->Stop(api_address_, job_id, attempt, urgent);
+}
+
+void RemoteNodeClient::Ack(const std::string& job_id, int attempt,
+                           const std::vector<std::pair<int, int>>& acks) {
+  remote_->Ack(api_address_, job_id, attempt, acks);
 }
 
 }  // namespace traintl

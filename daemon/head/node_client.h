@@ -9,6 +9,8 @@
 
 #include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/result.h"
 #include "daemon/head/remote_nodes.h"
@@ -26,6 +28,10 @@ class NodeClient {
   // Best effort: stops every worker of the attempt on the node; `urgent`: SIGTERM at once
   // rather than after the stop grace (a failed attempt, AttemptTracker::StopWorkers).
   virtual void Stop(const std::string& job_id, int attempt, bool urgent = false) = 0;
+  // Best effort: acks held reports (rank, seq) of the attempt to their workers
+  // (JobManager::ReleaseReports).
+  virtual void Ack(const std::string& job_id, int attempt,
+                   const std::vector<std::pair<int, int>>& acks) = 0;
 };
 
 class LocalNodeClient : public NodeClient {
@@ -33,6 +39,8 @@ class LocalNodeClient : public NodeClient {
   explicit LocalNodeClient(Agent* agent) : agent_(agent) {}
   void Launch(NodeAttemptPlan plan, std::function<void(Result<int>)> done) override;
   void Stop(const std::string& job_id, int attempt, bool urgent) override;
+  void Ack(const std::string& job_id, int attempt,
+           const std::vector<std::pair<int, int>>& acks) override;
 
  private:
   Agent* const agent_;
@@ -45,6 +53,8 @@ class RemoteNodeClient : public NodeClient {
       : remote_(remote), node_id_(std::move(node_id)), api_address_(std::move(api_address)) {}
   void Launch(NodeAttemptPlan plan, std::function<void(Result<int>)> done) override;
   void Stop(const std::string& job_id, int attempt, bool urgent) override;
+  void Ack(const std::string& job_id, int attempt,
+           const std::vector<std::pair<int, int>>& acks) override;
 
  private:
   RemoteNodes* const remote_;

@@ -7,6 +7,8 @@
 
 #include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -26,6 +28,9 @@ class RemoteNodes {
   // Best effort: asks the agent to stop every worker of the attempt.
   virtual void Stop(const std::string& api_address, const std::string& job_id, int attempt,
                     bool urgent) = 0;
+  // Best effort: asks the agent to ack these held reports (rank, seq) of the attempt.
+  virtual void Ack(const std::string& api_address, const std::string& job_id, int attempt,
+                   const std::vector<std::pair<int, int>>& acks) = 0;
 };
 
 }  // namespace traintl

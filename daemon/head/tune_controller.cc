@@ -140,6 +140,18 @@ void TuneController::OnJobEnded(const std::string& job_id) { OnJobReported(job_i
 // The trial job that waited started: the next one may be queued (one waits at a time).
 void TuneController::OnJobStarted(const std::string& job_id) { OnJobReported(job_id); }
 
+bool TuneController::HoldsReports(const std::string& job_id) {
+  if (!is_head_) return false;
+  auto t = store_->TrialOfJob(job_id);
+  if (!t) return false;
+  if (auto it = live_.find(t->experiment_id); it != live_.end() && it->second)
+    return it->second->scheduler->DecidesOnResults();
+  auto e = store_->GetExperiment(t->experiment_id);
+  if (!e) return false;
+  auto live = Load(*e);
+  return live.ok() && (*live)->scheduler->DecidesOnResults();
+}
+
 Result<std::unique_ptr<TuneController::Live>> TuneController::Load(
     const ExperimentRecord& e) const {
   auto spec = tune::ParseTuneSpec(ParsedOr(e.spec, json()));
@@ -212,6 +224,7 @@ void TuneController::Pass(const std::string& experiment_id) {
 
   std::vector<std::string> stops;  // jobs to stop once the update is recorded, with reasons
   std::vector<std::string> stop_reasons;
+  std::vector<std::string> releases;  // running jobs whose every result was fed: go on
   auto stop_job = [&](const std::string& job_id, const std::string& reason) {
     stops.push_back(job_id);
     stop_reasons.push_back(reason);
@@ -302,6 +315,9 @@ void TuneController::Pass(const std::string& experiment_id) {
         stop_job(t.job_id, budget_reason);
         live.stopping.insert(t.index);
       }
+      if (t.status.empty() && t.pending.empty() && !live.stopping.count(t.index) &&
+          (stops.empty() || stops.back() != t.job_id))
+        releases.push_back(t.job_id);
       continue;
     }
     // The job ended: continue the trial in a new job, wait, or end it.
@@ -397,6 +413,7 @@ void TuneController::Pass(const std::string& experiment_id) {
   // After the update, so that the FSM records the trial's decision before its job ends.
   for (size_t i = 0; i < stops.size(); ++i)
     jobs_->Stop(stops[i], stop_reasons[i], [](Result<std::string>) {});
+  for (const auto& job_id : releases) jobs_->ReleaseReports(job_id);
 }
 
 bool TuneController::SubmitTrialJob(const ExperimentRecord& e, Live& live, int index,

@@ -87,6 +87,11 @@ class TuneController : public JobEventListener {
   void OnJobReported(const std::string& job_id) override;
   void OnJobEnded(const std::string& job_id) override;
   void OnJobStarted(const std::string& job_id) override;
+  // A trial's job whose scheduler decides on results (not FIFO): its ranks wait after each
+  // report until the pass that fed it to the scheduler releases it, so a trial the
+  // scheduler stops trains no further (Ray's train.report() waits for the Tune driver
+  // too).
+  bool HoldsReports(const std::string& job_id) override;
 
   // The message of jobs a user's experiment stop ended (Resume continues them).
   static constexpr const char* kStoppedWithExperiment = "the experiment was stopped";

@@ -231,6 +231,7 @@ Result<int> Agent::Launch(const NodeAttemptPlan& planned) {
     ctx.master_port = plan.master_port;
     ctx.collective_timeout_s = plan.collective_timeout_s;
     ctx.use_gpu = plan.use_gpu;
+    ctx.hold_reports = plan.hold_reports;
     ctx.datasets = plan.datasets;
     const nlohmann::json lease = pool_->LeaseContext(plan.job_id, plan.attempt, rank);
     if (lease.is_object()) {

@@ -145,15 +145,17 @@ void HeadLink::EnqueueHello(const std::string& job_id, int attempt, int rank) {
   Enqueue({{"type", "hello"}, {"job_id", job_id}, {"attempt", attempt}, {"rank", rank}});
 }
 
-void HeadLink::EnqueueReport(const std::string& job_id, int attempt, int rank, int seq,
-                             const json& metrics, const std::string& checkpoint) {
-  Enqueue({{"type", "report"},
-           {"job_id", job_id},
-           {"attempt", attempt},
-           {"rank", rank},
-           {"seq", seq},
-           {"metrics", metrics},
-           {"checkpoint", checkpoint}});
+void HeadLink::EnqueueReport(const std::string& job_id, int attempt, int rank,
+                             const events::Report& report) {
+  json event = {{"type", "report"},
+                {"job_id", job_id},
+                {"attempt", attempt},
+                {"rank", rank},
+                {"seq", report.seq},
+                {"metrics", report.metrics},
+                {"checkpoint", report.checkpoint}};
+  if (report.held) event["held"] = true;
+  Enqueue(std::move(event));
 }
 
 void HeadLink::EnqueueProgress(const std::string& job_id, int attempt, int rank,
@@ -214,7 +216,7 @@ void HeadLink::SenderMain() {
     }
     // The head has taken the reports (and their checkpoint files): the ranks may go on.
     for (const auto& ev : batch) {
-      if (ev["type"] != "report") continue;
+      if (ev["type"] != "report" || ev.value("held", false)) continue;
       asio::post(io_, [this, ev] {
         agent_->Ack(ev["job_id"].get<std::string>(), ev["attempt"].get<int>(),
                     ev["rank"].get<int>(), ev["seq"].get<int>());

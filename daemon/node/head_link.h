@@ -94,8 +94,10 @@ class HeadLink {
 
   // io thread: worker events of this node while another node is the head.
   void EnqueueHello(const std::string& job_id, int attempt, int rank);
-  void EnqueueReport(const std::string& job_id, int attempt, int rank, int seq,
-                     const nlohmann::json& metrics, const std::string& checkpoint);
+  // A report is acked to its worker once the head has taken it, unless it is held: then
+  // the head acks it (AckHeld, from POST /v1/internal/ack) after deciding on it.
+  void EnqueueReport(const std::string& job_id, int attempt, int rank,
+                     const events::Report& report);
   void EnqueueExit(const WorkerExit& e, const std::string& log_tail);
   void EnqueueProgress(const std::string& job_id, int attempt, int rank,
                        const events::Progress& progress);

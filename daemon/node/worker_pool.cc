@@ -402,8 +402,7 @@ void WorkerPool::HandleMessage(const std::shared_ptr<Worker>& w, const std::stri
   if (std::holds_alternative<events::Hello>(*event)) {
     listener_->OnWorkerHello(w->job_id, w->attempt, w->rank);
   } else if (const auto* report = std::get_if<events::Report>(&*event)) {
-    listener_->OnWorkerReport(w->job_id, w->attempt, w->rank, report->seq, report->metrics,
-                              report->checkpoint);
+    listener_->OnWorkerReport(w->job_id, w->attempt, w->rank, *report);
   } else if (const auto* progress = std::get_if<events::Progress>(&*event)) {
     listener_->OnWorkerProgress(w->job_id, w->attempt, w->rank, *progress);
   } else if (auto* done = std::get_if<events::Done>(&*event)) {

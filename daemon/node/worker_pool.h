@@ -138,8 +138,8 @@ class WorkerPoolListener {
  public:
   virtual ~WorkerPoolListener() = default;
   virtual void OnWorkerHello(const std::string& job_id, int attempt, int rank) = 0;
-  virtual void OnWorkerReport(const std::string& job_id, int attempt, int rank, int seq,
-                              const nlohmann::json& metrics, const std::string& checkpoint) = 0;
+  virtual void OnWorkerReport(const std::string& job_id, int attempt, int rank,
+                              const events::Report& report) = 0;
   virtual void OnWorkerExit(const WorkerExit& exit) = 0;
   // The rank's training progress (proto/worker_events.h Progress). Default: ignored.
   virtual void OnWorkerProgress(const std::string& job_id, int attempt, int rank,

@@ -22,6 +22,7 @@ class FifoScheduler : public TrialScheduler {
   void OnTrialAdd(const std::string&, const json&) override {}
   SchedulerDecision OnTrialResult(const std::string&, const json&) override { return {}; }
   void OnTrialComplete(const std::string&) override {}
+  bool DecidesOnResults() const override { return false; }
   json SaveState() const override { return {{"type", "fifo"}}; }
   Status LoadState(const json& state) override {
     return sched_internal::CheckStateType(state, "fifo");

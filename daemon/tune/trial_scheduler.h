@@ -64,6 +64,9 @@ class TrialScheduler {
   // Whether a new trial may start now (HyperBand holds new trials back while a bracket
   // waits for its paused members to be decided). Default: yes.
   virtual bool CanAddTrial() const { return true; }
+  // Whether a result may end or pause its trial: then the trial's ranks wait for the
+  // decision after each report (JobEventListener::HoldsReports). Default: yes.
+  virtual bool DecidesOnResults() const { return true; }
 
   // Everything needed to go on deciding, as JSON, and back. LoadState refuses
   // (InvalidArgument) JSON that SaveState of this type did not write.

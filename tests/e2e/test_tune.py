@@ -5,6 +5,7 @@ from their checkpoints, and bad specs are refused with the field named."""
 import csv
 import json
 import os
+import re
 import shutil
 import tempfile
 import unittest
@@ -71,6 +72,10 @@ class TuneTest(DaemonTestCase):
             self.assertEqual(t["state"], "TERMINATED")
             self.assertLess(t["iterations"], 6, t)
             self.assertEqual(t["job_state"], "STOPPED")
+            # Held reports: the rank waited for ASHA's decision, so a stopped trial trained
+            # no epoch past the result that stopped it.
+            decided_at = int(re.search(r"at training_iteration (\d+)", t["reason"]).group(1))
+            self.assertEqual(t["iterations"], decided_at, t)
         # Trials are sorted by the metric, best first.
         bests = [t["best"] for t in exp["trials"]]
         self.assertEqual(bests, sorted(bests))
@@ -347,6 +352,63 @@ class TuneFailoverTest(unittest.TestCase):
         names = sorted(j["name"] for j in jobs["jobs"])
         self.assertEqual(names, [f"failover_0000{i}" for i in range(4)])
         self.assertEqual(exp["best_trial"]["config"]["train_loop_config"]["loss_scale"], 1)
+
+
+class TuneTwoNodeTest(unittest.TestCase):
+    """ASHA's trials with a rank on another node: that rank's reports are held too, and
+    released by the head over POST /v1/internal/ack as soon as ASHA decided."""
+
+    def setUp(self):
+        self.storage = tempfile.mkdtemp(prefix="traintl-tune-storage-")
+        # One CPU each: a two-rank trial has rank 1 on the other node.
+        self.cluster = Cluster(voters=1, agents=1, num_cpus=1).start()
+        self.cluster.wait_nodes(2)
+
+    def tearDown(self):
+        if any(err for _, err in getattr(self._outcome, "errors", []) if err):
+            self.cluster.dump_logs()
+        for d in self.cluster.daemons:
+            d.stop()
+        leftover = [p for d in self.cluster.daemons for p in d.worker_pids()]
+        self.cluster.cleanup()
+        shutil.rmtree(self.storage, ignore_errors=True)
+        self.assertEqual(leftover, [], "worker processes left behind")
+
+    def test_remote_ranks_wait_for_ashas_decision(self):
+        head = self.cluster.head()
+        trainer = train_spec(name="held", workers=2, epochs=6, sleep_ms=50)
+        trainer["run_config"]["storage_path"] = self.storage
+        spec = tune_spec(trainer,
+                         {"train_loop_config": {"loss_scale": {"grid_search": [1, 4, 2, 8]}}},
+                         max_concurrent_trials=1,
+                         scheduler={"type": "asha", "max_t": 6, "grace_period": 1,
+                                    "reduction_factor": 2})
+        path = os.path.join(self.storage, "tune.json")
+        with open(path, "w") as f:
+            json.dump(spec, f)
+        p = head.cli("tune", path, "--wait", timeout=180)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        status, exp = head.get("/v1/tune/held")
+        self.assertEqual(status, 200, exp)
+        stopped = [t for t in exp["trials"] if "ASHA" in t["reason"]]
+        self.assertGreaterEqual(len(stopped), 1, exp["trials"])
+        for t in exp["trials"]:
+            status, m = head.get(f"/v1/jobs/{t['job_id']}/metrics?ranks=all")
+            self.assertEqual(status, 200, m)
+            remote = m["ranks"]["1"]
+            # Rank 1 ran on the agent (one CPU per node).
+            ranks = self.cluster.ranks_by_daemon(t["job_id"])
+            self.assertEqual(len(ranks), 2, ranks)
+            if t in stopped:
+                decided_at = int(re.search(r"at training_iteration (\d+)",
+                                           t["reason"]).group(1))
+                # Neither rank trained past the result ASHA stopped the trial at.
+                self.assertEqual(t["iterations"], decided_at, t)
+                self.assertEqual(len(remote), decided_at, remote)
+            # Released by the head's decision, not by its 5 s bound on a hold.
+            times = [r["time"] for r in remote]
+            gaps = [b - a for a, b in zip(times, times[1:])]
+            self.assertLess(max(gaps, default=0), 4000, gaps)
 
 
 if __name__ == "__main__":

@@ -54,9 +54,9 @@ struct ForwardingListener : WorkerPoolListener {
   void OnWorkerHello(const std::string& job_id, int attempt, int rank) override {
     target->OnWorkerHello(job_id, attempt, rank);
   }
-  void OnWorkerReport(const std::string& job_id, int attempt, int rank, int seq,
-                      const json& metrics, const std::string& checkpoint) override {
-    target->OnWorkerReport(job_id, attempt, rank, seq, metrics, checkpoint);
+  void OnWorkerReport(const std::string& job_id, int attempt, int rank,
+                      const events::Report& report) override {
+    target->OnWorkerReport(job_id, attempt, rank, report);
   }
   void OnWorkerExit(const WorkerExit& exit) override { target->OnWorkerExit(exit); }
   WorkerPoolListener* target = nullptr;

@@ -104,6 +104,11 @@ TEST_CASE("python, command and tensorflow plans; their wire form round-trips") {
   CHECK(back->command == p.command);
   CHECK(back->rank_hosts == p.rank_hosts);
   CHECK(back->worker_port_base == p.worker_port_base);
+  CHECK_FALSE(back->hold_reports);
+  CHECK_FALSE(NodeAttemptPlanToJson(p).contains("hold_reports"));  // as older heads wrote
+  p.hold_reports = true;
+  CHECK(NodeAttemptPlanFromJson(NodeAttemptPlanToJson(p))->hold_reports);
+  p.hold_reports = false;
 
   auto j = NodeAttemptPlanToJson(p);
   j["rank_hosts"] = {"127.0.0.1"};

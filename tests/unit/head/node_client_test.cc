@@ -26,9 +26,16 @@ struct RecordingRemote : RemoteNodes {
     stopped.push_back(api_address + " " + job_id + " " + std::to_string(attempt) +
                       (urgent ? " urgent" : ""));
   }
+  void Ack(const std::string& api_address, const std::string& job_id, int attempt,
+           const std::vector<std::pair<int, int>>& acks) override {
+    for (const auto& [rank, seq] : acks)
+      acked.push_back(api_address + " " + job_id + " " + std::to_string(attempt) + " " +
+                      std::to_string(rank) + ":" + std::to_string(seq));
+  }
   Result<int> answer = 0;
   std::vector<std::pair<std::string, json>> launched;
   std::vector<std::string> stopped;
+  std::vector<std::string> acked;
 };
 
 NodeAttemptPlan Plan(std::vector<int> ranks, int port) {

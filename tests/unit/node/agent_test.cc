@@ -27,8 +27,7 @@ namespace {
 class Recorder : public WorkerPoolListener {
  public:
   void OnWorkerHello(const std::string&, int, int) override {}
-  void OnWorkerReport(const std::string&, int, int, int, const nlohmann::json&,
-                      const std::string&) override {}
+  void OnWorkerReport(const std::string&, int, int, const events::Report&) override {}
   void OnWorkerExit(const WorkerExit& e) override { exits.push_back(e); }
   std::vector<WorkerExit> exits;
 };

@@ -36,9 +36,8 @@ struct TempDir {
 class Recorder : public WorkerPoolListener {
  public:
   void OnWorkerHello(const std::string&, int, int) override { ++hellos; }
-  void OnWorkerReport(const std::string&, int, int, int seq, const json& metrics,
-                      const std::string& checkpoint) override {
-    reports.push_back({{"seq", seq}, {"metrics", metrics}, {"checkpoint", checkpoint}});
+  void OnWorkerReport(const std::string&, int, int, const events::Report& r) override {
+    reports.push_back({{"seq", r.seq}, {"metrics", r.metrics}, {"checkpoint", r.checkpoint}});
   }
   void OnWorkerExit(const WorkerExit& e) override { exits.push_back(e); }
   int hellos = 0;

@@ -57,6 +57,14 @@ TEST_CASE("a rank context round-trips through the context file's JSON") {
   REQUIRE(back.ok());
   CHECK(back->lease_fd == -1);
   CHECK(!back->checkpoint_dir);
+  CHECK_FALSE(back->hold_reports);
+
+  j["hold_reports"] = true;
+  CHECK(ParseRankContext(j.dump())->hold_reports);
+  j.erase("hold_reports");  // an older agent's context
+  CHECK_FALSE(ParseRankContext(j.dump())->hold_reports);
+  j["hold_reports"] = "yes";
+  CHECK_THAT(ParseRankContext(j.dump()).status().message(), Catch::Contains("hold_reports"));
 }
 
 TEST_CASE("the TRAINTL_* environment of a rank") {

@@ -52,6 +52,8 @@ TEST_CASE("worker events round-trip as the lines the worker has always sent") {
        R"({"checkpoint":"/s/seq_3/rank_0","metrics":{"epoch":1,"loss":0.5},"seq":3,"type":"report"})"},
       {events::Report{0, json::object(), ""},
        R"({"checkpoint":null,"metrics":{},"seq":0,"type":"report"})"},
+      {events::Report{1, json::object(), "", /*held=*/true},
+       R"({"checkpoint":null,"held":true,"metrics":{},"seq":1,"type":"report"})"},
       {events::Done{true, "", true}, R"({"ok":true,"type":"done"})"},
       {events::Done{false, "boom", false},
        R"({"error":"boom","ok":false,"retryable":false,"type":"done"})"},

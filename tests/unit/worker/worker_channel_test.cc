@@ -126,6 +126,31 @@ TEST_CASE("reports of metrics alone do not wait for acks, up to 16 in flight") {
   CHECK(run.WaitExitCode() == 0);
 }
 
+TEST_CASE("held reports wait for each ack, and a stop ends the wait with no further epoch") {
+  Fixture f;
+  json ctx =
+      f.Context(TEST_TRAIN_LIB, "", {{"epochs", 100000}, {"sleep_ms", 0}, {"checkpoint_every", 0}});
+  ctx["hold_reports"] = true;
+  WorkerRun& run = f.Start(ctx);
+  ExpectHello(run, 0);
+  for (int k = 0; k < 3; ++k) {
+    json r = ExpectMessage(run, "report");
+    CHECK(r["seq"] == k);
+    CHECK(r["held"] == true);
+    // Blocked in report() until its ack, however fast the epochs are.
+    CHECK_FALSE(run.Next(300).has_value());
+    run.Ack(k);
+  }
+  CHECK(ExpectMessage(run, "report")["seq"] == 3);
+  // The head decided to stop the trial: it never acks seq 3, and the stop ends the wait.
+  run.Send({{"type", "stop"}});
+  json m = ExpectMessage(run, "done");
+  CHECK(m["ok"] == true);
+  CHECK(run.WaitExitCode() == 0);
+  INFO("log:\n" << run.Log());
+  CHECK(run.Log().find("rank 0 stopping after epoch 3") != std::string::npos);
+}
+
 TEST_CASE("the worker exits when the agent's end closes") {
   Fixture f;
   WorkerRun& run = f.Start(f.Context(
