@@ -10,7 +10,7 @@ PACKAGES=(
   libraft-dev libuv1-dev
   libtorch-dev libgloo-dev libopenblas0-pthread
   catch2
-  python3 procps
+  python3 procps chromium
   pybind11-dev libpython3.11-dev python3-numpy python3-torch
   libxgboost-dev python3-xgboost
   lintian systemd-container file

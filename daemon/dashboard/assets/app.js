@@ -49,7 +49,6 @@
     return e;
   }
 
-  const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
   const enc = encodeURIComponent;
 
   function fmtNum(v) {
@@ -74,10 +73,13 @@
   const gib = (b) => `${((b || 0) / 2 ** 30).toFixed(1)} GiB`;
   const stateBadge = (s) => el('span', { class: `state state-${s}` }, s);
 
-  // Numeric entries of a metrics object, `loss` and the usual counters first.
+  // Numeric entries of a metrics object, `loss` and the usual counters first, without the
+  // ranks' bookkeeping.
+  const NOT_SUMMARIZED = new Set(['rank', 'world_size', 'local_rank', 'node_rank', 'attempt']);
   function metricSummary(metrics, max) {
     const first = ['loss', 'epoch', 'step', 'training_iteration', 'accuracy'];
-    const keys = Object.keys(metrics || {}).filter((k) => typeof metrics[k] === 'number');
+    const keys = Object.keys(metrics || {})
+      .filter((k) => typeof metrics[k] === 'number' && !NOT_SUMMARIZED.has(k));
     keys.sort((a, b) => {
       const ia = first.indexOf(a);
       const ib = first.indexOf(b);
@@ -113,8 +115,27 @@
     for (const v of document.querySelectorAll('.view')) v.hidden = v.id !== `view-${view}`;
   }
 
+  let loginFailed = false; // the page was loaded after a failed login
+  let loggedIn = false; // an API call got past the session check
+  let view = 'loading'; // the view of the route, shown once logged in
+
+  function setView(v) {
+    view = v;
+    if (loggedIn) show(v);
+  }
+
+  function sessionOk() {
+    if (loggedIn) return;
+    loggedIn = true;
+    loginFailed = false;
+    $('nav').hidden = false;
+    $('logout').hidden = false;
+    show(view);
+  }
+
   function showLogin(failed) {
     generation++;
+    loggedIn = false;
     show('login');
     $('nav').hidden = true;
     $('logout').hidden = true;
@@ -128,11 +149,20 @@
       let delay;
       try {
         delay = await tick();
-        if (gen === generation) setConn('');
+        if (gen === generation) {
+          setConn('');
+          sessionOk();
+        }
       } catch (e) {
-        if (e instanceof AuthError) { showLogin(false); return; }
+        if (e instanceof AuthError) {
+          showLogin(loginFailed);
+          loginFailed = false;
+          return;
+        }
         if (gen !== generation) return;
-        setConn(`cannot reach the daemon: ${e.message}`);
+        // An HTTP error has a status (a job that does not exist: 404; no head yet: 503).
+        if (e.status) sessionOk();
+        setConn(e.status ? `error: ${e.message}` : `cannot reach the daemon: ${e.message}`);
         delay = 2000;
       }
       if (gen !== generation) return;
@@ -151,11 +181,11 @@
     page = null;
     const m = (location.hash || '#/').match(/^#\/jobs\/([^/]+)$/);
     if (m) {
-      show('job');
+      setView('job');
       const p = page = new JobPage(decodeURIComponent(m[1]), gen);
       poll(gen, () => p.tick());
     } else {
-      show('overview');
+      setView('overview');
       document.title = 'traintl';
       poll(gen, () => overviewTick(gen));
     }
@@ -166,6 +196,7 @@
   async function overviewTick(gen) {
     const [nodes, jobs] = await Promise.all([api('/v1/nodes'), api('/v1/jobs?limit=100')]);
     if (gen !== generation) return 0;
+    sessionOk();
     renderNodes(nodes.nodes || []);
     renderJobs(jobs.jobs || []);
     return 2000;
@@ -183,7 +214,8 @@
         .filter((k) => !['CPU', 'GPU', 'memory'].includes(k))
         .map((k) => `${k} ${res(n, k)}`).join(', ');
       return el('tr', { class: n.role === 'head' ? 'head' : null, 'data-node': n.node_id },
-        el('td', { class: 'mono' }, n.node_id, n.role === 'head' ? el('span', { class: 'badge' }, 'head') : null),
+        el('td', { class: 'mono' }, n.node_id,
+          n.role === 'head' ? el('span', { class: 'badge' }, 'head') : null),
         el('td', { class: 'mono' }, n.address),
         el('td', {}, n.role),
         el('td', {}, stateBadge(n.state)),
@@ -226,7 +258,14 @@
       this.chartKey = '';
       this.restarts = [];
       this.markedPoints = false;
-      for (const id of ['job-name', 'job-id', 'job-summary', 'chart-note', 'log', 'log-note']) $(id).textContent = '';
+      this.metrics = null; // the last metrics answer
+      this.metricsEvery = 1;
+      this.ticks = 0;
+      for (const id of ['job-id', 'job-summary', 'chart-note', 'log', 'log-note']) {
+        $(id).textContent = '';
+      }
+      $('job-name').textContent = ref;
+      $('job-body').hidden = true;
       $('job-state').replaceChildren();
       $('job-message').hidden = true;
       $('job-warnings').replaceChildren();
@@ -242,7 +281,11 @@
       chartEl.dataset.series = '0';
       chartEl.dataset.metric = '';
       $('metric-select').onchange = (e) => { this.metric = e.target.value; this.chartKey = ''; this.wake(); };
-      $('rank-select').onchange = (e) => { this.rank = Number(e.target.value); $('log').textContent = ''; this.wake(); };
+      $('rank-select').onchange = (e) => {
+        this.rank = Number(e.target.value);
+        $('log').textContent = '';
+        this.wake();
+      };
       $('job-stop').onclick = () => this.stop();
       window.onresize = () => {
         if (this.chart) this.chart.setSize({ width: chartEl.clientWidth, height: 300 });
@@ -258,22 +301,53 @@
     }
 
     async tick() {
-      const d = await api(`/v1/jobs/${enc(this.id || this.ref)}`);
-      this.id = d.job_id;
-      const base = `/v1/jobs/${enc(d.job_id)}`;
-      const rank = this.rank;
-      const [metrics, ckpts, log] = await Promise.all([
-        api(`${base}/metrics?ranks=all`),
-        api(`${base}/checkpoints`),
-        d.started_at ? api(`${base}/logs?rank=${rank}&tail=200`, { text: true }).catch((e) => {
-          if (e instanceof AuthError) throw e;
-          return { error: e.message };
-        }) : null,
-      ]);
+      const base = `/v1/jobs/${enc(this.id || this.ref)}`;
+      // The metrics answer holds the whole history (the API has no "since"): a long job's is
+      // large, so it is fetched less often the more reports it holds (every 1 to 10 ticks).
+      const fetchMetrics = this.ticks++ % this.metricsEvery === 0;
+      let d, metrics, ckpts;
+      try {
+        [d, metrics, ckpts] = await Promise.all([
+          api(base),
+          fetchMetrics ? api(`${base}/metrics?ranks=all`) : this.metrics,
+          api(`${base}/checkpoints`),
+        ]);
+      } catch (e) {
+        if (this.gen === generation && (e.status === 404 || e.status === 409)) {
+          // No such job (or it was deleted), or an ambiguous name or prefix.
+          $('job-message').textContent = e.message;
+          $('job-message').className = 'error';
+          $('job-message').hidden = false;
+          $('job-body').hidden = true;
+          $('job-stop').hidden = true;
+        }
+        throw e;
+      }
       if (this.gen !== generation) return 0;
+      sessionOk(); // shows the view before drawing: the chart takes the view's width
+      this.id = d.job_id;
+      if (fetchMetrics) {
+        const reports = Object.values(metrics.ranks || {})
+          .reduce((n, list) => n + list.length, (metrics.history || []).length);
+        this.metricsEvery = Math.min(10, Math.max(1, Math.ceil(reports / 4000)));
+      }
+      this.metrics = metrics;
       this.renderDetail(d);
       this.renderChart(d, metrics);
       this.renderCheckpoints(ckpts.checkpoints || []);
+
+      // The log once the job has started (before, the daemon has none: 404).
+      const rank = this.rank;
+      let log = null;
+      if (d.started_at) {
+        try {
+          log = await api(`/v1/jobs/${enc(d.job_id)}/logs?rank=${rank}&tail=200`, { text: true });
+        } catch (e) {
+          if (e instanceof AuthError) throw e;
+          log = { error: e.message };
+        }
+      }
+      if (this.gen !== generation) return 0;
       if (rank === this.rank) this.renderLog(d, log);
       return TERMINAL.has(d.state) ? 5000 : 1000;
     }
@@ -284,15 +358,17 @@
       $('job-id').textContent = d.job_id;
       $('job-state').replaceChildren(stateBadge(d.state));
       $('job-state').dataset.state = d.state;
+      $('job-body').hidden = false;
       const stop = $('job-stop');
       stop.hidden = TERMINAL.has(d.state);
-      const parts = [`attempt ${d.attempt}`, `${d.num_workers} workers`,
+      const parts = [`attempt ${d.attempt}`, `${d.num_workers} worker${d.num_workers === 1 ? '' : 's'}`,
         `failures ${d.failures}/${d.max_failures}`, `submitted ${fmtTime(d.submitted_at)}`];
       if (d.started_at) parts.push(`ran ${fmtDur((d.ended_at || Date.now()) - d.started_at)}`);
       if (d.state === 'PENDING' && d.pending_reason) parts.push(`pending: ${d.pending_reason}`);
       $('job-summary').textContent = parts.join(' · ');
       $('job-message').hidden = !d.message;
       $('job-message').textContent = d.message || '';
+      $('job-message').className = d.state === 'FAILED' ? 'error' : 'muted';
 
       const warnings = [];
       const p = d.progress;
@@ -308,7 +384,8 @@
       renderIfChanged($('job-warnings'), warnings, () => $('job-warnings').replaceChildren(
         ...warnings.map((w) => el('p', { class: 'warning' }, w))));
 
-      renderIfChanged($('attempts'), d.attempts, () => fillTable($('attempts'), (d.attempts || []).map((a) => {
+      const attempts = d.attempts || [];
+      renderIfChanged($('attempts'), attempts, () => fillTable($('attempts'), attempts.map((a) => {
         const exit = a.signal !== null && a.signal !== undefined ? `signal ${a.signal}`
           : (a.exit_code !== null && a.exit_code !== undefined ? `exit ${a.exit_code}` : '');
         return el('tr', { 'data-attempt': a.attempt },
@@ -328,7 +405,8 @@
 
       const ranks = $('rank-select');
       if (ranks.options.length !== d.num_workers) {
-        ranks.replaceChildren(...Array.from({ length: d.num_workers }, (_, r) => el('option', { value: r }, `rank ${r}`)));
+        ranks.replaceChildren(...Array.from({ length: d.num_workers },
+          (_, r) => el('option', { value: r }, `rank ${r}`)));
         ranks.value = String(Math.min(this.rank, d.num_workers - 1));
       }
     }
@@ -354,11 +432,14 @@
         }
       }
       const sorted = [...names].sort();
-      if (!this.metric || !names.has(this.metric)) this.metric = names.has('loss') ? 'loss' : sorted[0] || null;
+      if (!this.metric || !names.has(this.metric)) {
+        this.metric = names.has('loss') ? 'loss' : sorted[0] || null;
+      }
       const sel = $('metric-select');
       renderIfChanged(sel, sorted, () => {
         sel.replaceChildren(...sorted.map((k) => el('option', { value: k }, k)));
       });
+      sel.hidden = $('metric-label').hidden = sorted.length === 0;
       if (this.metric) sel.value = this.metric;
 
       const chartEl = $('chart');
@@ -367,7 +448,9 @@
       // One x (time, seconds) for all ranks; a rank without a report at a time has null.
       const times = new Set();
       for (const r of ranks) {
-        for (const rep of byRank.get(r)) if (typeof rep.metrics[metric] === 'number') times.add(rep.time / 1000);
+        for (const rep of byRank.get(r)) {
+          if (typeof rep.metrics[metric] === 'number') times.add(rep.time / 1000);
+        }
       }
       const xs = [...times].sort((a, b) => a - b);
       const index = new Map(xs.map((t, i) => [t, i]));
@@ -393,7 +476,8 @@
         this.chart = new uPlot({
           width: Math.max(chartEl.clientWidth, 300),
           height: 300,
-          scales: { x: { time: true } },
+          // A single report gets ten seconds of axis (uPlot would span years).
+          scales: { x: { time: true, range: (u, lo, hi) => (hi > lo ? [lo, hi] : [lo - 5, hi + 5]) } },
           series: [{ label: 'time' }, ...ranks.map((r) => ({
             label: `rank ${r}`, stroke: COLORS[r % COLORS.length], width: 1.5, spanGaps: true,
           }))],
@@ -401,7 +485,11 @@
           hooks: { draw: [(u) => this.drawRestarts(u)] },
         }, [xs, ...ys], chartEl);
       } else {
-        this.chart.setData([xs, ...ys]);
+        // Keep a zoom (a drag on the chart; a double click undoes it) across polls.
+        const prev = this.chart.data[0];
+        const sx = this.chart.scales.x;
+        const zoomed = sx.min > prev[0] || sx.max < prev[prev.length - 1];
+        this.chart.setData([xs, ...ys], !zoomed);
       }
       chartEl.dataset.points = String(points);
       chartEl.dataset.series = String(ranks.length);
@@ -434,9 +522,11 @@
     }
 
     renderCheckpoints(list) {
-      $('ckpt-count').textContent = list.length ? `(${list.length} retained${list.length > 20 ? ', newest 20 shown' : ''})` : '(none)';
+      const more = list.length > 20 ? ', newest 20 shown' : '';
+      $('ckpt-count').textContent = list.length ? `(${list.length} retained${more})` : '(none)';
       const shown = list.slice(-20).reverse();
-      renderIfChanged($('checkpoints'), shown.map((c) => c.id), () => fillTable($('checkpoints'), shown.map((c) =>
+      const table = $('checkpoints');
+      renderIfChanged(table, shown.map((c) => c.id), () => fillTable(table, shown.map((c) =>
         el('tr', { class: c.latest ? 'latest' : null, 'data-checkpoint': c.id },
           el('td', {}, c.seq, c.latest ? el('span', { class: 'badge' }, 'latest') : null),
           el('td', {}, c.attempt),
@@ -447,6 +537,7 @@
 
     renderLog(d, log) {
       const pre = $('log');
+      pre.hidden = log === null;
       if (log === null) {
         pre.textContent = '';
         $('log-note').textContent = 'the job has not started';
@@ -488,14 +579,9 @@
     if (params.has('token') || params.has('login')) {
       history.replaceState(null, '', location.pathname + location.hash);
     }
-    try {
-      await api('/v1/nodes');
-    } catch (e) {
-      if (e instanceof AuthError) { showLogin(failed); return; }
-      setConn(`cannot reach the daemon: ${e.message}`);
-    }
-    $('nav').hidden = false;
-    $('logout').hidden = false;
+    // The first call of the page's poller tells whether there is a session: a 401 shows the
+    // login form (no extra round trip before the data).
+    loginFailed = failed;
     window.addEventListener('hashchange', route);
     route();
   }
