@@ -119,8 +119,12 @@ void Connection::OnHeader(error_code ec) {
   head_request_ = msg.method() == bhttp::verb::head;
   const bool body_unread = !parser_->is_done();
   std::string_view target = ToStd(msg.target());
-  log_line_ = std::string(ToStd(msg.method_string())) + " " +
-              std::string(target.substr(0, std::min<size_t>(target.size(), 200)));
+  std::string logged(target.substr(0, std::min<size_t>(target.size(), 200)));
+  // The dashboard's login link carries the token in its query: never log one.
+  if (const size_t q = target.find('?');
+      q != std::string_view::npos && target.find("token", q) != std::string_view::npos)
+    logged = std::string(target.substr(0, std::min<size_t>(q, 200))) + "?(query withheld)";
+  log_line_ = std::string(ToStd(msg.method_string())) + " " + logged;
 
   // A request Transfer-Encoding that does not end in "chunked" has no defined length;
   // guessing would let a front end and this server disagree about where it ends.
