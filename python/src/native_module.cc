@@ -36,6 +36,7 @@
 #include "common/logging.h"
 #include "proto/rank_context.h"
 #include "traintl/abi.h"
+#include "traintl/progress_recorder.h"
 #include "worker/agent_channel.h"
 #include "worker/worker_host.h"
 
@@ -184,6 +185,18 @@ py::object GetCheckpoint() {
 bool ShouldStop() {
   const traintl_host_api& api = Api();
   return api.should_stop(api.host) != 0;
+}
+
+// The DDP hook's progress (python/traintl/train/torch.py), sent as the LibTorch
+// integration sends it. Nothing without a host that takes progress.
+ProgressRecorder& Progress() {
+  static ProgressRecorder* recorder = new ProgressRecorder([](const traintl_progress& p) {
+    const traintl_host_api* api = g_api;  // set once, before any training code runs
+    if (api == nullptr || !TRAINTL_HOST_API_HAS(api, progress) || api->progress == nullptr)
+      return;
+    api->progress(api->host, &p);
+  });
+  return *recorder;
 }
 
 void Log(int level, const std::string& message) {
@@ -404,6 +417,15 @@ PYBIND11_MODULE(_native, m) {
         "the agent accepted it. RuntimeError when the host refuses.");
   m.def("get_checkpoint", &GetCheckpoint, "The checkpoint directory to restore, or None.");
   m.def("should_stop", &ShouldStop, "True once the job was asked to stop.");
+  m.def(
+      "_progress_collective", [] { Progress().CollectiveEntered(); },
+      "Progress: the rank launched its next collective.");
+  m.def(
+      "_progress_wait", [](bool begins) { begins ? Progress().WaitBegins() : Progress().WaitEnds(); },
+      py::arg("begins"), "Progress: the rank begins (True) or ends waiting for its peers.");
+  m.def(
+      "_progress_step", [] { Progress().StepDone(); },
+      "Progress: a training step's gradients are synchronized.");
   m.def("log", &Log, py::arg("level"), py::arg("message"), "A line in the rank's log.");
 
   py::class_<BatchIter>(m, "BatchIterator")

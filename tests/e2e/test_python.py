@@ -414,6 +414,78 @@ def train_fn(config):
         self.assertIn("command not found", self.cli_in(self.tmp, "status", job_id).stdout)
 
 
+DDP_PROGRESS_MODULE = """import os
+import time
+
+import torch
+
+from traintl import train
+
+
+def train_fn(config):
+    rank = train.get_context().get_world_rank()
+    with open(os.path.join(config["pid_dir"], f"rank_{rank}.pid"), "w") as f:
+        f.write(str(os.getpid()))
+    torch.manual_seed(0)
+    model = train.torch.prepare_model(torch.nn.Sequential(
+        torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1)))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.randn(64, 32), torch.randn(64, 1)
+    while not train.should_stop():
+        if rank == config["slow_rank"]:
+            time.sleep(config["slow_ms"] / 1000)
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+"""
+
+
+class PythonProgressTest(PythonTestCase):
+    """A Python training function's DDP reports progress as the LibTorch integration does,
+    through prepare_model's communication hook: no user code."""
+
+    def start(self, name, slow_rank, slow_ms):
+        pid_dir = os.path.join(self.tmp, name + "-pids")
+        os.makedirs(pid_dir)
+        spec = python_spec(name, "train:train_fn", workers=2,
+                           train_loop_config={"pid_dir": pid_dir, "slow_rank": slow_rank,
+                                              "slow_ms": slow_ms},
+                           env={"OMP_NUM_THREADS": "1"})
+        job_id, _ = self.submit(self.write_dir(name, {"train.py": DDP_PROGRESS_MODULE}, spec))
+        return job_id, pid_dir
+
+    @needs_torch
+    def test_a_throttled_python_rank_is_named_a_straggler(self):
+        job_id, _ = self.start("pyslow", slow_rank=1, slow_ms=60)
+        job = self.daemon.wait_job(
+            job_id, lambda j: (j.get("progress") or {}).get("stragglers"), timeout=90,
+            what="a straggler")
+        self.assertEqual([s["rank"] for s in job["progress"]["stragglers"]], [1],
+                         job["progress"])
+        self.assertGreaterEqual(job["progress"]["stragglers"][0]["busy_s"], 0.05)
+        self.daemon.cli("stop", job_id, "--wait", check=True)
+
+    @needs_torch
+    def test_a_stopped_python_rank_is_named_by_the_stalled_collective(self):
+        d = self.daemon
+        job_id, pid_dir = self.start("pystall", slow_rank=-1, slow_ms=0)
+        d.wait_job(job_id, lambda j: len((j.get("progress") or {}).get("ranks", [])) == 2 and all(
+            r["steps"] >= 20 for r in j["progress"]["ranks"]), timeout=90,
+            what="20 steps on every rank")
+        self.assertEqual(d.job(job_id)["progress"]["stragglers"], [])
+        with open(os.path.join(pid_dir, "rank_1.pid")) as f:
+            victim = int(f.read())
+        os.kill(victim, signal.SIGSTOP)
+        try:
+            job = d.wait_job(job_id, lambda j: (j.get("progress") or {}).get("stalled"),
+                             timeout=10, what="the stalled collective")
+            self.assertEqual(job["progress"]["stalled"]["lagging"], [1], job["progress"])
+            self.assertEqual(job["progress"]["stalled"]["waiting"], [0], job["progress"])
+        finally:
+            os.kill(victim, signal.SIGCONT)
+        d.cli("stop", job_id, "--wait", check=True)
+
+
 class PythonTuneTest(PythonTestCase):
     def test_tune_runs_a_python_training_function_per_trial(self):
         # `traintl tune` ships the trainer's working_dir as `submit` does; each trial's

@@ -152,7 +152,68 @@ def prepare_model(model, move_to_device=True, parallel_strategy="ddp",
     if device.type == "cuda":
         kwargs.setdefault("device_ids", [device])
         kwargs.setdefault("output_device", device)
-    return torch.nn.parallel.DistributedDataParallel(model, **kwargs)
+    ddp = torch.nn.parallel.DistributedDataParallel(model, **kwargs)
+    if os.environ.get("NO_TRAINTL_PROGRESS") != "1":
+        try:
+            _report_progress(ddp)
+        except Exception as e:  # a torch whose DDP differs: train without progress
+            _session.native().log(2, f"traintl: no progress reports for this model: {e!r}")
+    return ddp
+
+
+def _report_progress(ddp):
+    """Tells the head this rank's progress as the LibTorch integration does (steps, each
+    step's time and the part not spent waiting for peers, collectives entered; see
+    worker/sdk/include/traintl/progress_recorder.h), through a DDP communication hook:
+    every gradient bucket's allreduce is a collective; after the step's last bucket is
+    launched the rank only waits for its peers, until that bucket's result ends the step.
+    The hook is registered at the first forward, unless the user registered one of their
+    own before (theirs is then wrapped), or a built-in one (then only what it can tell).
+    """
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+    native = _session.native()
+    register = ddp.register_comm_hook
+    builtin_name = ("register_builtin_comm_hook" if hasattr(ddp, "register_builtin_comm_hook")
+                    else "_register_builtin_comm_hook")  # torch 1.13's name
+    register_builtin = getattr(ddp, builtin_name, None)
+    state = {"registered": False}
+
+    def with_progress(hook):
+        def hook_with_progress(hook_state, bucket):
+            native._progress_collective()
+            last = bucket.is_last()
+            if last:
+                native._progress_wait(True)
+            fut = hook(hook_state, bucket)
+            if not last:
+                return fut
+
+            def step_done(f):
+                native._progress_wait(False)
+                native._progress_step()
+                return f.value()
+            return fut.then(step_done)
+        return hook_with_progress
+
+    def register_comm_hook(hook_state, hook):
+        state["registered"] = True
+        register(hook_state, with_progress(hook))
+
+    def register_builtin_comm_hook(comm_hook_type):
+        state["registered"] = True
+        register_builtin(comm_hook_type)
+
+    def first_forward(module, inputs):
+        handle.remove()
+        if not state["registered"]:
+            state["registered"] = True
+            register(None, with_progress(default_hooks.allreduce_hook))
+
+    ddp.register_comm_hook = register_comm_hook
+    if register_builtin is not None:
+        setattr(ddp, builtin_name, register_builtin_comm_hook)
+    handle = ddp.register_forward_pre_hook(first_forward)
 
 
 def prepare_data_loader(data_loader, add_dist_sampler=True, move_to_device=True,
