@@ -505,8 +505,18 @@ void RegisterApiRoutes(http::Router& router, ApiContext ctx) {
   add("GET", "/v1/jobs/{job}/metrics", [ctx](const Request& req, ResponderPtr res) {
     auto job = ResolveJob(ctx, req, res);
     if (!job) return;
+    // since=T: only reports at or after T (ms), for a poller that has the earlier ones.
+    int64_t since = 0;
+    if (auto it = req.query.find("since"); it != req.query.end() && !it->second.empty()) {
+      if (it->second.size() > 15 ||
+          it->second.find_first_not_of("0123456789") != std::string::npos) {
+        res->SendError(400, "query parameter since must be a time in ms since the epoch");
+        return;
+      }
+      since = std::stoll(it->second);
+    }
     json history = json::array();
-    for (const auto& m : ctx.store->ListMetrics(job->id)) {
+    for (const auto& m : ctx.store->ListMetrics(job->id, since)) {
       json metrics = ParseJsonBounded(m.metrics);
       history.push_back({{"attempt", m.attempt},
                          {"seq", m.seq},
@@ -529,7 +539,16 @@ void RegisterApiRoutes(http::Router& router, ApiContext ctx) {
         }
         ranks = std::move(*parsed);
       }
-      out["ranks"] = ctx.jobs->rank_metrics().History(job->id, ranks);
+      json per_rank = ctx.jobs->rank_metrics().History(job->id, ranks);
+      if (since > 0 && per_rank.is_object()) {
+        for (auto& [rank, list] : per_rank.items()) {
+          json kept = json::array();
+          for (auto& r : list)
+            if (r.value("time", int64_t{0}) >= since) kept.push_back(std::move(r));
+          list = std::move(kept);
+        }
+      }
+      out["ranks"] = std::move(per_rank);
     }
     res->SendJson(200, out);
   });

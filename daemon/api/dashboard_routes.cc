@@ -1,5 +1,6 @@
 #include "daemon/api/dashboard_routes.h"
 
+#include <map>
 #include <memory>
 #include <string_view>
 
@@ -49,9 +50,12 @@ std::string ContentTypeFor(std::string_view name) {
 class Dashboard {
  public:
   explicit Dashboard(DashboardOptions options)
-      : options_(std::move(options)), session_(http::SessionValueForToken(options_.token)) {}
+      : options_(std::move(options)), session_(http::SessionValueForToken(options_.token)) {
+    for (const auto& f : DashboardFiles())
+      etags_[std::string(f.name)] = "\"" + Sha256Hex(std::string(f.data)).substr(0, 32) + "\"";
+  }
 
-  void ServeFile(const std::string& name, http::Responder& res) const {
+  void ServeFile(const std::string& name, const http::Request& req, http::Responder& res) const {
     if (!options_.files_dir.empty()) {
       // The router refuses captures with '/', "." and "..": the name stays in the dir.
       auto data = ReadFile(options_.files_dir + "/" + name);
@@ -66,6 +70,13 @@ class Dashboard {
     for (const auto& f : DashboardFiles()) {
       if (f.name != name) continue;
       SetPageHeaders(res);
+      // Revalidated on every load (no-cache): an unchanged file costs a 304, not its bytes.
+      const std::string& etag = etags_.at(name);
+      res.SetHeader("ETag", etag);
+      if (req.header("if-none-match") == etag) {
+        res.Send(304, "", "");
+        return;
+      }
       res.Send(200, std::string(f.content_type), std::string(f.data));
       return;
     }
@@ -102,6 +113,7 @@ class Dashboard {
 
   const DashboardOptions options_;
   const std::string session_;
+  std::map<std::string, std::string> etags_;  // embedded file -> its ETag
 };
 
 }  // namespace
@@ -124,13 +136,13 @@ void RegisterDashboardRoutes(http::Router& router, DashboardOptions options) {
           ui->Login(it->second, req.remote, *res);
           return;
         }
-        ui->ServeFile("index.html", *res);
+        ui->ServeFile("index.html", req, *res);
       },
       open);
   router.Add(
       "GET", "/ui/{file}",
       [ui](const http::Request& req, std::shared_ptr<http::Responder> res) {
-        ui->ServeFile(req.params.at("file"), *res);
+        ui->ServeFile(req.params.at("file"), req, *res);
       },
       open);
   http::RouteOptions form = open;

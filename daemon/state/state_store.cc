@@ -363,12 +363,13 @@ std::optional<CheckpointRecord> StateStore::LatestCheckpoint(const std::string& 
   return ReadCheckpoint(s);
 }
 
-std::vector<MetricRecord> StateStore::ListMetrics(const std::string& job_id) const {
+std::vector<MetricRecord> StateStore::ListMetrics(const std::string& job_id,
+                                                  int64_t since_ms) const {
   std::lock_guard<std::mutex> l(mu_);
   Stmt s(stmts_,
-         "SELECT job_id, attempt, seq, time, metrics FROM metrics WHERE job_id = ? "
+         "SELECT job_id, attempt, seq, time, metrics FROM metrics WHERE job_id = ? AND time >= ? "
          "ORDER BY attempt, seq");
-  s.Bind(1, job_id);
+  s.Bind(1, job_id).Bind(2, since_ms);
   std::vector<MetricRecord> out;
   while (s.Step()) {
     MetricRecord m;

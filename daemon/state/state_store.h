@@ -71,7 +71,8 @@ class StateStore {
   std::optional<AttemptRecord> GetAttempt(const std::string& job_id, int attempt) const;
   std::vector<CheckpointRecord> ListCheckpoints(const std::string& job_id) const;  // oldest first
   std::optional<CheckpointRecord> LatestCheckpoint(const std::string& job_id) const;
-  std::vector<MetricRecord> ListMetrics(const std::string& job_id) const;
+  // Reports committed at or after `since_ms` (0: all), in (attempt, seq) order.
+  std::vector<MetricRecord> ListMetrics(const std::string& job_id, int64_t since_ms = 0) const;
   std::vector<WorkerEventRecord> ListWorkerEvents(const std::string& job_id) const;
   int64_t CountJobs() const;
   // Cluster metadata (e.g. "voter_api:<raft id>" -> API address); nullopt when unset.

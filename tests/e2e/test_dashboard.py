@@ -196,6 +196,14 @@ class DashboardTest(DaemonTestCase):
         self.assertEqual(self.raw_get("/v1/nodes", {"Cookie": session})[0], 401)
         self.assertEqual(self.raw_get("/v1/nodes", {"Cookie": session,
                                                     "X-Traintl-Ui": "1"})[0], 200)
+        # The page's files are revalidated by ETag: a reload costs 304s, not their bytes.
+        status, headers, body = self.raw_get("/ui/app.js")
+        etag = dict((k.lower(), v) for k, v in headers).get("etag")
+        self.assertEqual(status, 200)
+        self.assertTrue(etag and body, headers)
+        status, _, body = self.raw_get("/ui/app.js", {"If-None-Match": etag})
+        self.assertEqual((status, body), (304, b""))
+        self.assertEqual(self.raw_get("/ui/app.js", {"If-None-Match": '"other"'})[0], 200)
 
     def test_running_job_pages(self):
         job_id = self.daemon.submit_spec(train_spec(name="dash", workers=2, epochs=400,

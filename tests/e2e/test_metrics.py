@@ -7,7 +7,6 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import time
 import urllib.parse
 import urllib.request
 
@@ -142,6 +141,17 @@ class MetricsTest(DaemonTestCase):
         status, body = d.get(f"/v1/jobs/{job_id}/metrics")
         self.assertNotIn("ranks", body)
         self.assertEqual(len(body["history"]), 4)
+        # since=T: only what was reported at or after T (the dashboard polls so).
+        t = body["history"][2]["time"]
+        status, later = d.get(f"/v1/jobs/{job_id}/metrics?ranks=all&since={t}")
+        self.assertEqual(status, 200, later)
+        self.assertEqual(later["history"], [h for h in body["history"] if h["time"] >= t])
+        self.assertIn(body["history"][2], later["history"])
+        for reports in later["ranks"].values():
+            self.assertTrue(all(r["time"] >= t for r in reports), reports)
+        status, none = d.get(f"/v1/jobs/{job_id}/metrics?ranks=all&since=99999999999999")
+        self.assertEqual((none["history"], list(none["ranks"].values())), ([], [[], [], []]))
+        self.assertEqual(d.get(f"/v1/jobs/{job_id}/metrics?since=-1")[0], 400)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,8 @@
 
 (function () {
   const TERMINAL = new Set(['SUCCEEDED', 'FAILED', 'STOPPED']);
+  // Reports a job page keeps per rank (and of rank 0's replicated history): beyond, the oldest go.
+  const MAX_REPORTS_PER_RANK = 20000;
   const COLORS = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b',
     '#e377c2', '#7f7f7f', '#bcbd22', '#17becf'];
   const $ = (id) => document.getElementById(id);
@@ -258,9 +260,8 @@
       this.chartKey = '';
       this.restarts = [];
       this.markedPoints = false;
-      this.metrics = null; // the last metrics answer
-      this.metricsEvery = 1;
-      this.ticks = 0;
+      this.metrics = { latest: {}, history: [], ranks: {} }; // every report fetched so far
+      this.metricsSince = 0; // the newest report time fetched: the next poll asks from there
       for (const id of ['job-id', 'job-summary', 'chart-note', 'log', 'log-note']) {
         $(id).textContent = '';
       }
@@ -294,6 +295,28 @@
 
     wake() { if (pollNow) pollNow(); }
 
+    // Adds a metrics answer's reports to those fetched before; returns them all.
+    merge(fresh) {
+      const m = this.metrics;
+      const add = (list, more) => {
+        const seen = new Set(list.map((r) => `${r.attempt}:${r.seq}`));
+        for (const r of more || []) {
+          if (seen.has(`${r.attempt}:${r.seq}`)) continue;
+          list.push(r);
+          if (r.time > this.metricsSince) this.metricsSince = r.time;
+        }
+        // A bound on what a tab holds for a very long job: its oldest reports go.
+        if (list.length > MAX_REPORTS_PER_RANK) list.splice(0, list.length - MAX_REPORTS_PER_RANK);
+      };
+      m.latest = fresh.latest || m.latest;
+      add(m.history, fresh.history);
+      for (const [rank, more] of Object.entries(fresh.ranks || {})) {
+        if (!m.ranks[rank]) m.ranks[rank] = [];
+        add(m.ranks[rank], more);
+      }
+      return m;
+    }
+
     dispose() {
       if (this.chart) this.chart.destroy();
       this.chart = null;
@@ -302,14 +325,13 @@
 
     async tick() {
       const base = `/v1/jobs/${enc(this.id || this.ref)}`;
-      // The metrics answer holds the whole history (the API has no "since"): a long job's is
-      // large, so it is fetched less often the more reports it holds (every 1 to 10 ticks).
-      const fetchMetrics = this.ticks++ % this.metricsEvery === 0;
-      let d, metrics, ckpts;
+      // Only the reports since the newest one fetched (the same millisecond again: a report
+      // of that time may have come after the last answer; merge() drops the repeats).
+      let d, fresh, ckpts;
       try {
-        [d, metrics, ckpts] = await Promise.all([
+        [d, fresh, ckpts] = await Promise.all([
           api(base),
-          fetchMetrics ? api(`${base}/metrics?ranks=all`) : this.metrics,
+          api(`${base}/metrics?ranks=all&since=${this.metricsSince}`),
           api(`${base}/checkpoints`),
         ]);
       } catch (e) {
@@ -326,12 +348,7 @@
       if (this.gen !== generation) return 0;
       sessionOk(); // shows the view before drawing: the chart takes the view's width
       this.id = d.job_id;
-      if (fetchMetrics) {
-        const reports = Object.values(metrics.ranks || {})
-          .reduce((n, list) => n + list.length, (metrics.history || []).length);
-        this.metricsEvery = Math.min(10, Math.max(1, Math.ceil(reports / 4000)));
-      }
-      this.metrics = metrics;
+      const metrics = this.merge(fresh);
       this.renderDetail(d);
       this.renderChart(d, metrics);
       this.renderCheckpoints(ckpts.checkpoints || []);
