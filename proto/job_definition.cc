@@ -72,7 +72,12 @@ void Take(const Fields& f, JobSpec* s) {
   for (const auto& [name, d] : datasets.items()) {
     Fields df(d, "datasets." + name + ".");
     DatasetSpec ds;
-    df.Req("uri", &ds.uri);
+    if (d.contains("items")) {
+      ds.items = df.At("items");
+      if (!ds.items.is_array()) throw FieldError(df.Name("items") + "must be an array");
+    } else {
+      df.Req("uri", &ds.uri);
+    }
     df.Req("format", &ds.format);
     df.Req("split", &ds.split);
     s->datasets.emplace(name, std::move(ds));
@@ -83,8 +88,14 @@ void Take(const Fields& f, JobSpec* s) {
 
 json JobDefinitionToJson(const JobSpec& s) {
   json datasets = json::object();
-  for (const auto& [name, d] : s.datasets)
-    datasets[name] = {{"uri", d.uri}, {"format", d.format}, {"split", d.split}};
+  for (const auto& [name, d] : s.datasets) {
+    datasets[name] = {{"format", d.format}, {"split", d.split}};
+    if (d.items.is_array()) {
+      datasets[name]["items"] = d.items;
+    } else {
+      datasets[name]["uri"] = d.uri;
+    }
+  }
   json entrypoint;
   if (s.entry_kind == EntrypointKind::kLibrary) {
     entrypoint = {{"library", s.library}, {"function", s.function}};
@@ -95,9 +106,11 @@ json JobDefinitionToJson(const JobSpec& s) {
     if (s.entry_kind == EntrypointKind::kPython) entrypoint["python"] = s.python;
     if (s.entry_kind == EntrypointKind::kCommand) entrypoint["command"] = s.command;
   }
-  // Version 1 readers know only library entry points: they must refuse the others rather
-  // than run them as a library named "".
-  json out{{"version", s.entry_kind == EntrypointKind::kLibrary ? 1 : 2},
+  // Version 1 readers know only library entry points and URI datasets: they must refuse the
+  // others rather than run them as a library named "" or a dataset without data.
+  bool v1 = s.entry_kind == EntrypointKind::kLibrary;
+  for (const auto& [name, d] : s.datasets) v1 = v1 && !d.items.is_array();
+  json out{{"version", v1 ? 1 : 2},
            {"name", s.name},
            {"priority", s.priority},
            {"entrypoint", std::move(entrypoint)},

@@ -148,7 +148,7 @@ const char* EntrypointKindName(EntrypointKind kind) {
 }
 
 bool operator==(const DatasetSpec& a, const DatasetSpec& b) {
-  return a.uri == b.uri && a.format == b.format && a.split == b.split;
+  return a.uri == b.uri && a.format == b.format && a.split == b.split && a.items == b.items;
 }
 
 bool operator==(const JobSpec& a, const JobSpec& b) {

@@ -54,10 +54,16 @@ const char* PlacementStrategyName(PlacementStrategy s);
 std::optional<PlacementStrategy> PlacementStrategyFromName(const std::string& name);
 
 struct DatasetSpec {
-  std::string uri;     // required: file://..., http(s)://...
+  std::string uri;     // file://..., http(s)://...; "" for inline items
   std::string format;  // "" = inferred from the extension; else csv | jsonl | npy
   bool split = false;  // default: true for the dataset named "train", false otherwise
+  // Inline items ("items", as ray.data.from_items): a JSON array of objects, read as JSONL
+  // records (an item that is not an object stands for {"item": it}); null for a URI.
+  // At most kMaxInlineItems items and kMaxInlineItemsBytes as JSON.
+  nlohmann::json items;
 };
+inline constexpr size_t kMaxInlineItems = 10000;
+inline constexpr size_t kMaxInlineItemsBytes = 256 * 1024;
 bool operator==(const DatasetSpec& a, const DatasetSpec& b);
 inline bool operator!=(const DatasetSpec& a, const DatasetSpec& b) { return !(a == b); }
 

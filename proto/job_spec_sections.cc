@@ -432,6 +432,31 @@ bool ParseRunConfig(Checker& c, const json& doc, JobSpec* spec) {
   return true;
 }
 
+// "items": an array of at most kMaxInlineItems items and kMaxInlineItemsBytes as JSON; an
+// item that is not an object becomes {"item": it}, as ray.data.from_items does.
+bool ParseInlineItems(Checker& c, const std::string& path, const json& items, json* out) {
+  if (!items.is_array() || items.empty()) {
+    return c.Fail(path,
+                  "must be a non-empty array of items (objects, as ray.data.from_items "
+                  "takes), got " +
+                      Describe(items));
+  }
+  if (items.size() > kMaxInlineItems) {
+    return c.Fail(path, "holds " + std::to_string(items.size()) + " items; at most " +
+                            std::to_string(kMaxInlineItems) +
+                            " fit in a job spec: put larger data in a file and give its \"uri\"");
+  }
+  const size_t bytes = items.dump().size();
+  if (bytes > kMaxInlineItemsBytes) {
+    return c.Fail(path, "is " + std::to_string(bytes) + " bytes as JSON; at most " +
+                            std::to_string(kMaxInlineItemsBytes) +
+                            " fit in a job spec: put larger data in a file and give its \"uri\"");
+  }
+  *out = json::array();
+  for (const json& item : items) out->push_back(item.is_object() ? item : json{{"item", item}});
+  return true;
+}
+
 bool ParseDatasets(Checker& c, const json& doc, JobSpec* spec) {
   spec->datasets.clear();
   const json* ds = Find(doc, "datasets");
@@ -450,11 +475,31 @@ bool ParseDatasets(Checker& c, const json& doc, JobSpec* spec) {
     if (!c.Object(path, d, "an object {\"uri\": ..., \"format\": ..., \"split\": ...}")) {
       return false;
     }
-    if (!c.Keys(path, d, {"uri", "format", "split"}, /*structural=*/false)) return false;
+    if (!c.Keys(path, d, {"uri", "format", "split", "items"}, /*structural=*/false)) return false;
     DatasetSpec out;
     const json* uri = Find(d, "uri");
+    if (const json* items = Find(d, "items"); items != nullptr) {
+      if (uri != nullptr)
+        return c.Fail(Child(path, "items"), "give either \"uri\" or \"items\", not both");
+      if (!ParseInlineItems(c, Child(path, "items"), *items, &out.items)) return false;
+      if (const json* f = Find(d, "format"); f != nullptr && !f->is_null() && *f != "jsonl") {
+        return c.Fail(Child(path, "format"),
+                      "must be jsonl or null for inline items (they are read as JSON records), "
+                      "got " +
+                          Describe(*f));
+      }
+      out.format = "jsonl";
+      out.split = name == "train";
+      if (const json* s = Find(d, "split")) {
+        if (!c.Bool(Child(path, "split"), *s, &out.split)) return false;
+      }
+      spec->datasets.emplace(name, std::move(out));
+      continue;
+    }
     if (uri == nullptr) {
-      return c.Fail(Child(path, "uri"), "is required (file://, http:// or https:// URI)");
+      return c.Fail(Child(path, "uri"),
+                    "is required (file://, http:// or https:// URI), or \"items\" for inline "
+                    "items");
     }
     const char* uri_expect = "must be a file://, http:// or https:// URI";
     if (!c.String(Child(path, "uri"), *uri, &out.uri, uri_expect)) return false;

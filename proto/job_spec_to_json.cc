@@ -26,7 +26,11 @@ nlohmann::json JobSpecToJson(const JobSpec& spec) {
   for (const auto& [name, value] : spec.resources_per_worker) resources[name] = amount(value);
   json datasets = json::object();
   for (const auto& [name, d] : spec.datasets) {
-    datasets[name] = {{"uri", d.uri}, {"format", or_null(d.format)}, {"split", d.split}};
+    if (d.items.is_array()) {
+      datasets[name] = {{"items", d.items}, {"format", d.format}, {"split", d.split}};
+    } else {
+      datasets[name] = {{"uri", d.uri}, {"format", or_null(d.format)}, {"split", d.split}};
+    }
   }
   json env = json::object();
   for (const auto& [k, v] : spec.env) env[k] = v;

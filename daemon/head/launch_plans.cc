@@ -31,8 +31,11 @@ NodeAttemptPlan BasePlan(const JobRecord& job, const JobSpec& spec, const Attemp
   }
   base.use_gpu = spec.use_gpu;
   nlohmann::json datasets = nlohmann::json::object();
-  for (const auto& [name, d] : spec.datasets)
+  for (const auto& [name, d] : spec.datasets) {
     datasets[name] = {{"uri", d.uri}, {"format", d.format}, {"split", d.split}};
+    // The worker reads inline items from memory (worker/data/dataset_service.h).
+    if (d.items.is_array()) datasets[name]["items"] = d.items;
+  }
   base.datasets = std::move(datasets);
   base.user_env = spec.env;
   auto cpu = spec.resources_per_worker.find("CPU");

@@ -82,6 +82,47 @@ class DatasetTest(DaemonTestCase):
             {"train": {"uri": f"file://{self.data}/ok.csv"}}, workers=1))
         self.assertEqual(self.daemon.wait_terminal(ok)["state"], "SUCCEEDED")
 
+    def test_inline_items_are_split_like_a_file(self):
+        # ray.data.from_items: small data in the spec itself, read as JSON records and split
+        # across the ranks as a file would be.
+        items = [{"id": i, "x": i * 0.5} for i in range(11)]
+        job_id = self.daemon.submit_spec(self.spec(
+            {"train": {"items": items}, "val": {"items": [3, 4]}}, batch_size=4, epochs=2))
+        job = self.daemon.wait_terminal(job_id)
+        self.assertEqual(job["state"], "SUCCEEDED", job)
+        history = self.daemon.get(f"/v1/jobs/{job_id}/metrics")[1]["history"]
+        self.assertEqual(len(history), 2)
+        status, ranks = self.daemon.get(f"/v1/jobs/{job_id}/metrics?ranks=all")
+        seen = []
+        for reports in ranks["ranks"].values():
+            self.assertEqual(reports[0]["metrics"]["rows"], 6)  # ceil(11 / 2) each
+            seen += reports[0]["metrics"]["ids"]
+        self.assertEqual(set(seen), set(range(11)))
+        # A non-object item stands for {"item": it}; the spec keeps what was given.
+        val = self.daemon.submit_spec(self.spec({"train": {"items": [3, 4, 5]}}, workers=1,
+                                                column="item"))
+        job = self.daemon.wait_terminal(val)
+        self.assertEqual(job["state"], "SUCCEEDED", job)
+        self.assertEqual(job["metrics"]["ids"], [3, 4, 5])
+        self.assertEqual(self.daemon.job(job_id)["spec"]["datasets"]["train"]["items"], items)
+
+    def test_inline_items_are_checked_at_submit(self):
+        for ds, field, words in (
+                ({"items": [], "split": True}, "datasets.train.items", "non-empty array"),
+                ({"items": {"a": 1}}, "datasets.train.items", "non-empty array"),
+                ({"items": [{"a": 1}], "uri": f"file://{self.data}/t.csv"},
+                 "datasets.train.items", "either"),
+                ({"items": [{"a": 1}], "format": "csv"}, "datasets.train.format", "jsonl"),
+                ({"items": [{"a": i} for i in range(10001)]}, "datasets.train.items",
+                 "at most 10000"),
+                ({"items": [{"a": "x" * 300000}]}, "datasets.train.items", "bytes as JSON"),
+                ({"format": "csv"}, "datasets.train.uri", "or \"items\"")):
+            status, body = self.daemon.post("/v1/jobs", {"spec": self.spec({"train": ds})})
+            self.assertEqual(status, 400, body)
+            self.assertEqual(body.get("field"), field, body)
+            self.assertIn(words, body["error"])
+        self.assertEqual(self.daemon.get("/v1/jobs")[1]["jobs"], [])
+
     def test_parquet_is_refused_at_submit(self):
         # Debian 12 has no Arrow/Parquet C++ library; the spec is refused before anything
         # runs, naming the field, whether the format is given or told by the extension.

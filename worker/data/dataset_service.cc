@@ -1,6 +1,10 @@
 #include "worker/data/dataset_service.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <set>
 #include <thread>
@@ -123,7 +127,37 @@ DatasetService::DatasetService(nlohmann::json context) : context_(std::move(cont
   api_.batch_release = &DatasetService::BatchRelease;
 }
 
-DatasetService::~DatasetService() = default;
+DatasetService::~DatasetService() {
+  for (const auto& [name, fd] : inline_fds_) ::close(fd);
+}
+
+Result<std::string> DatasetService::InlineItemsUri(const std::string& name, const json& items) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = inline_fds_.find(name);
+  if (it == inline_fds_.end()) {
+    const int fd = ::memfd_create(("traintl-items-" + name).c_str(), MFD_CLOEXEC);
+    if (fd < 0) {
+      return Status::Unavailable(std::string("cannot hold the inline items in memory: ") +
+                                 std::strerror(errno));
+    }
+    std::string text;
+    for (const json& item : items) text += item.dump() + "\n";
+    for (size_t off = 0; off < text.size();) {
+      const ssize_t n = ::write(fd, text.data() + off, text.size() - off);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        const int e = errno;
+        ::close(fd);
+        return Status::Unavailable(std::string("cannot hold the inline items in memory: ") +
+                                   std::strerror(e));
+      }
+      off += static_cast<size_t>(n);
+    }
+    it = inline_fds_.emplace(name, fd).first;
+  }
+  // Opened by path, like any file: the reader needs nothing else.
+  return "file:///proc/self/fd/" + std::to_string(it->second);
+}
 
 std::string DatasetService::bad_data_error() const {
   std::lock_guard<std::mutex> lock(mu_);
@@ -188,6 +222,13 @@ int DatasetService::ShardOpen(void* ctx, const char* name, const char* options_j
     DatasetConfig config;
     config.name = ds_name;
     config.uri = spec->value("uri", "");
+    if (auto items = spec->find("items"); items != spec->end() && items->is_array()) {
+      auto uri = self->InlineItemsUri(ds_name, *items);
+      if (!uri.ok())
+        return self->Fail(Status(uri.status().code(), prefix + uri.status().message()), err,
+                          err_len);
+      config.uri = *uri;
+    }
     auto format = spec->find("format");
     if (format != spec->end() && format->is_string()) config.format = format->get<std::string>();
     auto split = spec->find("split");

@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/result.h"
 #include "common/status.h"
 #include "common/thread_annotations.h"
 #include "traintl/abi.h"
@@ -57,6 +58,10 @@ class DatasetService {
 
   // Maps a failed Status to a TRAINTL_DATA_* code, fills err, remembers bad data.
   int Fail(const Status& status, char* err, size_t err_len);
+  // A dataset's inline items ("items" in the job spec) as a JSONL file in memory (a memfd,
+  // written once per dataset and kept open while this object lives, gone with the
+  // process): the URI the ordinary reader opens.
+  Result<std::string> InlineItemsUri(const std::string& name, const nlohmann::json& items);
 
   const nlohmann::json context_;
   traintl_dataset_api api_;
@@ -64,6 +69,7 @@ class DatasetService {
   std::string bad_data_error_ TRAINTL_GUARDED_BY(mu_);
   std::unordered_map<const traintl_batch*, std::unique_ptr<BatchHolder>> batches_
       TRAINTL_GUARDED_BY(mu_);
+  std::unordered_map<std::string, int> inline_fds_ TRAINTL_GUARDED_BY(mu_);  // name -> memfd
 };
 
 }  // namespace data

@@ -161,6 +161,33 @@ TEST_CASE("datasets") {
       1);
 }
 
+TEST_CASE("datasets: inline items, as ray.data.from_items") {
+  auto ds = [](json d) { return With("/datasets/train", std::move(d)); };
+  JobSpec s = MustParse(ds({{"items", json::array({{{"x", 1}}, 7, "a"})}}));
+  const DatasetSpec& d = s.datasets.at("train");
+  CHECK(d.uri.empty());
+  CHECK(d.format == "jsonl");
+  CHECK(d.split);
+  CHECK(d.items == json::array({{{"x", 1}}, {{"item", 7}}, {{"item", "a"}}}));
+  // The stored definition (resubmit) and the spec's JSON keep them.
+  auto back = JobDefinitionFromJson(JobDefinitionToJson(s));
+  REQUIRE(back.ok());
+  CHECK(*back == s);
+  CHECK(JobSpecToJson(s)["datasets"]["train"]["items"] == d.items);
+  CHECK(MustParse(JobSpecToJson(s)) == s);
+
+  ExpectError(ds({{"items", json::array()}}), "datasets.train.items", "non-empty array");
+  ExpectError(ds({{"items", "x"}}), "datasets.train.items", "non-empty array");
+  ExpectError(ds({{"items", json::array({1})}, {"uri", "file:///x.csv"}}), "datasets.train.items",
+              "either \"uri\" or \"items\", not both");
+  ExpectError(ds({{"items", json::array({1})}, {"format", "npy"}}), "datasets.train.format",
+              "must be jsonl or null for inline items");
+  ExpectError(ds({{"items", json(std::vector<int>(kMaxInlineItems + 1, 0))}}),
+              "datasets.train.items", "at most 10000 fit in a job spec");
+  ExpectError(ds({{"items", json::array({std::string(kMaxInlineItemsBytes, 'x')})}}),
+              "datasets.train.items", "bytes as JSON; at most 262144");
+}
+
 TEST_CASE("datasets: parquet is refused at submit, given or inferred") {
   const std::string why =
       "parquet is not supported by this build (no Arrow/Parquet in Debian 12); use csv, jsonl "
