@@ -35,7 +35,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "bench", "startup"))
-from benchlib import Daemon, free_port, machine_line  # noqa: E402
+from benchlib import Daemon, free_port, machine_line, wait_for  # noqa: E402
 
 TORCHRUN = os.path.join(ROOT, "bench", "ddp", "torchrun_py311.py")
 
@@ -77,16 +77,6 @@ def read_pid(path):
             return int(f.read().strip())
     except (OSError, ValueError):
         return None
-
-
-def wait_for(pred, timeout, what, interval=0.005):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(interval)
-    raise RuntimeError(f"timed out waiting for {what}")
 
 
 def kill_and_watch(victim, survivor):

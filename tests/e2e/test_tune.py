@@ -297,13 +297,16 @@ class TuneTest(DaemonTestCase):
         self.assertIn("loss", trial["reason"])
 
 
-class TuneFailoverTest(unittest.TestCase):
-    """kill -9 of the head of a three-voter cluster mid-experiment: the new head loads the
-    experiment from the replicated store and finishes it."""
+class ClusterTuneCase(unittest.TestCase):
+    """A cluster per test (`voters`, `agents`, `num_cpus` each) and a storage dir for its
+    experiments; logs dumped when the test failed, no worker left behind."""
+    voters, agents, num_cpus = 3, 0, 2
 
     def setUp(self):
         self.storage = tempfile.mkdtemp(prefix="traintl-tune-storage-")
-        self.cluster = Cluster(voters=3, agents=0, num_cpus=2).start()
+        self.cluster = Cluster(voters=self.voters, agents=self.agents,
+                               num_cpus=self.num_cpus).start()
+        self.cluster.wait_nodes(self.voters + self.agents)
 
     def tearDown(self):
         if any(err for _, err in getattr(self._outcome, "errors", []) if err):
@@ -314,6 +317,11 @@ class TuneFailoverTest(unittest.TestCase):
         self.cluster.cleanup()
         shutil.rmtree(self.storage, ignore_errors=True)
         self.assertEqual(leftover, [], "worker processes left behind")
+
+
+class TuneFailoverTest(ClusterTuneCase):
+    """kill -9 of the head of a three-voter cluster mid-experiment: the new head loads the
+    experiment from the replicated store and finishes it."""
 
     def test_kill9_head_mid_experiment(self):
         c = self.cluster
@@ -354,25 +362,11 @@ class TuneFailoverTest(unittest.TestCase):
         self.assertEqual(exp["best_trial"]["config"]["train_loop_config"]["loss_scale"], 1)
 
 
-class TuneTwoNodeTest(unittest.TestCase):
+class TuneTwoNodeTest(ClusterTuneCase):
     """ASHA's trials with a rank on another node: that rank's reports are held too, and
     released by the head over POST /v1/internal/ack as soon as ASHA decided."""
-
-    def setUp(self):
-        self.storage = tempfile.mkdtemp(prefix="traintl-tune-storage-")
-        # One CPU each: a two-rank trial has rank 1 on the other node.
-        self.cluster = Cluster(voters=1, agents=1, num_cpus=1).start()
-        self.cluster.wait_nodes(2)
-
-    def tearDown(self):
-        if any(err for _, err in getattr(self._outcome, "errors", []) if err):
-            self.cluster.dump_logs()
-        for d in self.cluster.daemons:
-            d.stop()
-        leftover = [p for d in self.cluster.daemons for p in d.worker_pids()]
-        self.cluster.cleanup()
-        shutil.rmtree(self.storage, ignore_errors=True)
-        self.assertEqual(leftover, [], "worker processes left behind")
+    # One CPU each: a two-rank trial has rank 1 on the other node.
+    voters, agents, num_cpus = 1, 1, 1
 
     def test_remote_ranks_wait_for_ashas_decision(self):
         head = self.cluster.head()
