@@ -192,8 +192,7 @@ bool ShouldStop() {
 ProgressRecorder& Progress() {
   static ProgressRecorder* recorder = new ProgressRecorder([](const traintl_progress& p) {
     const traintl_host_api* api = g_api;  // set once, before any training code runs
-    if (api == nullptr || !TRAINTL_HOST_API_HAS(api, progress) || api->progress == nullptr)
-      return;
+    if (api == nullptr || !TRAINTL_HOST_API_HAS(api, progress) || api->progress == nullptr) return;
     api->progress(api->host, &p);
   });
   return *recorder;
@@ -421,7 +420,8 @@ PYBIND11_MODULE(_native, m) {
       "_progress_collective", [] { Progress().CollectiveEntered(); },
       "Progress: the rank launched its next collective.");
   m.def(
-      "_progress_wait", [](bool begins) { begins ? Progress().WaitBegins() : Progress().WaitEnds(); },
+      "_progress_wait",
+      [](bool begins) { begins ? Progress().WaitBegins() : Progress().WaitEnds(); },
       py::arg("begins"), "Progress: the rank begins (True) or ends waiting for its peers.");
   m.def(
       "_progress_step", [] { Progress().StepDone(); },
