@@ -190,11 +190,9 @@ bool ShouldStop() {
 // The DDP hook's progress (python/traintl/train/torch.py), sent as the LibTorch
 // integration sends it. Nothing without a host that takes progress.
 ProgressRecorder& Progress() {
-  static ProgressRecorder* recorder = new ProgressRecorder([](const traintl_progress& p) {
-    const traintl_host_api* api = g_api;  // set once, before any training code runs
-    if (api == nullptr || !TRAINTL_HOST_API_HAS(api, progress) || api->progress == nullptr) return;
-    api->progress(api->host, &p);
-  });
+  // g_api is set once, before any training code runs.
+  static ProgressRecorder* recorder =
+      new ProgressRecorder([](const traintl_progress& p) { SendProgress(g_api, p); });
   return *recorder;
 }
 

@@ -10,11 +10,8 @@ namespace {
 
 ProgressRecorder& Recorder() {
   // Never destroyed: exit-safe. The host only copies the numbers.
-  static ProgressRecorder* recorder = new ProgressRecorder([](const traintl_progress& p) {
-    const traintl_host_api* api = traintl::internal::current_host_api;
-    if (api == nullptr || !TRAINTL_HOST_API_HAS(api, progress) || api->progress == nullptr) return;
-    api->progress(api->host, &p);
-  });
+  static ProgressRecorder* recorder = new ProgressRecorder(
+      [](const traintl_progress& p) { SendProgress(traintl::internal::current_host_api, p); });
   return *recorder;
 }
 

@@ -16,6 +16,13 @@
 
 namespace traintl {
 
+// Hands `p` to the host's progress callback; nothing without a host, or with one older
+// than that callback.
+inline void SendProgress(const traintl_host_api* api, const traintl_progress& p) {
+  if (api == nullptr || !TRAINTL_HOST_API_HAS(api, progress) || api->progress == nullptr) return;
+  api->progress(api->host, &p);
+}
+
 class ProgressRecorder {
  public:
   using Push = std::function<void(const traintl_progress&)>;
