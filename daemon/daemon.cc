@@ -233,6 +233,7 @@ Status Daemon::Build() {
   jopts.num_gpus = static_cast<int>(resources_.gpus.size());
   jopts.collective_timeout_s = cfg_.collective_timeout_s;
   jopts.retain_jobs = cfg_.retain_jobs;
+  jopts.metrics_per_rank = static_cast<size_t>(cfg_.metrics_per_rank);
   jopts.retain_for = std::chrono::milliseconds(static_cast<int64_t>(cfg_.retain_days * 86400e3));
   jopts.role = agent_only_ ? "agent" : "voter";
   jopts.raft_id = agent_only_ ? 0 : ropts.node_id;

@@ -86,6 +86,9 @@ bool ParseDaemonConfig(int argc, char** argv, DaemonConfig* cfg, int* exit_code)
       "warm-workers", po::value(&cfg->warm_workers)->default_value(0),
       "workers kept started, with LibTorch and Python loaded, for the next ranks to start "
       "without that wait (each holds that memory while it waits)")(
+      "metrics-per-rank", po::value(&cfg->metrics_per_rank)->default_value(1000),
+      "reports of every rank of a running job the head keeps in memory (traintl metrics "
+      "--all-ranks, the dashboard); rank 0's are stored in full regardless")(
       "retain-jobs", po::value(&cfg->retain_jobs)->default_value(0),
       "finished jobs kept: older ones are deleted (records and logs, not their trial dirs); "
       "0 keeps every one")("retain-days", po::value(&cfg->retain_days)->default_value(0),
@@ -198,6 +201,8 @@ bool ParseDaemonConfig(int argc, char** argv, DaemonConfig* cfg, int* exit_code)
   if (cfg->warm_workers < 0 || cfg->warm_workers > 64)
     return fail("--warm-workers must be between 0 and 64");
   if (cfg->retain_jobs < 0) return fail("--retain-jobs must be >= 0");
+  if (cfg->metrics_per_rank < 1 || cfg->metrics_per_rank > 1000000)
+    return fail("--metrics-per-rank must be between 1 and 1000000");
   if (const char* d = std::getenv("TRAINTL_UI_DIR"); d != nullptr && *d) cfg->ui_files_dir = d;
   if (!(cfg->retain_days >= 0 && cfg->retain_days <= 36500))
     return fail("--retain-days must be between 0 and 36500");

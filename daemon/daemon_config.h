@@ -26,6 +26,7 @@ struct DaemonConfig {
   int collective_timeout_s = 300;  // --collective-timeout
   std::chrono::milliseconds worker_stop_grace{3000};  // --worker-stop-grace-ms
   int warm_workers = 0;                               // --warm-workers
+  int metrics_per_rank = 1000;           // --metrics-per-rank: the head's ring per rank
   int retain_jobs = 0;                   // --retain-jobs: finished jobs kept (newest); 0 = all
   double retain_days = 0;                // --retain-days: finished jobs kept this long; 0 = forever
   size_t max_upload_bytes = 512u << 20;  // --max-upload-mb

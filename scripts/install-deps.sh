@@ -6,7 +6,7 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git ca-certificates
   libboost-dev libboost-program-options-dev libboost-system-dev
-  nlohmann-json3-dev libsqlite3-dev libssl-dev
+  nlohmann-json3-dev libsqlite3-dev libssl-dev libfast-float-dev
   libraft-dev libuv1-dev
   libtorch-dev libgloo-dev libopenblas0-pthread
   catch2

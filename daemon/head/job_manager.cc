@@ -51,7 +51,12 @@ JobManager::JobManager(asio::io_context& io, JobManagerOptions options, StateSto
         auto job = store_->GetJob(job_id);
         return job ? job->definition : std::string();
       }),
-      registry_(options_.node_loss_timeout) {}
+      registry_(options_.node_loss_timeout),
+      rank_metrics_([this] {
+        RankMetricsOptions o;
+        o.per_rank = options_.metrics_per_rank;
+        return o;
+      }()) {}
 
 void JobManager::Start() {
   timer_.expires_after(options_.tick);

@@ -91,6 +91,9 @@ struct JobManagerOptions {
   // Default: both 0 (every job is kept).
   int retain_jobs = 0;
   std::chrono::milliseconds retain_for{0};
+  // Reports kept in memory per rank of a job (RankMetrics, GET .../metrics?ranks=).
+  // Default 1000.
+  size_t metrics_per_rank = 1000;
   // Longest a held report (JobEventListener::HoldsReports) waits for ReleaseReports
   // before the head acks it anyway: a listener that never decides cannot stall a job.
   // Default 5 s.

@@ -10,7 +10,7 @@ import tempfile
 import urllib.parse
 import urllib.request
 
-from harness import DaemonTestCase, main, train_spec, wait_for
+from harness import Daemon, DaemonTestCase, main, train_spec, wait_for
 
 
 def free_port():
@@ -152,6 +152,20 @@ class MetricsTest(DaemonTestCase):
         status, none = d.get(f"/v1/jobs/{job_id}/metrics?ranks=all&since=99999999999999")
         self.assertEqual((none["history"], list(none["ranks"].values())), ([], [[], [], []]))
         self.assertEqual(d.get(f"/v1/jobs/{job_id}/metrics?since=-1")[0], 400)
+
+    def test_the_ring_per_rank_is_configurable(self):
+        d = Daemon(num_cpus=4, extra_args=["--metrics-per-rank", "2"]).start()
+        try:
+            job_id = d.submit_spec(train_spec(name="ring", workers=2, epochs=5, sleep_ms=0))
+            self.assertEqual(d.wait_terminal(job_id)["state"], "SUCCEEDED")
+            status, body = d.get(f"/v1/jobs/{job_id}/metrics?ranks=all")
+            self.assertEqual(status, 200, body)
+            for reports in body["ranks"].values():  # the latest 2 of 5
+                self.assertEqual([r["metrics"]["epoch"] for r in reports], [3, 4])
+            self.assertEqual(len(body["history"]), 5)  # rank 0's, replicated, in full
+        finally:
+            d.stop()
+            d.cleanup()
 
 
 if __name__ == "__main__":

@@ -14,9 +14,9 @@ namespace traintl {
 namespace data {
 namespace {
 
-using text_internal::AtFieldEnd;
 using text_internal::FastDecimal;
-using text_internal::FastNumber;
+using text_internal::FastFloat;
+using text_internal::FastInt;
 using text_internal::FieldEnd;
 using text_internal::IntParse;
 using text_internal::kFastDecimalReach;
@@ -93,13 +93,13 @@ inline bool FastRecord(const char*& p, const char* end, char* const* values, siz
 inline bool FastValue(DType dtype, const char*& p, const char* end, ColumnData* col, int64_t row) {
   switch (dtype) {
     case DType::kFloat64:
-      return FastNumber(p, end, col->As<double>() + row);
+      return FastFloat(p, end, col->As<double>() + row);
     case DType::kFloat32:
-      return FastNumber(p, end, col->As<float>() + row);
+      return FastFloat(p, end, col->As<float>() + row);
     case DType::kInt64:
-      return FastNumber(p, end, col->As<int64_t>() + row);
+      return FastInt(p, end, col->As<int64_t>() + row);
     case DType::kInt32:
-      return FastNumber(p, end, col->As<int32_t>() + row);
+      return FastInt(p, end, col->As<int32_t>() + row);
     case DType::kString:
       return false;
   }
