@@ -20,7 +20,7 @@ import tempfile
 import time
 
 import cdp
-from harness import DaemonTestCase, main, train_spec, wait_for
+from harness import DaemonTestCase, lib_path, main, train_spec, wait_for
 
 SHOTS = os.environ.get("TRAINTL_TEST_OUTPUT_DIR") or os.path.join(
     tempfile.gettempdir(), "traintl-dashboard-shots")
@@ -325,6 +325,29 @@ class DashboardTest(DaemonTestCase):
         self.shot("failed")
         self.assertNoConsoleProblems()
 
+    def test_straggler_is_flagged(self):
+        # A DDP job whose rank 1 sleeps 40 ms a step: the job page names it (which rank,
+        # which node, how much slower), as `traintl status` does.
+        spec = train_spec(name="dash-slow", workers=2, library=lib_path("libtest_ddp.so"),
+                          steps=100000, slow_rank=1, slow_ms=40)
+        spec["env"] = {"OMP_NUM_THREADS": "1"}
+        job_id = self.daemon.submit_spec(spec)
+        job = self.daemon.wait_job(job_id, lambda j: (j.get("progress") or {}).get("stragglers"),
+                                   60, "a straggler")
+        node = job["progress"]["stragglers"][0]["node"]
+        page = self.open_browser()
+        self.login_with_link()
+        self.open_job(job_id)
+        page.wait_for("document.getElementById('job-warnings').textContent"
+                      f".includes('Straggler: rank 1 on ' + {js(node)})",
+                      what="the straggler warning on the job page")
+        self.assertIn("slower", page.evaluate(
+            "document.getElementById('job-warnings').textContent"))
+        self.shot("straggler")
+        self.assertNoConsoleProblems()
+        self.daemon.post(f"/v1/jobs/{job_id}/stop")
+        self.daemon.wait_job(job_id, lambda j: j["state"] in TERMINAL, 30, "stop")
+        wait_for(lambda: not self.daemon.worker_pids(), 15, what="the workers to exit")
 
 if __name__ == "__main__":
     main()

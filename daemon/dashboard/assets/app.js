@@ -390,8 +390,9 @@
       const warnings = [];
       const p = d.progress;
       for (const s of (p && p.stragglers) || []) {
-        warnings.push(`Straggler: rank ${s.rank} on ${s.node} is busy ${fmtNum(s.busy_s)} s per step, ` +
-          `its peers ${fmtNum(s.peers_busy_s)} s (${fmtNum(s.slower)}× slower).`);
+        const ms = (x) => `${(1000 * (x || 0)).toFixed(1)} ms`;
+        warnings.push(`Straggler: rank ${s.rank} on ${s.node} is busy ${ms(s.busy_s)} per step, ` +
+          `its peers ${ms(s.peers_busy_s)} (${(s.slower || 0).toFixed(1)}× slower).`);
       }
       if (p && p.stalled) {
         const st = p.stalled;
