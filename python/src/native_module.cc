@@ -187,7 +187,7 @@ bool ShouldStop() {
   return api.should_stop(api.host) != 0;
 }
 
-// The DDP hook's progress (python/traintl/train/torch.py), sent as the LibTorch
+// prepare_model's progress (python/traintl/train/torch.py), sent as the LibTorch
 // integration sends it. Nothing without a host that takes progress.
 ProgressRecorder& Progress() {
   // g_api is set once, before any training code runs.

@@ -163,57 +163,52 @@ def prepare_model(model, move_to_device=True, parallel_strategy="ddp",
 
 def _report_progress(ddp):
     """Tells the head this rank's progress as the LibTorch integration does (steps, each
-    step's time and the part not spent waiting for peers, collectives entered; see
-    worker/sdk/include/traintl/progress_recorder.h), through a DDP communication hook:
-    every gradient bucket's allreduce is a collective; after the step's last bucket is
-    launched the rank only waits for its peers, until that bucket's result ends the step.
-    The hook is registered at the first forward, unless the user registered one of their
-    own before (theirs is then wrapped), or a built-in one (then only what it can tell).
+    step's time and the part not spent waiting for peers, the gradient synchronizations
+    entered; see worker/sdk/include/traintl/progress_recorder.h), from the autograd
+    engine's final callbacks, all on the thread that runs backward: when every gradient of
+    a step is computed the rank begins to wait (DDP's own final callback, queued after
+    ours, waits for the gradient allreduces), and a callback queued from there runs once
+    that wait is over. No communication hook is registered (the user may register their
+    own) and no Python runs on the process group's threads.
     """
-    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    from torch.autograd import Variable
 
     native = _session.native()
-    register = ddp.register_comm_hook
-    builtin_name = ("register_builtin_comm_hook" if hasattr(ddp, "register_builtin_comm_hook")
-                    else "_register_builtin_comm_hook")  # torch 1.13's name
-    register_builtin = getattr(ddp, builtin_name, None)
-    state = {"registered": False}
+    engine = Variable._execution_engine
 
-    def with_progress(hook):
-        def hook_with_progress(hook_state, bucket):
-            native._progress_collective()
-            last = bucket.is_last()
-            if last:
-                native._progress_wait(True)
-            fut = hook(hook_state, bucket)
-            if not last:
-                return fut
+    def step_synchronized():
+        native._progress_wait(False)
+        native._progress_step()
 
-            def step_done(f):
-                native._progress_wait(False)
-                native._progress_step()
-                return f.value()
-            return fut.then(step_done)
-        return hook_with_progress
+    def backward_computed():
+        native._progress_collective()
+        native._progress_wait(True)
+        engine.queue_callback(step_synchronized)
 
-    def register_comm_hook(hook_state, hook):
-        state["registered"] = True
-        register(hook_state, with_progress(hook))
+    def at_backward_start(grad):
+        engine.queue_callback(backward_computed)
 
-    def register_builtin_comm_hook(comm_hook_type):
-        state["registered"] = True
-        register_builtin(comm_hook_type)
+    def after_forward(module, inputs, output):
+        # Not for evaluation, nor for no_sync() steps, which synchronize nothing.
+        if not torch.is_grad_enabled() or not getattr(module, "require_backward_grad_sync", True):
+            return
+        tensor = _first_tensor_requiring_grad(output)
+        if tensor is not None:
+            tensor.register_hook(at_backward_start)
 
-    def first_forward(module, inputs):
-        handle.remove()
-        if not state["registered"]:
-            state["registered"] = True
-            register(None, with_progress(default_hooks.allreduce_hook))
+    ddp.register_forward_hook(after_forward)
 
-    ddp.register_comm_hook = register_comm_hook
-    if register_builtin is not None:
-        setattr(ddp, builtin_name, register_builtin_comm_hook)
-    handle = ddp.register_forward_pre_hook(first_forward)
+
+def _first_tensor_requiring_grad(output):
+    if isinstance(output, torch.Tensor):
+        return output if output.requires_grad else None
+    values = output.values() if isinstance(output, Mapping) else (
+        output if isinstance(output, (list, tuple)) else ())
+    for v in values:
+        found = _first_tensor_requiring_grad(v)
+        if found is not None:
+            return found
+    return None
 
 
 def prepare_data_loader(data_loader, add_dist_sampler=True, move_to_device=True,

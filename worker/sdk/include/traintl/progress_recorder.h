@@ -1,7 +1,7 @@
 // ProgressRecorder: turns a rank's training events (collective entered, waiting for it,
 // step done) into the traintl_progress numbers the host sends to the head (abi.h), and
 // hands them to a push function. Shared by the LibTorch integration (worker/torch) and
-// the Python package's DDP hook (python/traintl/train/torch.py), so both mean the same by
+// the Python package's prepare_model (python/traintl/train/torch.py), so both mean the same by
 // a step, its busy time and a collective.
 //
 // Thread-safety: every method may be called from any thread (one mutex); `push` runs
