@@ -97,11 +97,22 @@ std::optional<RankProgress::Stall> RankProgress::Stalled(TimePoint now) const {
   if (s.waiting.empty()) return std::nullopt;
   const double threshold = std::max(kMinStallS, kStallSteps * Median(step_times));
   if (s.for_s < threshold) return std::nullopt;
+  bool blocked_behind = false;
   for (size_t i = 0; i < ranks_.size(); ++i) {
     const Rank& r = ranks_[i];
-    if (r.last.collective_seq < top || !r.last.in_collective)
-      s.lagging.push_back(static_cast<int>(i));
+    if (r.last.collective_seq == top && r.last.in_collective) continue;
+    // Waiting in an earlier collective, and still saying so: blocked by the same rank as
+    // the others (a ring collective stopped half-way leaves ranks one collective apart),
+    // not the cause. A frozen one falls silent and is named below once it has.
+    if (r.last.in_collective && Seconds(now - r.received) <= kSilentS) {
+      s.waiting.push_back(static_cast<int>(i));
+      blocked_behind = true;
+      continue;
+    }
+    s.lagging.push_back(static_cast<int>(i));
   }
+  std::sort(s.waiting.begin(), s.waiting.end());
+  if (s.lagging.empty() && blocked_behind) return std::nullopt;  // too early to tell
   if (s.lagging.empty()) {
     // Every rank says it waits in `top`: the silent ones (frozen while waiting) are those
     // the others wait for, provided some waiting rank still speaks.

@@ -184,6 +184,36 @@ TEST_CASE("a rank in the same collective but not waiting in it lags: stopped mid
   CHECK(s->for_s == Approx(5));
 }
 
+TEST_CASE("a rank still waiting in the collective before is blocked too, not the cause") {
+  // Rank 1 was stopped half-way through collective 67: rank 2 got what it needed and
+  // waits in 68, rank 0 still waits in 67 (and says so every second); rank 1 computes.
+  RankProgress rp(3);
+  rp.Update(0, InCollective(67, true, 0), At(10));
+  rp.Update(1, InCollective(67, false, 0), At(10));
+  rp.Update(2, InCollective(68, true, 0), At(10));
+  rp.Update(0, InCollective(67, true, 2), At(12));  // repeated while waiting
+  auto s = rp.Stalled(At(12.1));
+  REQUIRE(s.has_value());
+  CHECK(s->collective == 68);
+  CHECK(s->waiting == std::vector<int>{0, 2});
+  CHECK(s->lagging == std::vector<int>{1});
+}
+
+TEST_CASE("ranks waiting in two collectives: the silent one is named once it is silent") {
+  // Rank 1 froze while waiting in 67 itself: at first it cannot be told from rank 0.
+  RankProgress rp(3);
+  rp.Update(0, InCollective(67, true, 0), At(10));
+  rp.Update(1, InCollective(67, true, 0), At(10));
+  rp.Update(2, InCollective(68, true, 0), At(10));
+  rp.Update(0, InCollective(67, true, 2), At(12));
+  CHECK_FALSE(rp.Stalled(At(12.1)).has_value());  // rank 1 heard 2.1 s ago: too early
+  rp.Update(0, InCollective(67, true, 3), At(13));
+  auto s = rp.Stalled(At(13));  // rank 1 silent for 3 s
+  REQUIRE(s.has_value());
+  CHECK(s->waiting == std::vector<int>{0, 2});
+  CHECK(s->lagging == std::vector<int>{1});
+}
+
 TEST_CASE("every rank waiting is no stall of a rank") {
   RankProgress rp(3);
   for (int r = 0; r < 3; ++r) rp.Update(r, InCollective(7, true, 0), At(10));
