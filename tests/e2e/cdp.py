@@ -76,6 +76,8 @@ class Browser:
                 "--disable-gpu", f"--user-data-dir={self.profile}", "--no-first-run",
                 "--no-default-browser-check", "--disable-background-networking",
                 "--disable-component-update", "--disable-sync", "--mute-audio",
+                # Containers often give /dev/shm 64 MiB, too little for Chromium.
+                "--disable-dev-shm-usage",
                 f"--window-size={window_size[0]},{window_size[1]}"] + list(extra_args) + [
                 "about:blank"]
         # A tiny Python wrapper puts the pipe ends on fds 3 and 4 and execs Chromium (no
