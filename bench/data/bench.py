@@ -125,7 +125,12 @@ def traintl_run(worker, lib, path, world, tmp, cold=False, threads=0, stack="col
     while open_socks and time.monotonic() < deadline:
         for key, _ in sel.select(timeout=1):
             sock, rank = key.fileobj, key.data
-            data = sock.recv(65536)
+            try:
+                data = sock.recv(65536)
+            except ConnectionResetError:
+                # A report of metrics alone does not wait for its ack (docs/WORKER_PROTOCOL.md):
+                # the worker may have exited before reading it, which resets the channel.
+                data = b""
             if not data:
                 sel.unregister(sock)
                 sock.close()
@@ -137,7 +142,10 @@ def traintl_run(worker, lib, path, world, tmp, cold=False, threads=0, stack="col
                 m = json.loads(line)
                 if m["type"] == "report":
                     results[rank] = m["metrics"]
-                    sock.sendall(json.dumps({"type": "ack", "seq": m["seq"]}).encode() + b"\n")
+                    try:
+                        sock.sendall(json.dumps({"type": "ack", "seq": m["seq"]}).encode() + b"\n")
+                    except (BrokenPipeError, ConnectionResetError):
+                        pass  # the worker is gone already; its done (if any) was read
                 elif m["type"] == "done" and not m["ok"]:
                     raise RuntimeError(f"rank {rank} failed: {m.get('error')}")
     for p in procs:
