@@ -6,7 +6,6 @@
 
 #include "common/crypto.h"
 #include "common/file_util.h"
-#include "common/logging.h"
 #include "daemon/dashboard/embedded_files.h"
 #include "daemon/http/browser_session.h"
 #include "daemon/http/responder.h"
@@ -91,7 +90,7 @@ class Dashboard {
                 ? std::string()
                 : token.substr(first, token.find_last_not_of(" \t\r\n") - first + 1);
     if (token.empty() || session_.empty() || !ConstantTimeEquals(token, options_.token)) {
-      LOG_WARN << "dashboard: failed login from " << remote;
+      http::WarnRejectedToken(remote, "dashboard login with a wrong token");
       Redirect(res, 303, "/ui/?login=failed");
       return;
     }

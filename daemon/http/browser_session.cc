@@ -1,6 +1,10 @@
 #include "daemon/http/browser_session.h"
 
+#include <chrono>
+#include <mutex>
+
 #include "common/crypto.h"
+#include "common/logging.h"
 
 namespace traintl::http {
 
@@ -24,6 +28,24 @@ std::string CookieValue(std::string_view header, std::string_view name) {
     return std::string(value);
   }
   return "";
+}
+
+void WarnRejectedToken(const std::string& remote, const char* why) {
+  constexpr auto kRejectedTokenLogGap = std::chrono::seconds(10);
+  static std::mutex mu;
+  static std::chrono::steady_clock::time_point last{};
+  static int unlogged = 0;
+  std::lock_guard<std::mutex> l(mu);
+  const auto now = std::chrono::steady_clock::now();
+  if (last != std::chrono::steady_clock::time_point{} && now - last < kRejectedTokenLogGap) {
+    ++unlogged;
+    return;
+  }
+  LOG_WARN << "http: rejected a request from " << remote << ": " << why
+           << (unlogged > 0 ? " (and " + std::to_string(unlogged) + " more since the last report)"
+                            : "");
+  last = now;
+  unlogged = 0;
 }
 
 }  // namespace traintl::http

@@ -9,7 +9,10 @@
 // policy) nor send that header without a CORS preflight the daemon never grants, so a
 // forged form or image request gets 401 even if the browser attached the cookie.
 //
-// Thread-safety: free functions without state.
+// Also the rate-limited warning for rejected tokens, which the server's bearer check and the
+// dashboard's login share.
+//
+// Thread-safety: free functions; WarnRejectedToken's rate limit is under a mutex.
 #pragma once
 
 #include <string>
@@ -26,5 +29,11 @@ std::string SessionValueForToken(const std::string& token);
 
 // The value of cookie `name` in a Cookie header ("a=1; b=2"), or "" when absent.
 std::string CookieValue(std::string_view cookie_header, std::string_view name);
+
+// Logs a rejected token (a bearer token, or a dashboard login) at warning: an operator's
+// concern (journalctl -p warning), but a client retrying in a loop must not flood the
+// journal: at most one line per 10 s, saying how many rejections it stands for.
+// Thread-safe.
+void WarnRejectedToken(const std::string& remote, const char* why);
 
 }  // namespace traintl::http

@@ -40,27 +40,6 @@ bool IsHttpError(const error_code& ec) {
   return ec.category() == bhttp::make_error_code(bhttp::error::bad_method).category();
 }
 
-// A rejected token is an operator's concern (journalctl -p warning), but a client retrying
-// in a loop must not flood the journal: at most one line per kRejectedTokenLogGap, saying
-// how many rejections it stands for. Connections may run on several threads.
-void WarnRejectedToken(const std::string& remote, const char* why) {
-  constexpr auto kRejectedTokenLogGap = std::chrono::seconds(10);
-  static std::mutex mu;
-  static std::chrono::steady_clock::time_point last{};
-  static int unlogged = 0;
-  std::lock_guard<std::mutex> l(mu);
-  const auto now = std::chrono::steady_clock::now();
-  if (last != std::chrono::steady_clock::time_point{} && now - last < kRejectedTokenLogGap) {
-    ++unlogged;
-    return;
-  }
-  LOG_WARN << "http: rejected a request from " << remote << ": " << why
-           << (unlogged > 0 ? " (and " + std::to_string(unlogged) + " more since the last report)"
-                            : "");
-  last = now;
-  unlogged = 0;
-}
-
 }  // namespace
 
 void Connection::BeginHeaderRead() {
