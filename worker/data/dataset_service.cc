@@ -19,6 +19,7 @@
 struct traintl_dataset_shard {
   std::string name;
   std::shared_ptr<traintl::data::Dataset> dataset;
+  bool inline_items = false;  // read from the spec's "items" (its file is a memfd)
   std::mutex mu;
   std::string info;  // guarded by mu: the last shard_info text
 };
@@ -222,7 +223,9 @@ int DatasetService::ShardOpen(void* ctx, const char* name, const char* options_j
     DatasetConfig config;
     config.name = ds_name;
     config.uri = spec->value("uri", "");
-    if (auto items = spec->find("items"); items != spec->end() && items->is_array()) {
+    auto items = spec->find("items");
+    const bool from_items = items != spec->end() && items->is_array();
+    if (from_items) {
       auto uri = self->InlineItemsUri(ds_name, *items);
       if (!uri.ok())
         return self->Fail(Status(uri.status().code(), prefix + uri.status().message()), err,
@@ -242,6 +245,7 @@ int DatasetService::ShardOpen(void* ctx, const char* name, const char* options_j
     }
     auto* handle = new traintl_dataset_shard;
     handle->name = ds_name;
+    handle->inline_items = from_items;
     handle->dataset = std::move(ds).value();
     *shard = handle;
     return TRAINTL_DATA_OK;
@@ -256,10 +260,13 @@ const char* DatasetService::ShardInfo(void* ctx, traintl_dataset_shard* shard) {
     const Dataset& ds = *shard->dataset;
     const DatasetConfig& c = ds.config();
     json files = json::array();
-    for (const auto& f : ds.files()) files.push_back(f.file.name);
+    if (!shard->inline_items) {
+      for (const auto& f : ds.files()) files.push_back(f.file.name);
+    }
     const auto total = ds.TotalRows();
+    // Inline items have no URI a user could open: their memfd is this process's own.
     json info = {{"name", shard->name},
-                 {"uri", c.uri},
+                 {"uri", shard->inline_items ? json(nullptr) : json(c.uri)},
                  {"format", FormatName(ds.format())},
                  {"files", files},
                  {"split", c.split},

@@ -90,3 +90,24 @@ TEST_CASE("SDK: a host without datasets says so") {
   FakeHost host(nlohmann::json::object(), 0, 1, /*with_datasets=*/false);
   CHECK_THROWS_WITH(traintl::get_dataset_shard("train"), Catch::Contains("serves no datasets"));
 }
+
+TEST_CASE("SDK: inline items are read from memory and split like a file") {
+  nlohmann::json items = nlohmann::json::array();
+  for (int i = 0; i < 5; ++i) items.push_back({{"id", i}, {"x", i * 0.5}});
+  FakeHost host({{"train", {{"items", items}, {"format", "jsonl"}, {"split", true}}}}, 1, 2);
+  auto shard = traintl::get_dataset_shard("train");
+  CHECK(shard.num_rows() == 3);  // ceil(5 / 2)
+  const nlohmann::json info = shard.info();
+  CHECK(info["format"] == "jsonl");
+  CHECK(info["uri"].is_null());  // the memfd is no URI anyone else could open
+  CHECK(info["files"].empty());
+  std::vector<int64_t> ids;
+  for (int epoch = 0; epoch < 2; ++epoch) {  // a second epoch reads the same memory again
+    for (const traintl::Batch& batch : shard.iter_batches(2)) {
+      for (int64_t r = 0; r < batch.num_rows(); ++r) ids.push_back(batch["id"].data<int64_t>()[r]);
+    }
+  }
+  CHECK(ids.size() == 6);
+  CHECK(std::vector<int64_t>(ids.begin(), ids.begin() + 3) ==
+        std::vector<int64_t>(ids.begin() + 3, ids.end()));
+}

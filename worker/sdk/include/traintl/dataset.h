@@ -363,8 +363,9 @@ class DatasetShard {
       : name_(std::move(name)), ref_(std::move(ref)) {}
 
   const std::string& name() const { return name_; }
-  // The shard as the worker describes it: "uri", "format", "files", "split", "rank",
-  // "world_size", "columns" ([{"name", "dtype", "shape"}]), "total_rows", "num_rows".
+  // The shard as the worker describes it: "uri" (null for inline items), "format", "files",
+  // "split", "rank", "world_size", "columns" ([{"name", "dtype", "shape"}]), "total_rows",
+  // "num_rows".
   nlohmann::json info() const {
     const char* text = ref_->api->shard_info(ref_->api->ctx, ref_->shard);
     return nlohmann::json::parse(text != nullptr ? text : "{}");
