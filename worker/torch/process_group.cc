@@ -22,9 +22,11 @@
 #include "common/logging.h"
 #include "traintl/torch.h"
 #include "traintl/train.h"
+#include "worker/torch/coalesce.h"
 #include "worker/torch/nccl_group.h"
 #include "worker/torch/progress.h"
 #include "worker/torch/runtime.h"
+#include "worker/torch/shm_group.h"
 #include "worker/torch/store.h"
 
 namespace traintl {
@@ -58,6 +60,8 @@ RuntimeOptions OptionsFromContext() {
   options.rank = ctx.world_rank();
   options.world_size = ctx.world_size();
   options.local_rank = ctx.local_rank();
+  options.local_world_size = ctx.local_world_size();
+  options.node_rank = ctx.node_rank();
   options.master_addr = ctx.master_addr().empty() ? "127.0.0.1" : ctx.master_addr();
   options.master_port = ctx.master_port();
   const int timeout_s = ctx.collective_timeout_s();
@@ -70,6 +74,12 @@ RuntimeOptions OptionsFromContext() {
 
 Status Validate(const RuntimeOptions& o) {
   if (o.world_size < 1) return Status::InvalidArgument("world_size must be >= 1");
+  if (o.local_world_size < 1 || o.local_rank < 0 || o.local_rank >= o.local_world_size ||
+      o.node_rank < 0) {
+    return Status::InvalidArgument("local rank " + std::to_string(o.local_rank) + " of " +
+                                   std::to_string(o.local_world_size) + " on node " +
+                                   std::to_string(o.node_rank) + " is not a valid placement");
+  }
   if (o.rank < 0 || o.rank >= o.world_size) {
     return Status::InvalidArgument("rank " + std::to_string(o.rank) + " is not in [0, " +
                                    std::to_string(o.world_size) + ")");
@@ -166,45 +176,6 @@ c10d::ReduceOp ToC10d(ReduceOp op) {
       return c10d::ReduceOp::MAX;
   }
   return c10d::ReduceOp::SUM;
-}
-
-// Tensors of one dtype and device, sent as one contiguous buffer: the tensor itself when
-// it is alone and contiguous, else a flattened copy that is unflattened on completion.
-struct Coalesced {
-  at::Tensor buffer;
-  std::vector<at::Tensor> members;
-  bool flattened = false;
-
-  void CopyBack() {
-    if (!flattened) return;
-    auto parts = ::torch::utils::unflatten_dense_tensors(buffer, members);
-    for (size_t i = 0; i < members.size(); ++i) members[i].copy_(parts[i]);
-  }
-};
-
-std::vector<Coalesced> Coalesce(const std::vector<at::Tensor>& tensors, const char* what) {
-  std::vector<Coalesced> groups;
-  for (const auto& t : tensors) {
-    if (!t.defined()) throw std::invalid_argument(std::string(what) + ": undefined tensor");
-    if (t.is_sparse()) throw std::invalid_argument(std::string(what) + ": sparse tensor");
-    auto it = std::find_if(groups.begin(), groups.end(), [&](const Coalesced& g) {
-      return g.members[0].scalar_type() == t.scalar_type() && g.members[0].device() == t.device();
-    });
-    if (it == groups.end()) {
-      groups.emplace_back();
-      it = groups.end() - 1;
-    }
-    it->members.push_back(t.detach());
-  }
-  for (auto& g : groups) {
-    if (g.members.size() == 1 && g.members[0].is_contiguous()) {
-      g.buffer = g.members[0];
-    } else {
-      g.buffer = ::torch::utils::flatten_dense_tensors(g.members);
-      g.flattened = true;
-    }
-  }
-  return groups;
 }
 
 // A Work over c10d works; finishes averaging and unflattening on wait().
@@ -305,6 +276,17 @@ class C10dProcessGroup final : public ProcessGroup {
   void barrier() override {
     auto work = Launch("barrier", [&] { return backend_->barrier(c10d::BarrierOptions()); });
     C10dWork({work}, {}, ReduceOp::kSum, world_, Describe("barrier")).wait();
+  }
+
+  std::vector<at::Tensor> allgather(const at::Tensor& tensor) override {
+    if (!tensor.defined()) throw std::invalid_argument("allgather: undefined tensor");
+    ::torch::NoGradGuard no_grad;
+    std::vector<at::Tensor> in{tensor.detach().contiguous()};
+    std::vector<std::vector<at::Tensor>> out(1);
+    for (int q = 0; q < world_; ++q) out[0].push_back(at::empty_like(in[0]));
+    auto work = Launch("allgather", [&] { return backend_->allgather(out, in); });
+    C10dWork({work}, {}, ReduceOp::kSum, world_, Describe("allgather")).wait();
+    return out[0];
   }
 
  private:
@@ -414,12 +396,15 @@ std::unique_ptr<ProcessGroup> BuildGroup(const RuntimeOptions& o) {
   if (o.use_gpu && ::torch::cuda::is_available()) {
     return MakeNcclGroup(prefixed, o, get_device().index());
   }
-  auto opts = c10d::ProcessGroupGloo::Options::create(o.collective_timeout);
-  opts->devices.push_back(GlooDevice(o));
-  opts->threads = 2;
-  auto pg = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, o.rank, o.world_size, opts);
-  return std::make_unique<C10dProcessGroup<c10d::ProcessGroupGloo>>(pg, "gloo", o.rank,
-                                                                    o.world_size);
+  auto make_gloo = [&o](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size) {
+    auto opts = c10d::ProcessGroupGloo::Options::create(o.collective_timeout);
+    opts->devices.push_back(GlooDevice(o));
+    opts->threads = 2;
+    return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, opts);
+  };
+  if (auto shm = MakeShmGroup(store, o, make_gloo)) return shm;
+  return std::make_unique<C10dProcessGroup<c10d::ProcessGroupGloo>>(
+      make_gloo(prefixed, o.rank, o.world_size), "gloo", o.rank, o.world_size);
 }
 
 }  // namespace
@@ -456,6 +441,23 @@ int WorldSize() { return CurrentOptions().world_size; }
     return ::torch::Device(::torch::kCUDA, static_cast<c10::DeviceIndex>(o.local_rank % count));
   }
   return ::torch::Device(::torch::kCPU);
+}
+
+std::vector<::torch::Tensor> ProcessGroup::allgather(const ::torch::Tensor& tensor) {
+  // Each rank fills its own row of zeros and the rows are summed: exact for any dtype, as
+  // bytes, since every other rank adds zeros to them.
+  if (!tensor.defined()) throw std::invalid_argument("allgather: undefined tensor");
+  ::torch::NoGradGuard no_grad;
+  at::Tensor src = tensor.detach().contiguous().reshape({-1});
+  const int64_t bytes = src.numel() * static_cast<int64_t>(src.element_size());
+  at::Tensor rows = at::zeros({world_size(), bytes}, src.options().dtype(at::kByte));
+  rows[rank()].copy_(src.view(at::kByte));
+  allreduce(rows, ReduceOp::kSum);
+  std::vector<::torch::Tensor> out;
+  for (int q = 0; q < world_size(); ++q) {
+    out.push_back(rows[q].view(src.scalar_type()).view(tensor.sizes()));
+  }
+  return out;
 }
 
 ProcessGroup& process_group() {

@@ -20,8 +20,12 @@ struct RuntimeOptions {
   // This rank and the number of ranks. Defaults: 0 of 1.
   int rank = 0;
   int world_size = 1;
-  // Index of this rank on its node (selects the GPU). Default: 0.
+  // Index of this rank on its node (selects the GPU), the number of this job's ranks on
+  // the node, and the node's index among the job's nodes (0..nodes-1). Ranks with the same
+  // node_rank share memory collectives. Defaults: 0, 1, 0.
   int local_rank = 0;
+  int local_world_size = 1;
+  int node_rank = 0;
   // Rank 0 serves the c10d TCPStore on master_port; the others connect to master_addr.
   // Defaults: 127.0.0.1, port 0 (invalid for world_size > 1 without file_store_path).
   std::string master_addr = "127.0.0.1";

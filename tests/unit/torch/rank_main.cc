@@ -3,17 +3,22 @@
 //
 //   torch_test_rank <mode> --rank R --world W --store FILE [--timeout-ms T] [--out FILE]
 //                   [--steps N] [--global-batch G] [--bucket-bytes B] [--reload 0|1]
+//                   [--ranks-per-node K] [--backend NAME]
 //   torch_test_rank entry LIB FUNCTION CONTEXT_JSON OUT_DIR
 //
 // Modes: ddp (train, dump parameters), unused (a model with unused parameters),
 // collectives (check allreduce/broadcast/barrier results), die (rank 1 is killed in the
 // middle of an allreduce), hang (rank 1 never joins the allreduce). entry runs a training
 // library's entry point under a minimal fake worker host (reports go to OUT_DIR).
+// --ranks-per-node K places ranks K to a node (rank / K is the node; the default, 1, is one
+// rank per node: flat Gloo); --backend is the process group's expected backend() (default
+// gloo).
 // Exit codes: 0 ok, 1 wrong result or usage, 3 a CollectiveError was caught (and printed).
 #include <dlfcn.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -48,6 +53,8 @@ struct Args {
   int global_batch = 16;
   size_t bucket_bytes = 25u << 20;
   bool reload = false;  // torch::load into the prepared model, as a resumed job does
+  int ranks_per_node = 1;
+  std::string backend = "gloo";
 };
 
 void Init(const Args& a) {
@@ -55,6 +62,10 @@ void Init(const Args& a) {
   o.rank = a.rank;
   o.world_size = a.world;
   o.file_store_path = a.store;
+  const int k = std::max(1, a.ranks_per_node);
+  o.node_rank = a.rank / k;
+  o.local_rank = a.rank % k;
+  o.local_world_size = std::min(k, a.world - o.node_rank * k);
   o.collective_timeout = std::chrono::milliseconds(a.timeout_ms);
   o.rendezvous_timeout = std::chrono::seconds(60);
   auto st = tt::detail::InitForTesting(o);
@@ -150,7 +161,7 @@ int RunCollectives(const Args& a) {
   Init(a);
   tt::ProcessGroup& pg = tt::process_group();
   bool ok = Expect(pg.rank() == a.rank && pg.world_size() == a.world, "rank/world");
-  ok &= Expect(pg.backend() == "gloo", "backend gloo");
+  ok &= Expect(pg.backend() == a.backend, "backend " + a.backend + ", not " + pg.backend());
   const double r = a.rank;
   const double w = a.world;
   const double rank_sum = w * (w - 1) / 2;
@@ -193,6 +204,26 @@ int RunCollectives(const Args& a) {
   ok &= Expect(torch::equal(b2, torch::full({2}, static_cast<int64_t>(root) * 3, torch::kLong)),
                "broadcast 2");
   ok &= Expect(torch::allclose(b3, torch::full({3}, root * 5.0, torch::kFloat)), "broadcast 3");
+  pg.barrier();
+
+  // bfloat16 sums (widened, rounded once; LibTorch 1.13's Gloo has none) and allgather in
+  // rank order.
+  if (a.backend != "gloo") {
+    auto bf = torch::full({9}, r + 0.5, torch::kBFloat16);
+    pg.allreduce(bf);
+    ok &= Expect(torch::allclose(bf.to(torch::kFloat), torch::full({9}, rank_sum + 0.5 * w)),
+                 "bfloat16 sum");
+  }
+  auto gathered = pg.allgather(torch::full({2, 3}, r * 10 + 1, torch::kFloat));
+  ok &= Expect(static_cast<int>(gathered.size()) == a.world, "allgather count");
+  for (int q = 0; q < a.world && q < static_cast<int>(gathered.size()); ++q) {
+    ok &= Expect(torch::equal(gathered[q], torch::full({2, 3}, q * 10 + 1.0, torch::kFloat)),
+                 "allgather row " + std::to_string(q));
+  }
+  auto big = torch::arange(200000, torch::kFloat) * (r + 1);  // several chunks
+  pg.allreduce(big, tt::ReduceOp::kAvg);
+  ok &= Expect(torch::allclose(big, torch::arange(200000, torch::kFloat) * ((w + 1) / 2)),
+               "large average");
   pg.barrier();
   try {
     pg.allreduce(torch::ones({2}, torch::kLong), tt::ReduceOp::kAvg);
@@ -351,6 +382,10 @@ int main(int argc, char** argv) {
       a.reload = v == "1";
     else if (k == "--bucket-bytes")
       a.bucket_bytes = std::stoul(v);
+    else if (k == "--ranks-per-node")
+      a.ranks_per_node = std::stoi(v);
+    else if (k == "--backend")
+      a.backend = v;
     else {
       std::cerr << "unknown argument " << k << "\n";
       return 1;

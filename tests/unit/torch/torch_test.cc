@@ -206,6 +206,94 @@ TEST_CASE("process group: a silent peer fails the other rank after the timeout")
   CHECK(code0 == 3);
 }
 
+TEST_CASE("process group over shared memory: three ranks on one node") {
+  TempDir dir;
+  CHECK((RunRanks(dir, "collectives", 3, {"--ranks-per-node", "3", "--backend", "shm"}) ==
+         std::vector<int>{0, 0, 0}));
+}
+
+TEST_CASE("process group hierarchical: shared memory in each node and Gloo between leaders") {
+  // Four ranks two to a node, and three ranks on nodes of two and one.
+  const int world = GENERATE(4, 3);
+  TempDir dir;
+  CHECK((RunRanks(dir, "collectives", world, {"--ranks-per-node", "2", "--backend", "shm+gloo"}) ==
+         std::vector<int>(world, 0)));
+}
+
+TEST_CASE("process group over shared memory: TRAINTL_SHM_COLLECTIVES=0 keeps flat Gloo") {
+  TempDir dir;
+  setenv("TRAINTL_SHM_COLLECTIVES", "0", 1);
+  const auto codes =
+      RunRanks(dir, "collectives", 2, {"--ranks-per-node", "2", "--backend", "gloo"});
+  unsetenv("TRAINTL_SHM_COLLECTIVES");
+  CHECK((codes == std::vector<int>{0, 0}));
+}
+
+TEST_CASE("ddp over shared memory: ranks bit-identical, matching one process and the Gloo path") {
+  const std::string bucket = GENERATE(std::string("26214400"), std::string("200"));
+  const int per_node = GENERATE(2, 1);  // of the four-rank run
+  INFO("bucket_cap_bytes " << bucket << " ranks per node " << per_node);
+  const std::vector<std::string> extra = {"--steps",        "6",    "--global-batch",   "16",
+                                          "--bucket-bytes", bucket, "--ranks-per-node", "2",
+                                          "--backend",      "shm"};
+  TempDir dir;
+  REQUIRE((RunRanks(dir, "ddp", 2, extra) == std::vector<int>{0, 0}));
+  // Four ranks, two per node: hierarchical; or one per node: flat Gloo.
+  TempDir four;
+  REQUIRE((RunRanks(four, "ddp", 4,
+                    {"--steps", "6", "--global-batch", "16", "--bucket-bytes", bucket,
+                     "--ranks-per-node", per_node == 1 ? "1" : "2", "--backend",
+                     per_node == 1 ? "gloo" : "shm+gloo"}) == std::vector<int>{0, 0, 0, 0}));
+  TempDir single_dir;
+  REQUIRE((RunRanks(single_dir, "ddp", 1, {"--steps", "6", "--global-batch", "16"}) ==
+           std::vector<int>{0}));
+  auto r0 = traintl::ReadFile(dir / "ddp.rank0");
+  auto r1 = traintl::ReadFile(dir / "ddp.rank1");
+  REQUIRE(r0.ok());
+  REQUIRE(r1.ok());
+  REQUIRE(!r0->empty());
+  CHECK(*r0 == *r1);  // bit-identical across ranks
+  for (int r = 1; r < 4; ++r) {
+    auto other = traintl::ReadFile(four / ("ddp.rank" + std::to_string(r)));
+    REQUIRE(other.ok());
+    CHECK(*other == *traintl::ReadFile(four / "ddp.rank0"));
+  }
+  const auto ref = ReadFloats(single_dir / "ddp.rank0");
+  for (const auto* d : {&dir, &four}) {
+    const auto got = ReadFloats(*d / "ddp.rank0");
+    REQUIRE(got.size() == ref.size());
+    float max_diff = 0;
+    for (size_t i = 0; i < got.size(); ++i)
+      max_diff = std::max(max_diff, std::abs(got[i] - ref[i]));
+    INFO("max |ddp - single| = " << max_diff);
+    CHECK(max_diff <= 1e-6f);
+  }
+}
+
+TEST_CASE("process group over shared memory: a killed or silent peer fails the others") {
+  const std::string mode = GENERATE(std::string("die"), std::string("hang"));
+  INFO(mode);
+  TempDir dir;
+  std::vector<Proc> procs;
+  for (int r = 0; r < 2; ++r) {
+    procs.push_back(
+        Spawn({TRAINTL_TORCH_TEST_RANK, mode, "--rank", std::to_string(r), "--world", "2",
+               "--store", dir / "s.store", "--timeout-ms", "3000", "--ranks-per-node", "2"},
+              dir / ("s.log" + std::to_string(r))));
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const int code0 = Wait(procs[0]);
+  const auto took = std::chrono::steady_clock::now() - start;
+  kill(procs[1].pid, SIGKILL);
+  Wait(procs[1]);
+  INFO("rank 0 log:\n" << Log(procs[0]));
+  CHECK(code0 == 3);
+  CHECK(Log(procs[0]).find(mode == "die" ? "exited" : "did not arrive within 3000 ms") !=
+        std::string::npos);
+  // A dead peer is noticed at once, not at the 3 s timeout.
+  if (mode == "die") CHECK(took < std::chrono::milliseconds(2500));
+}
+
 TEST_CASE("sampler: disjoint, equal-size shards padded to cover every sample") {
   for (int64_t n : {0, 1, 7, 10, 11, 64}) {
     for (int world : {1, 2, 3, 4}) {

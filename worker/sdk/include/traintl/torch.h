@@ -60,9 +60,12 @@ class Work {
   virtual void wait() = 0;
 };
 
-// The ranks of this job as a collective group. Backed by c10d ProcessGroupGloo (CPU
-// tensors), or, for use_gpu jobs on a CUDA LibTorch, NCCL through libtraintl_nccl.so
-// (built when CMake finds CUDA with NCCL; loaded only by GPU jobs).
+// The ranks of this job as a collective group. For CPU tensors: shared memory among the
+// ranks of each node, with a Gloo group of one leader per node across nodes ("shm", or
+// "shm+gloo" when the job spans nodes), or c10d ProcessGroupGloo alone ("gloo": one rank
+// per node, or TRAINTL_SHM_COLLECTIVES=0). For use_gpu jobs on a CUDA LibTorch, NCCL
+// through libtraintl_nccl.so (built when CMake finds CUDA with NCCL; loaded only by GPU
+// jobs).
 //
 // Each tensor in a list is reduced or broadcast independently (unlike c10d's multi-tensor
 // convention); small tensors of one dtype are coalesced into one message. Tensors are
@@ -73,7 +76,7 @@ class ProcessGroup {
 
   virtual int rank() const = 0;
   virtual int world_size() const = 0;
-  // "gloo" or "nccl".
+  // "shm", "shm+gloo", "gloo" or "nccl".
   virtual std::string backend() const = 0;
 
   virtual std::shared_ptr<Work> allreduce_async(std::vector<::torch::Tensor> tensors,
@@ -91,6 +94,9 @@ class ProcessGroup {
   }
   // Returns once every rank has called barrier().
   virtual void barrier() = 0;
+  // Every rank's `tensor` (the same shape and dtype on every rank), in rank order.
+  // (Appended last: libraries built against earlier headers keep their vtable slots.)
+  virtual std::vector<::torch::Tensor> allgather(const ::torch::Tensor& tensor);
 };
 
 // This job's process group, built on first use (a collective rendezvous: every rank must
