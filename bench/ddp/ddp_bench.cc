@@ -1,13 +1,16 @@
 // ddp_bench: one rank of the traintl::torch DDP benchmark (run.sh starts the ranks and the
 // Python peer, and writes RESULTS.md).
 //
+// Every mode takes --ranks-per-node K (default: all ranks on one node, so traintl's group is
+// shared memory; TRAINTL_SHM_COLLECTIVES=0 makes it flat Gloo). Rank 0 prints the backend.
+//
 //   ddp_bench train --rank R --world W --store FILE [--steps N] [--batch B]
 //     MLP 784-512-512-10 through prepare_model, SGD, one intra-op thread, B rows per rank;
 //     rank 0 prints "steps_per_s <x> final_loss <l>".
-//   ddp_bench allreduce --rank R --world W --store FILE [--iters N]
-//     25 MB float32 allreduce, alternating rounds of traintl's path (the one prepare_model's
-//     buckets take: process_group().allreduce_async(kSum); the 1/world scale is fused into
-//     the gradient's copy into the bucket, which both DDPs pay) and a raw c10d
+//   ddp_bench allreduce --rank R --world W --store FILE [--iters N] [--bytes B]
+//     25 MB (or B bytes) float32 allreduce, alternating rounds of traintl's path (the one
+//     prepare_model's buckets take: process_group().allreduce_async(kSum); the 1/world scale is
+//     fused into the gradient's copy into the bucket, which both DDPs pay) and a raw c10d
 //     ProcessGroupGloo built the same way; rank 0 prints "traintl_ms <a> raw_ms <b>"
 //     (medians per op).
 #include <algorithm>
@@ -36,6 +39,8 @@ struct Args {
   int steps = 300;
   int batch = 64;
   int iters = 20;
+  int ranks_per_node = 0;            // 0: every rank on one node
+  int64_t bytes = 25 * 1000 * 1000;  // allreduce size
 };
 
 double Seconds(Clock::time_point since) {
@@ -47,6 +52,10 @@ void Init(const Args& a) {
   o.rank = a.rank;
   o.world_size = a.world;
   o.file_store_path = a.store;
+  const int k = a.ranks_per_node > 0 ? a.ranks_per_node : a.world;
+  o.node_rank = a.rank / k;
+  o.local_rank = a.rank % k;
+  o.local_world_size = std::min(k, a.world - o.node_rank * k);
   o.collective_timeout = std::chrono::seconds(60);
   o.rendezvous_timeout = std::chrono::seconds(60);
   auto st = tt::detail::InitForTesting(o);
@@ -84,6 +93,7 @@ int Train(const Args& a) {
   }
   const double dt = Seconds(t0);
   if (a.rank == 0) {
+    if (a.world > 1) std::cout << "backend " << tt::process_group().backend() << std::endl;
     std::cout << "steps_per_s " << a.steps / dt << " final_loss " << loss.item<float>()
               << std::endl;
   }
@@ -105,7 +115,7 @@ int Allreduce(const Args& a) {
   auto raw = c10::make_intrusive<c10d::ProcessGroupGloo>(
       c10::make_intrusive<c10d::PrefixStore>("raw", raw_store), a.rank, a.world, opts);
 
-  auto t = torch::ones({25 * 1000 * 1000 / 4});
+  auto t = torch::ones({a.bytes / 4});
   std::vector<at::Tensor> v{t};
   for (int i = 0; i < 3; ++i) {
     ours.allreduce_async({t}, tt::ReduceOp::kSum)->wait();
@@ -134,6 +144,7 @@ int Allreduce(const Args& a) {
   }
   ours.barrier();
   if (a.rank == 0) {
+    std::cout << "backend " << ours.backend() << std::endl;
     std::cout << "traintl_ms " << Median(ours_ms) << " raw_ms " << Median(raw_ms) << std::endl;
   }
   return 0;
@@ -163,6 +174,10 @@ int main(int argc, char** argv) {
       a.batch = std::stoi(v);
     else if (k == "--iters")
       a.iters = std::stoi(v);
+    else if (k == "--bytes")
+      a.bytes = std::stoll(v);
+    else if (k == "--ranks-per-node")
+      a.ranks_per_node = std::stoi(v);
     else {
       std::cerr << "unknown argument " << k << "\n";
       return 2;

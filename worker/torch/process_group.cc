@@ -381,6 +381,18 @@ c10::intrusive_ptr<c10d::Store> MakeRendezvousStore(const RuntimeOptions& o) {
                                               o.rendezvous_timeout);
 }
 
+}  // namespace
+
+c10::intrusive_ptr<c10d::ProcessGroupGloo> MakeGlooGroup(
+    const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, const RuntimeOptions& o) {
+  auto opts = c10d::ProcessGroupGloo::Options::create(o.collective_timeout);
+  opts->devices.push_back(GlooDevice(o));
+  opts->threads = 2;
+  return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, opts);
+}
+
+namespace {
+
 std::unique_ptr<ProcessGroup> BuildGroup(const RuntimeOptions& o) {
   c10::intrusive_ptr<c10d::Store> store;
   if (!o.file_store_path.empty()) {
@@ -397,10 +409,7 @@ std::unique_ptr<ProcessGroup> BuildGroup(const RuntimeOptions& o) {
     return MakeNcclGroup(prefixed, o, get_device().index());
   }
   auto make_gloo = [&o](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size) {
-    auto opts = c10d::ProcessGroupGloo::Options::create(o.collective_timeout);
-    opts->devices.push_back(GlooDevice(o));
-    opts->threads = 2;
-    return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, opts);
+    return MakeGlooGroup(store, rank, size, o);
   };
   if (auto shm = MakeShmGroup(store, o, make_gloo)) return shm;
   return std::make_unique<C10dProcessGroup<c10d::ProcessGroupGloo>>(

@@ -139,6 +139,8 @@ class ShmWork final : public Work {
   bool done_ = false;
 };
 
+std::optional<bool> AsyncOverride();
+
 // Where the group's ranks are, learned at the rendezvous.
 struct Layout {
   int node = 0;                     // this rank's node index (node_rank)
@@ -160,6 +162,7 @@ class ShmProcessGroup final : public ProcessGroup {
         store_(std::move(store)),
         rank_(rank),
         world_(world),
+        inline_(!AsyncOverride().value_or(layout_.nodes > 1)),
         thread_([this] { Run(); }) {}
 
   ~ShmProcessGroup() override {
@@ -322,12 +325,35 @@ class ShmProcessGroup final : public ProcessGroup {
 
   std::shared_ptr<Pending> Enqueue(std::function<Status()> fn) {
     auto pending = std::make_shared<Pending>();
+    if (Inline()) {
+      std::lock_guard<std::mutex> lock(inline_mu_);
+      Execute(fn, *pending);
+      return pending;
+    }
     {
       std::lock_guard<std::mutex> lock(mu_);
       queue_.emplace_back(std::move(fn), pending);
     }
     cv_.notify_all();
     return pending;
+  }
+
+  // Within one node a collective is memory copies on the caller's core: a thread of its own
+  // would overlap nothing on a rank that has one core, and waking it costs a scheduler
+  // round trip while the rank's compute holds the core. Across nodes the thread overlaps
+  // the network with compute. TRAINTL_SHM_ASYNC overrides (see AsyncOverride).
+  bool Inline() const { return inline_; }
+
+  void Execute(const std::function<Status()>& fn, Pending& pending) {
+    Status s;
+    try {
+      s = fn();
+    } catch (const std::exception& e) {
+      s = Status::Internal(e.what());
+    }
+    pending.Finish(s.ok() ? ""
+                          : "shm collective (rank " + std::to_string(rank_) + " of " +
+                                std::to_string(world_) + ") failed: " + s.message());
   }
 
   void Run() {
@@ -340,15 +366,7 @@ class ShmProcessGroup final : public ProcessGroup {
         job = std::move(queue_.front());
         queue_.pop_front();
       }
-      Status s;
-      try {
-        s = job.first();
-      } catch (const std::exception& e) {
-        s = Status::Internal(e.what());
-      }
-      job.second->Finish(s.ok() ? ""
-                                : "shm collective (rank " + std::to_string(rank_) + " of " +
-                                      std::to_string(world_) + ") failed: " + s.message());
+      Execute(job.first, *job.second);
     }
   }
 
@@ -360,6 +378,9 @@ class ShmProcessGroup final : public ProcessGroup {
   const c10::intrusive_ptr<c10d::Store> store_;
   const int rank_;
   const int world_;
+  const bool inline_;
+
+  std::mutex inline_mu_;  // held while a collective runs inline: they run one at a time
 
   std::mutex mu_;
   std::condition_variable cv_;
@@ -371,15 +392,27 @@ class ShmProcessGroup final : public ProcessGroup {
   std::thread thread_;  // last: starts once the members above exist
 };
 
+// TRAINTL_SHM_ASYNC=1 runs every collective on the group's thread, =0 on the caller's.
+std::optional<bool> AsyncOverride() {
+  const char* v = std::getenv("TRAINTL_SHM_ASYNC");
+  if (v == nullptr || *v == '\0') return std::nullopt;
+  return std::string(v) != "0";
+}
+
 bool Disabled() {
   const char* v = std::getenv("TRAINTL_SHM_COLLECTIVES");
   return v != nullptr && std::string(v) == "0";
 }
 
-size_t ChunkBytes() {
+// Within one node a small chunk keeps each step in cache. Across nodes every chunk is one
+// Gloo allreduce of the leaders, whose fixed cost (a network round trip, waking the peers)
+// wants few large chunks: 4 MiB gave 1.3x flat Gloo where 256 KiB gave 0.7x
+// (bench/ddp/hier.sh). Every rank of a node computes the same: the leader announces it.
+size_t ChunkBytes(const RuntimeOptions& o) {
   const char* v = std::getenv("TRAINTL_SHM_CHUNK_KB");
   const long kb = v != nullptr ? std::atol(v) : 0;
-  return kb > 0 ? static_cast<size_t>(kb) << 10 : ShmOptions().chunk_bytes;
+  if (kb > 0) return static_cast<size_t>(kb) << 10;
+  return o.local_world_size < o.world_size ? 4u << 20 : ShmOptions().chunk_bytes;
 }
 
 }  // namespace
@@ -394,7 +427,7 @@ std::unique_ptr<ProcessGroup> MakeShmGroup(const c10::intrusive_ptr<c10d::Store>
 
   // The node's leader creates the segment; the others map it.
   ShmSegment segment;
-  size_t chunk = ChunkBytes();
+  size_t chunk = ChunkBytes(o);
   std::string failure;
   if (o.local_world_size < 1 || o.local_world_size > 64 || o.local_rank < 0 ||
       o.local_rank >= o.local_world_size) {

@@ -9,7 +9,9 @@
 // flat Gloo allreduce in the last bits of floating-point sums.
 //
 // TRAINTL_SHM_COLLECTIVES=0 in the job's env turns it off (flat Gloo);
-// TRAINTL_SHM_CHUNK_KB sets the chunk (default 256).
+// TRAINTL_SHM_CHUNK_KB sets the chunk (default 256 on one node, 4096 across nodes);
+// TRAINTL_SHM_ASYNC=0|1 runs collectives on the caller's thread or the group's (default:
+// the caller's on one node, the group's across nodes, to overlap the network).
 //
 // Thread-safety: as ProcessGroup. Collectives run in order on one thread of the group;
 // allreduce_async returns at once.
@@ -27,6 +29,13 @@
 namespace traintl {
 namespace torch {
 namespace detail {
+
+// A c10d ProcessGroupGloo of `size` ranks over `store`, on the interface traintl::torch
+// picks for `options` (GLOO_SOCKET_IFNAME, loopback for a single-host job, else the
+// address that routes to the master), with options.collective_timeout.
+c10::intrusive_ptr<c10d::ProcessGroupGloo> MakeGlooGroup(
+    const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+    const RuntimeOptions& options);
 
 // Builds a Gloo group of `size` ranks over `store` (the leaders' group).
 using GlooFactory = std::function<c10::intrusive_ptr<c10d::ProcessGroupGloo>(

@@ -88,7 +88,7 @@ def _ensure_process_group():
             backend = "nccl"
             torch.cuda.set_device(get_device())
         else:
-            backend = "gloo"
+            backend = _cpu_backend(world_size)
         master_addr = _session.context().get("master_addr") or "127.0.0.1"
         if world_size == 1:
             # Nothing to meet: no port to bind (as traintl::torch does).
@@ -100,7 +100,7 @@ def _ensure_process_group():
             kwargs["init_method"] = f"tcp://{master_addr}:{master_port}"
             if rank != 0:
                 _wait_for_store(master_addr, master_port, timeout_s)
-        if backend == "gloo" and not os.environ.get("GLOO_SOCKET_IFNAME"):
+        if backend in ("gloo", "traintl") and not os.environ.get("GLOO_SOCKET_IFNAME"):
             # Gloo otherwise binds to what the host name resolves to, which need not reach
             # a master on the loopback interface.
             loopback = [n for _, n in socket.if_nameindex() if n == "lo"]
@@ -108,6 +108,33 @@ def _ensure_process_group():
                 os.environ["GLOO_SOCKET_IFNAME"] = loopback[0]
         dist.init_process_group(backend=backend, **kwargs)
         return dist.group.WORLD
+
+
+def _cpu_backend(world_size):
+    """The torch.distributed backend of a CPU job: "traintl" (traintl._c10d: shared memory
+    among the ranks of a node, Gloo between one leader per node; see
+    worker/torch/shm_group.h) when the job has several ranks, else (and with
+    TRAINTL_SHM_COLLECTIVES=0, or without the module) "gloo". Every rank decides alike:
+    the job's env and build are the same on every rank."""
+    if world_size <= 1 or os.environ.get("TRAINTL_SHM_COLLECTIVES") == "0":
+        return "gloo"
+    try:
+        from traintl import _c10d
+    except ImportError as e:
+        _session.native().log(2, f"traintl: no shared-memory collectives ({e}); using gloo")
+        return "gloo"
+    if "TRAINTL" not in dist.Backend._plugins:
+        local_rank = _context_int("local_rank", 0)
+        local_world_size = _context_int("local_world_size", 1)
+        node_rank = _context_int("node_rank", 0)
+        master_addr = _session.context().get("master_addr") or "127.0.0.1"
+
+        def create(store, rank, size, timeout):
+            return _c10d.create(store, rank, size, timeout, local_rank, local_world_size,
+                                node_rank, world_size, master_addr)
+
+        dist.Backend.register_backend("traintl", create)
+    return "traintl"
 
 
 def get_device():
