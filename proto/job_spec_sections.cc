@@ -531,6 +531,16 @@ bool ParseDatasets(Checker& c, const json& doc, JobSpec* spec) {
   return true;
 }
 
+// The runtime's knobs a job may set in its env (worker/torch/shm_group.h).
+bool IsUserTunable(const std::string& key) {
+  static const char* const kTunable[] = {"TRAINTL_SHM_COLLECTIVES", "TRAINTL_SHM_CHUNK_KB",
+                                         "TRAINTL_SHM_SPIN_US", "TRAINTL_SHM_ASYNC"};
+  for (const char* t : kTunable) {
+    if (key == t) return true;
+  }
+  return false;
+}
+
 bool ParseEnv(Checker& c, const json& doc, JobSpec* spec) {
   spec->env.clear();
   const json* env = Find(doc, "env");
@@ -545,8 +555,11 @@ bool ParseEnv(Checker& c, const json& doc, JobSpec* spec) {
     if (!IsEnvName(key)) {
       return c.Fail(path, "environment variable names must match [A-Za-z_][A-Za-z0-9_]*");
     }
-    if (key.rfind("TRAINTL_", 0) == 0) {
-      return c.Fail(path, "names starting with TRAINTL_ are reserved (the runtime sets them)");
+    if (key.rfind("TRAINTL_", 0) == 0 && !IsUserTunable(key)) {
+      return c.Fail(path,
+                    "names starting with TRAINTL_ are reserved (the runtime sets them); a job "
+                    "may set only TRAINTL_SHM_COLLECTIVES, TRAINTL_SHM_CHUNK_KB, "
+                    "TRAINTL_SHM_SPIN_US and TRAINTL_SHM_ASYNC");
     }
     std::string value;
     if (!c.String(path, item.value(), &value, "must be a string (quote numbers: \"1\")")) {

@@ -17,6 +17,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include "python/src/progress_hooks.h"
 #include "traintl/torch.h"
 #include "worker/torch/runtime.h"
 #include "worker/torch/shm_group.h"
@@ -63,10 +64,29 @@ tt::ReduceOp FromC10d(const c10d::ReduceOp& op) {
   }
 }
 
+// Brackets a collective for the rank's progress: entered, then waiting until it returns.
+class InCollective {
+ public:
+  explicit InCollective(const traintl_progress_hooks* hooks) : hooks_(hooks) {
+    if (hooks_ == nullptr) return;
+    hooks_->collective_entered();
+    hooks_->wait(1);
+  }
+  ~InCollective() {
+    if (hooks_ != nullptr) hooks_->wait(0);
+  }
+  InCollective(const InCollective&) = delete;
+  InCollective& operator=(const InCollective&) = delete;
+
+ private:
+  const traintl_progress_hooks* hooks_;
+};
+
 class TraintlProcessGroup final : public c10d::ProcessGroup {
  public:
-  TraintlProcessGroup(std::unique_ptr<tt::ProcessGroup> group, int rank, int size)
-      : c10d::ProcessGroup(rank, size), group_(std::move(group)) {}
+  TraintlProcessGroup(std::unique_ptr<tt::ProcessGroup> group, int rank, int size,
+                      const traintl_progress_hooks* progress)
+      : c10d::ProcessGroup(rank, size), group_(std::move(group)), progress_(progress) {}
 
   const std::string getBackendName() const override { return "traintl"; }
 
@@ -75,18 +95,21 @@ class TraintlProcessGroup final : public c10d::ProcessGroup {
 
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
                                            const c10d::AllreduceOptions& opts) override {
+    InCollective in(progress_);
     group_->allreduce_async(tensors, FromC10d(opts.reduceOp))->wait();
     return c10::make_intrusive<DoneWork>(tensors, c10d::OpType::ALLREDUCE);
   }
 
   c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
       std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) override {
+    InCollective in(progress_);
     group_->allreduce_async(tensors, FromC10d(opts.reduceOp))->wait();
     return c10::make_intrusive<DoneWork>(tensors, c10d::OpType::ALLREDUCE_COALESCED);
   }
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override {
+    InCollective in(progress_);
     group_->broadcast(tensors, static_cast<int>(opts.rootRank));
     return c10::make_intrusive<DoneWork>(tensors, c10d::OpType::BROADCAST);
   }
@@ -94,6 +117,7 @@ class TraintlProcessGroup final : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
                                            std::vector<at::Tensor>& inputs,
                                            const c10d::AllgatherOptions&) override {
+    InCollective in(progress_);
     if (inputs.size() != 1 || outputs.size() != 1 ||
         outputs[0].size() != static_cast<size_t>(getSize())) {
       throw std::invalid_argument("traintl allgather: one input and world_size outputs");
@@ -105,6 +129,7 @@ class TraintlProcessGroup final : public c10d::ProcessGroup {
 
   c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
                                                  const c10d::AllgatherOptions&) override {
+    InCollective in(progress_);
     auto gathered = group_->allgather(input);
     output.copy_(at::cat(gathered).view(output.sizes()));
     return c10::make_intrusive<DoneWork>(std::vector<at::Tensor>{output},
@@ -112,12 +137,14 @@ class TraintlProcessGroup final : public c10d::ProcessGroup {
   }
 
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions&) override {
+    InCollective in(progress_);
     group_->barrier();
     return c10::make_intrusive<DoneWork>(std::vector<at::Tensor>{}, c10d::OpType::BARRIER);
   }
 
  private:
   std::unique_ptr<tt::ProcessGroup> group_;
+  const traintl_progress_hooks* progress_;  // traintl._native's; null outside a worker
 };
 
 // The creator register_backend calls: (store, rank, world_size, timeout), plus the rank's
@@ -126,7 +153,8 @@ c10::intrusive_ptr<c10d::ProcessGroup> Create(const c10::intrusive_ptr<c10d::Sto
                                               int rank, int size,
                                               const std::chrono::duration<float>& timeout,
                                               int local_rank, int local_world_size, int node_rank,
-                                              int world_size, const std::string& master_addr) {
+                                              int world_size, const std::string& master_addr,
+                                              const traintl_progress_hooks* progress) {
   tt::detail::RuntimeOptions o;
   o.rank = rank;
   o.world_size = size;
@@ -142,7 +170,7 @@ c10::intrusive_ptr<c10d::ProcessGroup> Create(const c10::intrusive_ptr<c10d::Sto
   // A subgroup (dist.new_group) has no node layout of its own: plain Gloo.
   if (size == world_size) {
     if (auto shm = tt::detail::MakeShmGroup(store, o, make_gloo)) {
-      return c10::make_intrusive<TraintlProcessGroup>(std::move(shm), rank, size);
+      return c10::make_intrusive<TraintlProcessGroup>(std::move(shm), rank, size, progress);
     }
   }
   return make_gloo(store, rank, size);
@@ -157,7 +185,22 @@ PYBIND11_MODULE(_c10d, m) {
   py::class_<TraintlProcessGroup, c10d::ProcessGroup, c10::intrusive_ptr<TraintlProcessGroup>>(
       m, "ProcessGroupTraintl")
       .def_property_readonly("transport", &TraintlProcessGroup::transport);
-  m.def("create", &Create, py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
-        py::arg("local_rank"), py::arg("local_world_size"), py::arg("node_rank"),
-        py::arg("world_size"), py::arg("master_addr"), py::call_guard<py::gil_scoped_release>());
+  m.def(
+      "create",
+      [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+         const std::chrono::duration<float>& timeout, int local_rank, int local_world_size,
+         int node_rank, int world_size, const std::string& master_addr, py::object progress) {
+        const traintl_progress_hooks* hooks = nullptr;
+        if (!progress.is_none()) {
+          hooks = static_cast<const traintl_progress_hooks*>(
+              PyCapsule_GetPointer(progress.ptr(), traintl::python::kProgressHooksCapsule));
+          if (hooks == nullptr) throw py::error_already_set();
+        }
+        py::gil_scoped_release no_gil;  // the rendezvous blocks
+        return Create(store, rank, size, timeout, local_rank, local_world_size, node_rank,
+                      world_size, master_addr, hooks);
+      },
+      py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"), py::arg("local_rank"),
+      py::arg("local_world_size"), py::arg("node_rank"), py::arg("world_size"),
+      py::arg("master_addr"), py::arg("progress") = py::none());
 }

@@ -35,6 +35,7 @@
 #include "common/file_util.h"
 #include "common/logging.h"
 #include "proto/rank_context.h"
+#include "python/src/progress_hooks.h"
 #include "traintl/abi.h"
 #include "traintl/progress_recorder.h"
 #include "worker/agent_channel.h"
@@ -424,6 +425,15 @@ PYBIND11_MODULE(_native, m) {
   m.def(
       "_progress_step", [] { Progress().StepDone(); },
       "Progress: a training step's gradients are synchronized.");
+  m.def(
+      "_progress_hooks",
+      [] {
+        static const traintl_progress_hooks hooks = {
+            [] { Progress().CollectiveEntered(); },
+            [](int begins) { begins != 0 ? Progress().WaitBegins() : Progress().WaitEnds(); }};
+        return py::capsule(&hooks, traintl::python::kProgressHooksCapsule);
+      },
+      "Progress: the calls above as C function pointers, for traintl._c10d.");
   m.def("log", &Log, py::arg("level"), py::arg("message"), "A line in the rank's log.");
 
   py::class_<BatchIter>(m, "BatchIterator")

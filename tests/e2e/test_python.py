@@ -171,6 +171,8 @@ class PythonExamplesTest(PythonTestCase):
         for m in history:
             self.assertEqual(m["world_size"], 2, m)
             self.assertTrue(m["wrapped_in_ddp"], f"prepare_model did not wrap in DDP: {m}")
+            # Both ranks on this node: torch DDP runs on traintl's shared-memory backend.
+            self.assertEqual((m["backend"], m["transport"]), ("traintl", "shm"), m)
             # The ranks' local gradients differ (different data) ...
             self.assertGreater(m["local_grad_spread"], 1e-4, m)
             # ... yet DDP's gradient is their all_reduce average, and the parameters stay
@@ -180,6 +182,15 @@ class PythonExamplesTest(PythonTestCase):
             self.assertEqual(m["param_max_diff"], 0.0, m)
             self.assertTrue(m["params_equal"], m)
         self.assertLess(history[-1]["loss"], history[0]["loss"], history)
+
+    @needs_torch
+    def test_ddp_on_gloo_when_shared_memory_collectives_are_off(self):
+        _, history = self.run_example(
+            "ddp", {"env": {"TRAINTL_SHM_COLLECTIVES": "0"}})
+        for m in history:
+            self.assertEqual((m["backend"], m["transport"]), ("gloo", "gloo"), m)
+            self.assertTrue(m["grads_averaged"], m)
+            self.assertTrue(m["params_equal"], m)
 
     @needs_torch
     def test_dataset_shard_rows_add_up_to_the_csv(self):

@@ -162,8 +162,9 @@ class ShmProcessGroup final : public ProcessGroup {
         store_(std::move(store)),
         rank_(rank),
         world_(world),
-        inline_(!AsyncOverride().value_or(layout_.nodes > 1)),
-        thread_([this] { Run(); }) {}
+        inline_(!AsyncOverride().value_or(layout_.nodes > 1)) {
+    if (!inline_) thread_ = std::thread([this] { Run(); });
+  }
 
   ~ShmProcessGroup() override {
     {
@@ -171,7 +172,7 @@ class ShmProcessGroup final : public ProcessGroup {
       stopping_ = true;
     }
     cv_.notify_all();
-    thread_.join();
+    if (thread_.joinable()) thread_.join();
   }
 
   int rank() const override { return rank_; }
@@ -312,13 +313,16 @@ class ShmProcessGroup final : public ProcessGroup {
     for (int q = 0; q < static_cast<int>(layout_.local_to_world.size()); ++q) {
       if (layout_.local_to_world[q] == rank) return {layout_.node, q};
     }
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = where_.find(rank);
-    if (it != where_.end()) return it->second;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = where_.find(rank);
+      if (it != where_.end()) return it->second;
+    }
     std::istringstream in(Str(store_->get("where/" + std::to_string(rank))));
     std::pair<int, int> at{-1, -1};
     in >> at.first >> at.second;
     if (!in) throw CollectiveError("broadcast: rank " + std::to_string(rank) + " is not placed");
+    std::lock_guard<std::mutex> lock(mu_);
     where_.emplace(rank, at);
     return at;
   }
@@ -327,7 +331,11 @@ class ShmProcessGroup final : public ProcessGroup {
     auto pending = std::make_shared<Pending>();
     if (Inline()) {
       std::lock_guard<std::mutex> lock(inline_mu_);
+      // The rank is in the collective until it returns: progress counts it as waiting for
+      // its peers (a stalled collective names the ranks that are not in it).
+      WaitBegins();
       Execute(fn, *pending);
+      WaitEnds();
       return pending;
     }
     {
@@ -389,7 +397,7 @@ class ShmProcessGroup final : public ProcessGroup {
   bool stopping_ = false;                               // guarded by mu_
   std::unordered_map<int, std::pair<int, int>> where_;  // guarded by mu_
 
-  std::thread thread_;  // last: starts once the members above exist
+  std::thread thread_;  // runs Run() unless inline_; started once the members above exist
 };
 
 // TRAINTL_SHM_ASYNC=1 runs every collective on the group's thread, =0 on the caller's.

@@ -100,7 +100,11 @@ def train_func(config):
                    "local_grad_spread": local_grad_spread,
                    "params_equal": worst_param_diff == 0.0,
                    "grads_averaged": worst_grad_error < 1e-5,
-                   "wrapped_in_ddp": isinstance(model, nn.parallel.DistributedDataParallel)}
+                   "wrapped_in_ddp": isinstance(model, nn.parallel.DistributedDataParallel),
+                   # "traintl" with transport "shm": the ranks of a node reduce through
+                   # shared memory (TRAINTL_SHM_COLLECTIVES=0 in the job's env: "gloo").
+                   "backend": dist.get_backend(),
+                   "transport": getattr(dist.group.WORLD, "transport", dist.get_backend())}
         train.report(metrics)
         if rank == 0:
             print(metrics, flush=True)

@@ -129,9 +129,15 @@ def _cpu_backend(world_size):
         node_rank = _context_int("node_rank", 0)
         master_addr = _session.context().get("master_addr") or "127.0.0.1"
 
+        # The backend marks its collectives in the rank's progress (stragglers, stalls),
+        # unless progress is off.
+        progress = None
+        if os.environ.get("NO_TRAINTL_PROGRESS") != "1":
+            progress = _session.native()._progress_hooks()
+
         def create(store, rank, size, timeout):
             return _c10d.create(store, rank, size, timeout, local_rank, local_world_size,
-                                node_rank, world_size, master_addr)
+                                node_rank, world_size, master_addr, progress)
 
         dist.Backend.register_backend("traintl", create)
     return "traintl"

@@ -1,5 +1,7 @@
-// libtest_ddp.so: a small real data-parallel LibTorch loop (traintl::torch's DDP over Gloo)
-// for the end-to-end tests of progress: stragglers and stalled collectives.
+// libtest_ddp.so: a small real data-parallel LibTorch loop (traintl::torch's DDP over its
+// process group: shared memory among a node's ranks) for the end-to-end tests of progress
+// (stragglers and stalled collectives) and of the shared-memory collectives. Its reports
+// carry the process group's backend ("backend").
 //
 // train_loop_config (all optional):
 //   steps (200): training steps; each is a forward/backward of a small linear model on
@@ -46,7 +48,9 @@ void train_loop(const nlohmann::json& config) {
     loss.backward();
     optimizer.step();
     if ((step + 1) % report_every == 0)
-      traintl::report({{"step", step + 1}, {"loss", loss.item<double>()}});
+      traintl::report({{"step", step + 1},
+                       {"loss", loss.item<double>()},
+                       {"backend", traintl::torch::process_group().backend()}});
   }
 }
 

