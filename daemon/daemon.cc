@@ -291,6 +291,8 @@ Status Daemon::Build() {
   if (head_link_ != nullptr) {
     actx.role_when_not_head = jopts.role;
     actx.head_address = [link = head_link_.get()] { return link->head_address(); };
+    actx.peers = peers_.get();
+    actx.calls = calls_.get();
     actx.forward = [fw = forwarder_.get()](
                        const http::Request& req, const std::shared_ptr<http::Responder>& res,
                        const http::Handler& local) { return fw->Forward(req, res, local); };
