@@ -513,6 +513,7 @@ int Daemon::Run() {
   if (cfg_.warm_workers > 0) asio::post(io_, [this] { pool_->FillWarmPool(); });
   if (head_link_ != nullptr) {
     calls_->Start();
+    forwarder_->Start();
     head_link_->Start();
   }
 
@@ -534,6 +535,7 @@ int Daemon::Run() {
   io_.run();
   signals_->Cancel();
   if (head_link_ != nullptr) {
+    forwarder_->Stop();
     calls_->Stop();
     head_link_->Stop();
   }
