@@ -90,10 +90,14 @@ class FiveNodeTest(ClusterTestCase):
         placed = c.ranks_by_daemon(job_id)
         self.assertEqual(len(placed), 4, placed)
         self.assertEqual(sorted(r for rs in placed.values() for r in rs), [0, 1, 2, 3])
-        # Every node's view agrees; status works through any daemon.
+        # Every node's view agrees; status works through any daemon, and so do the logs of
+        # all four ranks, each on its own node.
         for d in c.daemons:
             self.assertEqual(d.job(job_id)["state"], "SUCCEEDED")
             d.cli("status", job_id, check=True)
+            logs = d.cli("logs", job_id, check=True).stdout
+            for r in range(4):
+                self.assertIn(f"[rank {r}] epoch 2 rank {r} loss", logs)
         history = head.get(f"/v1/jobs/{job_id}/metrics")[1]["history"]
         self.assertEqual(len(history), 3)
 
