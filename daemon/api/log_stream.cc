@@ -19,6 +19,10 @@ constexpr size_t kChunkBytes = 256 * 1024;
 constexpr size_t kReadBytes = 1 << 20;
 constexpr auto kPollInterval = std::chrono::milliseconds(200);
 constexpr auto kRemoteTimeout = std::chrono::seconds(5);
+// A follow asks a node that did not answer again this often, and waits less for it, so
+// that a node that is down holds up the other ranks' lines only now and then.
+constexpr auto kDownRetryInterval = std::chrono::seconds(10);
+constexpr auto kDownTimeout = std::chrono::seconds(1);
 
 std::string ReadRange(const std::string& path, off_t from, size_t n) {
   return ReadLogRange(path, from, n);
@@ -98,8 +102,7 @@ void LogStream::History() {
     s.offset = LogHistoryStart(s.path, s.marks, s.hist_end, options_.tail, options_.since_ms);
   }
   auto self = shared_from_this();
-  FetchRemote(std::move(remote), /*start=*/true, /*limit_to_hist_end=*/true,
-              [self] { self->MergeHistory(); });
+  FetchRemote(std::move(remote), /*limit_to_hist_end=*/true, [self] { self->MergeHistory(); });
 }
 
 void LogStream::MergeHistory() {
@@ -120,7 +123,7 @@ void LogStream::MergeHistory() {
     }
     if (!fetch.empty()) {
       auto self = shared_from_this();
-      return FetchRemote(std::move(fetch), /*start=*/false, /*limit_to_hist_end=*/true,
+      return FetchRemote(std::move(fetch), /*limit_to_hist_end=*/true,
                          [self] { self->MergeHistory(); });
     }
     for (Source& s : sources_) {
@@ -157,11 +160,13 @@ void LogStream::Pump() {
   if (res_->closed()) return;
   // Decide before reading: an ended attempt's files no longer grow.
   const bool ended = !options_.follow || AttemptEnded();
+  const auto now = std::chrono::steady_clock::now();
   std::vector<size_t> remote;
   for (size_t i = 0; i < sources_.size(); ++i)
-    if (sources_[i].remote) remote.push_back(i);
+    if (sources_[i].remote && (!sources_[i].said_down || now >= sources_[i].retry_at))
+      remote.push_back(i);
   auto self = shared_from_this();
-  FetchRemote(std::move(remote), /*start=*/false, /*limit_to_hist_end=*/false,
+  FetchRemote(std::move(remote), /*limit_to_hist_end=*/false,
               [self, ended] { self->PumpFetched(ended); });
 }
 
@@ -208,10 +213,10 @@ bool LogStream::AttemptEnded() const {
   return IsTerminalJobState(job->state) || job->state == kJobPending;
 }
 
-std::string LogStream::RemoteTarget(const Source& s, bool start, size_t max) const {
+std::string LogStream::RemoteTarget(const Source& s, size_t max) const {
   std::string t = "/v1/internal/logs/" + job_id_ + "/" + std::to_string(attempt_) + "/" +
                   std::to_string(s.rank) + "?max=" + std::to_string(max);
-  if (start) {
+  if (!s.located) {
     t += "&offset=-1&marks=1&tail=" + std::to_string(options_.tail) +
          "&since=" + std::to_string(options_.since_ms);
   } else {
@@ -220,14 +225,13 @@ std::string LogStream::RemoteTarget(const Source& s, bool start, size_t max) con
   return t;
 }
 
-void LogStream::FetchRemote(std::vector<size_t> which, bool start, bool limit_to_hist_end,
+void LogStream::FetchRemote(std::vector<size_t> which, bool limit_to_hist_end,
                             std::function<void()> then) {
   if (which.empty()) return then();
   // One fetch at a time: the stream waits for it before it reads on.
   fetch_ = std::make_unique<Fetch>();
   Fetch& f = *fetch_;
   f.which = std::move(which);
-  f.start = start;
   f.limit_to_hist_end = limit_to_hist_end;
   f.then = std::move(then);
   f.left = f.which.size();
@@ -239,12 +243,13 @@ void LogStream::FetchRemote(std::vector<size_t> which, bool start, bool limit_to
   for (size_t k = 0; k < f.which.size(); ++k) {
     const Source& s = sources_[f.which[k]];
     size_t max = kReadBytes;
-    if (limit_to_hist_end && !start)
+    if (limit_to_hist_end && s.located)
       max = static_cast<size_t>(std::min<off_t>(s.hist_end - s.offset, static_cast<off_t>(max)));
-    ctx_.calls->Post([this, k, target = RemoteTarget(s, start, max), address = s.address,
+    const std::chrono::milliseconds timeout = s.said_down ? kDownTimeout : kRemoteTimeout;
+    ctx_.calls->Post([this, k, target = RemoteTarget(s, max), address = s.address, timeout,
                       peers = ctx_.peers, io = ctx_.io] {
       Result<http::ClientResponse> r = Status::Unavailable("no address");
-      if (!address.empty()) r = peers->Call(address, "GET", target, "", kRemoteTimeout);
+      if (!address.empty()) r = peers->Call(address, "GET", target, "", timeout);
       boost::asio::post(*io, [this, k, r = std::move(r)]() mutable {
         fetch_->answers[k] = std::move(r);
         if (--fetch_->left == 0) RemoteFetched();
@@ -268,9 +273,10 @@ void LogStream::RemoteFetched() {
     } else {
       c = DecodeLogChunk(r->body);
     }
-    if (c.ok() && !f.start && c->exists && c->offset != static_cast<int64_t>(s.offset))
+    if (c.ok() && s.located && c->exists && c->offset != static_cast<int64_t>(s.offset))
       c = Status::Internal("an unexpected offset");
     if (!c.ok()) {
+      s.retry_at = std::chrono::steady_clock::now() + kDownRetryInterval;
       if (!s.said_down) {
         s.said_down = true;
         // Peer call errors start "GET http://host:port/target: "; the address says as much.
@@ -281,19 +287,25 @@ void LogStream::RemoteFetched() {
         const std::string why = s.address.empty() ? "its address was not recorded"
                                                   : s.address + " did not answer: " + error;
         Emit(s, "--- rank " + std::to_string(s.rank) + " ran on node " + s.node +
-                    ", which cannot be reached (" + why + "); its log is left out ---\n");
+                    ", which cannot be reached (" + why + "); " +
+                    (options_.follow && !AttemptEnded() ? "its lines follow if it answers again"
+                                                        : "its log is left out") +
+                    " ---\n");
       }
       if (f.limit_to_hist_end) s.hist_end = s.offset;  // the history goes on without it
       continue;
     }
-    if (f.start) {
+    s.said_down = false;  // it answers (again): a later outage is said again
+    const bool located = s.located;
+    if (!located) {  // its history start: from here on, offsets
+      s.located = true;
       s.offset = static_cast<off_t>(c->offset);
       s.hist_end = static_cast<off_t>(c->size);
       s.marks = std::move(c->marks);
     }
     s.remote_size = static_cast<off_t>(c->size);
     // Nothing more where more was expected (the file shrank): the history ends here.
-    if (f.limit_to_hist_end && !f.start && c->data.empty()) s.hist_end = s.offset;
+    if (f.limit_to_hist_end && located && c->data.empty()) s.hist_end = s.offset;
     if (s.buf_head > 0 && s.buf_head >= s.buf.size() / 2) {
       s.buf.erase(0, s.buf_head);
       s.buf_head = 0;

@@ -20,6 +20,7 @@
 #include <sys/types.h>
 
 #include <boost/asio/steady_timer.hpp>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -62,10 +63,12 @@ class LogStream : public std::enable_shared_from_this<LogStream> {
     std::string node;     // remote: its node id and API address
     std::string address;
     off_t remote_size = 0;   // remote: the file's size at the last answer
-    bool said_down = false;  // remote: the "cannot be reached" line was sent
-    off_t offset = 0;        // next byte to read; buf ends here
-    off_t hist_end = 0;      // the history is the bytes before this
-    std::string buf;         // read, not yet sent: from buf_head on
+    bool located = false;    // remote: its history start is known (offset is a file offset)
+    bool said_down = false;  // remote: did not answer; the "cannot be reached" line was sent
+    std::chrono::steady_clock::time_point retry_at;  // remote, said_down: when to ask again
+    off_t offset = 0;                                // next byte to read; buf ends here
+    off_t hist_end = 0;                              // the history is the bytes before this
+    std::string buf;                                 // read, not yet sent: from buf_head on
     size_t buf_head = 0;
     std::vector<LogMark> marks;
   };
@@ -82,15 +85,14 @@ class LogStream : public std::enable_shared_from_this<LogStream> {
   // attempt, or the end.
   void Pump();
   void PumpFetched(bool ended);
-  // Remote sources `which` (indexes into sources_): the next chunk of each (their history
-  // start with `start`; at most up to `limit_to_hist_end` their hist_end), in parallel on
-  // the BlockingCallPool; then `then` on the io_context. No remote source: `then` at once.
-  void FetchRemote(std::vector<size_t> which, bool start, bool limit_to_hist_end,
-                   std::function<void()> then);
-  std::string RemoteTarget(const Source& s, bool start, size_t max) const;
+  // Remote sources `which` (indexes into sources_): the next chunk of each (from its
+  // history start when not yet located; with `limit_to_hist_end`, not past its hist_end),
+  // in parallel on the BlockingCallPool; then `then` on the io_context. No remote source:
+  // `then` at once.
+  void FetchRemote(std::vector<size_t> which, bool limit_to_hist_end, std::function<void()> then);
+  std::string RemoteTarget(const Source& s, size_t max) const;
   struct Fetch {
     std::vector<size_t> which;
-    bool start = false;
     bool limit_to_hist_end = false;
     std::function<void()> then;
     std::vector<Result<http::ClientResponse>> answers;

@@ -239,6 +239,9 @@ class RemoteLogsTest(ClusterTestCase):
         self.assertIn("did not answer: connection refused", down[0])
         self.assertTrue(down[0].startswith(f"[rank {on_agent}] --- rank {on_agent} ran on node"),
                         down)
+        # Following the ended job ends too, with the same one line for the missing rank.
+        p = head.cli("logs", job_id, "-f", check=True, timeout=60)
+        self.assertEqual(sorted(p.stdout.splitlines()), sorted(lines))
 
 
 class AgentLossTest(ClusterTestCase):
