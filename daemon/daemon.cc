@@ -291,6 +291,8 @@ Status Daemon::Build() {
   if (head_link_ != nullptr) {
     actx.role_when_not_head = jopts.role;
     actx.head_address = [link = head_link_.get()] { return link->head_address(); };
+    actx.peers = peers_.get();
+    actx.calls = calls_.get();
     actx.forward = [fw = forwarder_.get()](
                        const http::Request& req, const std::shared_ptr<http::Responder>& res,
                        const http::Handler& local) { return fw->Forward(req, res, local); };
@@ -511,6 +513,7 @@ int Daemon::Run() {
   if (cfg_.warm_workers > 0) asio::post(io_, [this] { pool_->FillWarmPool(); });
   if (head_link_ != nullptr) {
     calls_->Start();
+    forwarder_->Start();
     head_link_->Start();
   }
 
@@ -532,6 +535,7 @@ int Daemon::Run() {
   io_.run();
   signals_->Cancel();
   if (head_link_ != nullptr) {
+    forwarder_->Stop();
     calls_->Stop();
     head_link_->Stop();
   }

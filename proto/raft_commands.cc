@@ -109,6 +109,10 @@ void Put(const StartAttempt& c, json& j) {
   j["restored_from"] = c.restored_from;
   j["head_node"] = c.head_node;
   j["head_run"] = c.head_run;
+  if (!c.rank_nodes.empty()) {
+    j["rank_nodes"] = c.rank_nodes;
+    j["node_addresses"] = c.node_addresses;
+  }
 }
 void Take(const json& j, StartAttempt* c) {
   Fields f(j, "");
@@ -117,6 +121,8 @@ void Take(const json& j, StartAttempt* c) {
   f.Req("restored_from", &c->restored_from);
   f.Opt("head_node", &c->head_node);
   f.Opt("head_run", &c->head_run);
+  f.Opt("rank_nodes", &c->rank_nodes);
+  f.Opt("node_addresses", &c->node_addresses);
 }
 
 void Put(const JobRunning& c, json& j) {

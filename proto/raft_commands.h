@@ -99,6 +99,10 @@ struct StartAttempt {
   // failover vs a daemon restart). "" in entries written before this field existed.
   std::string head_node;
   std::string head_run;
+  // Where the ranks run: rank r on node rank_nodes[r], and each node's API address.
+  // Empty in entries written before these fields existed.
+  std::vector<std::string> rank_nodes;
+  std::map<std::string, std::string> node_addresses;
 };
 
 struct JobRunning {

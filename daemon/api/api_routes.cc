@@ -275,7 +275,12 @@ void HandleLogs(const ApiContext& ctx, const Request& req, const ResponderPtr& r
   // One rank asked for by number, of an attempt that ran: its log must be here.
   if (!o.prefix && !o.follow) {
     const int a = attempt > 0 ? attempt : job->attempt;
-    if (!PathExists(ctx.agent->LogPath(job->id, a, rank))) {
+    // A rank that ran on another node is read from there (LogStream).
+    bool remote = false;
+    if (ctx.peers != nullptr)
+      if (auto rec = ctx.store->GetAttempt(job->id, a))
+        remote = PlaceRankLogs({rank}, rec->rank_nodes, rec->node_addresses, ctx.node_id)[0].remote;
+    if (!remote && !PathExists(ctx.agent->LogPath(job->id, a, rank))) {
       res->SendError(
           404, "no log for rank " + std::to_string(rank) + " of attempt " + std::to_string(a));
       return;

@@ -14,6 +14,7 @@
 #include "daemon/consensus/raft_node.h"
 #include "daemon/head/job_manager.h"
 #include "daemon/head/tune_controller.h"
+#include "daemon/http/peer_calls.h"
 #include "daemon/http/responder.h"
 #include "daemon/http/router.h"
 #include "daemon/node/agent.h"
@@ -51,6 +52,10 @@ struct ApiContext {
   // reports "disk_full" while it is below the reserve. Null: not reported.
   std::function<DiskSpace()> disk_space;
   std::function<std::string()> head_address;
+  // Multi-node: daemon-to-daemon calls (remote ranks' logs) and the pool they block on.
+  // Null on a single node: every rank's log is local.
+  const PeerCalls* peers = nullptr;
+  BlockingCallPool* calls = nullptr;
   std::function<bool(const http::Request&, const std::shared_ptr<http::Responder>&,
                      const http::Handler& local)>
       forward;

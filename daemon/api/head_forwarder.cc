@@ -21,7 +21,7 @@ bool HeadForwarder::Forward(const http::Request& req, const std::shared_ptr<http
   if (link_->is_head()) return false;
   const bool write = req.method != "GET" && req.method != "HEAD";
   const bool logs = req.path.size() > 5 && req.path.compare(req.path.size() - 5, 5, "/logs") == 0;
-  // Logs live on the node that ran the rank; a follower's replica knows the job.
+  // A voter's replica knows the job and where its ranks ran: it serves /logs itself.
   if (voter_ && logs) return false;
   if (!req.header(kForwardedHeader).empty()) {
     if (voter_ && !write) return false;
@@ -33,6 +33,10 @@ bool HeadForwarder::Forward(const http::Request& req, const std::shared_ptr<http
   std::map<std::string, std::string> headers = {{kForwardedHeader, "1"}};
   if (!req.header("authorization").empty()) headers["Authorization"] = req.header("authorization");
   if (!req.header("content-type").empty()) headers["Content-Type"] = req.header("content-type");
+  if (logs && !write) {
+    RelayLogs(copy, std::move(headers), res);
+    return true;
+  }
   calls_->Post([this, headers, copy, res, local, write] {
     // During a failover the head moves: look for the new one for a few seconds. A write
     // is only retried when it was never sent, so it cannot be applied twice.
@@ -67,6 +71,124 @@ bool HeadForwarder::Forward(const http::Request& req, const std::shared_ptr<http
     });
   });
   return true;
+}
+
+void HeadForwarder::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(relays_mu_);
+    for (const auto& r : relays_in_flight_) {
+      r->cancel = true;
+      std::lock_guard<std::mutex> rl(r->mu);
+      r->cv.notify_all();
+    }
+  }
+  relays_.Stop();
+}
+
+void HeadForwarder::RelayLogs(const std::shared_ptr<http::Request>& req,
+                              std::map<std::string, std::string> headers,
+                              const std::shared_ptr<http::Responder>& res) {
+  if (relays_active_.load() >= kMaxLogRelays) {
+    res->SendError(503, "too many log streams relayed to the head (" +
+                            std::to_string(kMaxLogRelays) +
+                            "); retry later, or ask the head or a voter");
+    return;
+  }
+  ++relays_active_;
+  auto relay = std::make_shared<Relay>();
+  {
+    std::lock_guard<std::mutex> lock(relays_mu_);
+    relays_in_flight_.insert(relay);
+  }
+  relays_.Post([this, relay, req, headers = std::move(headers), res] {
+    RunRelay(relay, req, headers, res);
+    {
+      std::lock_guard<std::mutex> lock(relays_mu_);
+      relays_in_flight_.erase(relay);
+    }
+    --relays_active_;
+  });
+}
+
+void HeadForwarder::RunRelay(const std::shared_ptr<Relay>& relay,
+                             const std::shared_ptr<http::Request>& req,
+                             const std::map<std::string, std::string>& headers,
+                             const std::shared_ptr<http::Responder>& res) {
+  // Posts `fn` to the io_context and waits until it called done() (or the relay ends).
+  auto on_io = [this, relay](std::function<void(std::function<void(bool)>)> fn) {
+    {
+      std::lock_guard<std::mutex> lock(relay->mu);
+      relay->written = false;
+    }
+    asio::post(io_, [relay, fn = std::move(fn)] {
+      fn([relay](bool ok) {
+        if (!ok) relay->cancel = true;
+        std::lock_guard<std::mutex> lock(relay->mu);
+        relay->written = true;
+        relay->cv.notify_all();
+      });
+    });
+    std::unique_lock<std::mutex> lock(relay->mu);
+    relay->cv.wait(lock, [&] { return relay->written || relay->cancel.load(); });
+  };
+  // The head, as Forward finds it: for a few seconds during a failover.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  Result<std::unique_ptr<http::ClientStream>> stream = Status::Unavailable("no head found");
+  for (;;) {
+    const std::string head = link_->FindHead();
+    std::string host;
+    uint16_t port = 0;
+    if (!head.empty() && SplitAddress(head, &host, &port)) {
+      stream = peers_->OpenStream(host, port, "GET", req->target, headers, std::chrono::seconds(5),
+                                  &relay->cancel);
+      if (stream.ok()) break;
+    }
+    if (!head.empty()) link_->ForgetHead(head);
+    if (std::chrono::steady_clock::now() > deadline || relay->cancel.load()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (!stream.ok()) {
+    const std::string why = stream.status().message();
+    asio::post(io_,
+               [res, why] { res->SendError(503, "the head did not answer (" + why + "); retry"); });
+    return;
+  }
+  http::ClientStream& s = **stream;
+  const std::string type = s.header("content-type");
+  if (s.status() != 200) {
+    std::string body;
+    Status st = s.ReadAll(&body);
+    const int status = s.status();
+    asio::post(io_, [res, status, type, body = std::move(body), st] {
+      if (st.ok()) {
+        res->Send(status, type, body);
+      } else {
+        res->SendError(503, "the head's answer broke off (" + st.message() + "); retry");
+      }
+    });
+    return;
+  }
+  on_io([res, type](std::function<void(bool)> done) {
+    res->BeginChunked(200, type);
+    done(!res->closed());
+  });
+  std::string buf(64 * 1024, '\0');
+  while (!relay->cancel.load()) {
+    Result<size_t> n = s.Read(buf.data(), buf.size());
+    if (!n.ok() || *n == 0) {
+      if (!n.ok() && !relay->cancel.load()) {
+        std::string line = "--- the head stopped answering (" + n.status().message() + ") ---\n";
+        on_io([res, line](std::function<void(bool)> done) {
+          res->WriteChunk(line, [done](bool ok) { done(ok); });
+        });
+      }
+      break;
+    }
+    on_io([res, chunk = buf.substr(0, *n)](std::function<void(bool)> done) {
+      res->WriteChunk(chunk, [done](bool ok) { done(ok); });
+    });
+  }
+  if (!relay->cancel.load()) asio::post(io_, [res] { res->EndChunked(); });
 }
 
 }  // namespace traintl

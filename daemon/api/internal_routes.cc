@@ -1,5 +1,6 @@
 #include "daemon/api/internal_routes.h"
 
+#include <algorithm>
 #include <boost/asio/post.hpp>
 #include <memory>
 #include <string>
@@ -11,6 +12,7 @@
 #include "common/logging.h"
 #include "daemon/consensus/raft_node.h"
 #include "daemon/head/node_registry.h"
+#include "daemon/node/log_chunk.h"
 #include "proto/launch_plan.h"
 
 namespace traintl {
@@ -146,7 +148,63 @@ void LaunchForHead(Agent* agent, BlobStore* blobs, NodeAttemptPlan p, const Resp
   res->SendJson(200, {{"ok", true}, {"master_port", *port}});
 }
 
+// A non-negative (or, with `allow_negative`, -1) decimal integer of at most 15 digits.
+bool ParseQueryInt(const http::Request& req, const char* key, int64_t* out,
+                   bool allow_negative = false) {
+  auto it = req.query.find(key);
+  if (it == req.query.end() || it->second.empty()) return true;
+  const std::string& v = it->second;
+  if (allow_negative && v == "-1") {
+    *out = -1;
+    return true;
+  }
+  if (v.size() > 15 || v.find_first_not_of("0123456789") != std::string::npos) return false;
+  *out = std::stoll(v);
+  return true;
+}
+
+// Job ids are hex; anything else could leave the jobs directory.
+bool IsJobIdShaped(const std::string& id) {
+  return !id.empty() && id.size() <= 64 &&
+         id.find_first_not_of("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_-") ==
+             std::string::npos;
+}
+
+// GET /v1/internal/logs/{job}/{attempt}/{rank}: a chunk of a rank's log that ran here
+// (daemon/node/log_chunk.h), for a daemon serving `traintl logs` of a remote rank.
+void HandleInternalLogs(const InternalRoutesContext& ctx, const http::Request& req,
+                        const ResponderPtr& res) {
+  constexpr int64_t kMaxChunk = 4 << 20;
+  const std::string& job = req.params.at("job");
+  const std::string& attempt_s = req.params.at("attempt");
+  const std::string& rank_s = req.params.at("rank");
+  auto small_int = [](const std::string& v) {
+    return !v.empty() && v.size() <= 9 && v.find_first_not_of("0123456789") == std::string::npos;
+  };
+  if (!IsJobIdShaped(job) || !small_int(attempt_s) || !small_int(rank_s)) {
+    res->SendError(400, "bad job, attempt or rank");
+    return;
+  }
+  int64_t offset = 0, max = 1 << 20, tail = 0, since = 0;
+  if (!ParseQueryInt(req, "offset", &offset, /*allow_negative=*/true) ||
+      !ParseQueryInt(req, "max", &max) || !ParseQueryInt(req, "tail", &tail) ||
+      !ParseQueryInt(req, "since", &since) || tail > 1000000000) {
+    res->SendError(400, "bad offset, max, tail or since");
+    return;
+  }
+  auto marks = req.query.find("marks");
+  const std::string path = ctx.agent->LogPath(job, std::stoi(attempt_s), std::stoi(rank_s));
+  LogChunk c =
+      ReadLogChunk(path, offset, static_cast<size_t>(std::min(max, kMaxChunk)),
+                   static_cast<int>(tail), since, marks != req.query.end() && marks->second == "1");
+  res->Send(200, "application/octet-stream", EncodeLogChunk(c));
+}
+
 void RegisterNodeRoutes(http::Router& router, const InternalRoutesContext& ctx) {
+  router.Add(
+      "GET", "/v1/internal/logs/{job}/{attempt}/{rank}",
+      [ctx](const http::Request& req, ResponderPtr res) { HandleInternalLogs(ctx, req, res); });
+
   router.Add("POST", "/v1/internal/launch", [ctx](const http::Request& req, ResponderPtr res) {
     json body = ParseJsonBounded(req.body);
     if (!body.is_object()) {

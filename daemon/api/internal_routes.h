@@ -1,9 +1,10 @@
 // The daemon-to-daemon endpoints of a multi-node cluster (DESIGN §5): on the head,
 // POST /v1/internal/heartbeat, /v1/internal/join and /v1/internal/events (what HeadLink
 // sends); on every daemon, POST /v1/internal/launch and /v1/internal/stop (what
-// HttpRemoteNodes sends) and GET /v1/blobs/{sha} (libraries by hash, for launches and the
-// voters' copies). Handlers decode the request and delegate to the job manager, the Raft
-// node, the agent or the blob store.
+// HttpRemoteNodes sends), GET /v1/internal/logs/{job}/{attempt}/{rank} (a chunk of a
+// rank's log that ran here, for `traintl logs` on another daemon: LogStream) and
+// GET /v1/blobs/{sha} (libraries by hash, for launches and the voters' copies). Handlers decode the
+// request and delegate to the job manager, the Raft node, the agent or the blob store.
 //
 // Thread-safety: handlers run on the io_context thread of the HTTP server, the thread the
 // job manager and agent live on; a launch whose library must be fetched first fetches it

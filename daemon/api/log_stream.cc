@@ -5,7 +5,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <boost/asio/post.hpp>
 #include <chrono>
+#include <map>
 
 #include "daemon/state/commands.h"
 
@@ -15,23 +17,18 @@ namespace {
 
 constexpr size_t kChunkBytes = 256 * 1024;
 constexpr size_t kReadBytes = 1 << 20;
-constexpr off_t kTailWindow = 16 << 20;  // a tail looks back at most this far per rank
 constexpr auto kPollInterval = std::chrono::milliseconds(200);
+constexpr auto kRemoteTimeout = std::chrono::seconds(5);
+// A follow asks a node that did not answer again this often, and waits less for it, so
+// that a node that is down holds up the other ranks' lines only now and then.
+constexpr auto kDownRetryInterval = std::chrono::seconds(10);
+constexpr auto kDownTimeout = std::chrono::seconds(1);
 
 std::string ReadRange(const std::string& path, off_t from, size_t n) {
-  std::string out(n, '\0');
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return "";
-  ssize_t r = ::pread(fd, out.data(), n, from);
-  ::close(fd);
-  out.resize(r > 0 ? static_cast<size_t>(r) : 0);
-  return out;
+  return ReadLogRange(path, from, n);
 }
 
-off_t SizeOf(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) ? st.st_size : 0;
-}
+off_t SizeOf(const std::string& path) { return std::max<off_t>(LogFileSize(path), 0); }
 
 }  // namespace
 
@@ -69,56 +66,43 @@ void LogStream::OpenAttempt(int attempt, bool marker) {
   std::vector<int> ranks = options_.ranks;
   if (ranks.empty())
     for (int r = 0; r < num_workers_; ++r) ranks.push_back(r);
-  for (int r : ranks) {
+  std::vector<std::string> rank_nodes;
+  std::map<std::string, std::string> addresses;
+  if (ctx_.peers != nullptr && ctx_.calls != nullptr) {
+    if (auto a = ctx_.store->GetAttempt(job_id_, attempt)) {
+      rank_nodes = std::move(a->rank_nodes);
+      addresses = std::move(a->node_addresses);
+    }
+  }
+  for (const RankLogPlace& p : PlaceRankLogs(ranks, rank_nodes, addresses, ctx_.node_id)) {
     Source s;
-    s.rank = r;
-    s.path = ctx_.agent->LogPath(job_id_, attempt, r);
+    s.rank = p.rank;
+    s.remote = p.remote;
+    s.node = p.node;
+    s.address = p.address;
+    if (!s.remote) s.path = ctx_.agent->LogPath(job_id_, attempt, p.rank);
     sources_.push_back(std::move(s));
   }
   if (marker) out_ += "--- attempt " + std::to_string(attempt) + " ---\n";
   History();
 }
 
-off_t LogStream::HistoryStart(const Source& src, off_t size) const {
-  off_t start = 0;
-  if (options_.since_ms > 0) {
-    // Every byte up to the last mark before `since` was written before it.
-    for (const LogMark& m : src.marks) {
-      if (m.time_ms >= options_.since_ms) break;
-      start = std::min<off_t>(m.size, size);
-    }
-    if (start > 0) {
-      // Back to the start of the line the mark falls in: it ends later.
-      const off_t from = std::max<off_t>(0, start - 65536);
-      const std::string before = ReadRange(src.path, from, static_cast<size_t>(start - from));
-      const size_t nl = before.rfind('\n');
-      if (nl != std::string::npos) start = from + static_cast<off_t>(nl) + 1;
-    }
-  }
-  if (options_.tail > 0) {
-    const off_t window = std::min<off_t>(size, kTailWindow);
-    const std::string buf = ReadRange(src.path, size - window, static_cast<size_t>(window));
-    int lines = 0;
-    size_t pos = buf.size();
-    if (pos > 0 && buf[pos - 1] == '\n') --pos;
-    while (pos > 0) {
-      if (buf[pos - 1] == '\n' && ++lines == options_.tail) break;
-      --pos;
-    }
-    start = std::max(start, size - window + static_cast<off_t>(pos));
-  }
-  return start;
-}
-
 void LogStream::History() {
   history_now_ = commands::NowMs();
   tail_lines_.clear();
-  for (Source& s : sources_) {
+  std::vector<size_t> remote;
+  for (size_t i = 0; i < sources_.size(); ++i) {
+    Source& s = sources_[i];
+    if (s.remote) {
+      remote.push_back(i);
+      continue;
+    }
     s.marks = ReadLogIndex(LogIndexPath(s.path));
     s.hist_end = SizeOf(s.path);
-    s.offset = HistoryStart(s, s.hist_end);
+    s.offset = LogHistoryStart(s.path, s.marks, s.hist_end, options_.tail, options_.since_ms);
   }
-  MergeHistory();
+  auto self = shared_from_this();
+  FetchRemote(std::move(remote), /*limit_to_hist_end=*/true, [self] { self->MergeHistory(); });
 }
 
 void LogStream::MergeHistory() {
@@ -127,9 +111,23 @@ void LogStream::MergeHistory() {
     // The source whose next line was written first (ties: the lower rank).
     Source* next = nullptr;
     int64_t next_time = 0;
+    std::vector<size_t> fetch;  // remote sources with no line at hand and more to read
+    for (size_t i = 0; i < sources_.size(); ++i) {
+      Source& s = sources_[i];
+      off_t end = 0;
+      if (s.remote) {
+        if (!PeekLine(s, &end) && s.offset < s.hist_end) fetch.push_back(i);
+        continue;
+      }
+      while (!PeekLine(s, &end) && s.offset < s.hist_end) Fill(s, kReadBytes, s.hist_end);
+    }
+    if (!fetch.empty()) {
+      auto self = shared_from_this();
+      return FetchRemote(std::move(fetch), /*limit_to_hist_end=*/true,
+                         [self] { self->MergeHistory(); });
+    }
     for (Source& s : sources_) {
       off_t end = 0;
-      while (!PeekLine(s, &end) && s.offset < s.hist_end) Fill(s, kReadBytes, s.hist_end);
       if (!PeekLine(s, &end)) continue;
       const int64_t t = LogTimeOf(s.marks, end, history_now_);
       if (next == nullptr || t < next_time) {
@@ -162,9 +160,25 @@ void LogStream::Pump() {
   if (res_->closed()) return;
   // Decide before reading: an ended attempt's files no longer grow.
   const bool ended = !options_.follow || AttemptEnded();
+  const auto now = std::chrono::steady_clock::now();
+  std::vector<size_t> remote;
+  for (size_t i = 0; i < sources_.size(); ++i)
+    if (sources_[i].remote && (!sources_[i].said_down || now >= sources_[i].retry_at))
+      remote.push_back(i);
+  auto self = shared_from_this();
+  FetchRemote(std::move(remote), /*limit_to_hist_end=*/false,
+              [self, ended] { self->PumpFetched(ended); });
+}
+
+void LogStream::PumpFetched(bool ended) {
+  if (res_->closed()) return;
   bool more = false;
   for (Source& s : sources_) {
-    if (Fill(s, kReadBytes)) more = true;
+    if (s.remote) {
+      if (s.offset < s.remote_size) more = true;
+    } else if (Fill(s, kReadBytes)) {
+      more = true;
+    }
     off_t end = 0;
     while (PeekLine(s, &end)) Emit(s, TakeLine(s));
   }
@@ -197,6 +211,109 @@ bool LogStream::AttemptEnded() const {
   auto job = ctx_.store->GetJob(job_id_, /*with_spec=*/false);
   if (!job || job->attempt != attempt_) return true;
   return IsTerminalJobState(job->state) || job->state == kJobPending;
+}
+
+std::string LogStream::RemoteTarget(const Source& s, size_t max) const {
+  std::string t = "/v1/internal/logs/" + job_id_ + "/" + std::to_string(attempt_) + "/" +
+                  std::to_string(s.rank) + "?max=" + std::to_string(max);
+  if (!s.located) {
+    t += "&offset=-1&marks=1&tail=" + std::to_string(options_.tail) +
+         "&since=" + std::to_string(options_.since_ms);
+  } else {
+    t += "&offset=" + std::to_string(s.offset);
+  }
+  return t;
+}
+
+void LogStream::FetchRemote(std::vector<size_t> which, bool limit_to_hist_end,
+                            std::function<void()> then) {
+  if (which.empty()) return then();
+  // One fetch at a time: the stream waits for it before it reads on.
+  fetch_ = std::make_unique<Fetch>();
+  Fetch& f = *fetch_;
+  f.which = std::move(which);
+  f.limit_to_hist_end = limit_to_hist_end;
+  f.then = std::move(then);
+  f.left = f.which.size();
+  for (size_t k = 0; k < f.which.size(); ++k)
+    f.answers.emplace_back(Status::Unavailable("not asked"));
+  // Alive until the answers are in. The pool's threads hold no reference of their own (nor
+  // anything that holds one), so that the stream is only ever destroyed on the io_context.
+  fetching_self_ = shared_from_this();
+  for (size_t k = 0; k < f.which.size(); ++k) {
+    const Source& s = sources_[f.which[k]];
+    size_t max = kReadBytes;
+    if (limit_to_hist_end && s.located)
+      max = static_cast<size_t>(std::min<off_t>(s.hist_end - s.offset, static_cast<off_t>(max)));
+    const std::chrono::milliseconds timeout = s.said_down ? kDownTimeout : kRemoteTimeout;
+    ctx_.calls->Post([this, k, target = RemoteTarget(s, max), address = s.address, timeout,
+                      peers = ctx_.peers, io = ctx_.io] {
+      Result<http::ClientResponse> r = Status::Unavailable("no address");
+      if (!address.empty()) r = peers->Call(address, "GET", target, "", timeout);
+      boost::asio::post(*io, [this, k, r = std::move(r)]() mutable {
+        fetch_->answers[k] = std::move(r);
+        if (--fetch_->left == 0) RemoteFetched();
+      });
+    });
+  }
+}
+
+void LogStream::RemoteFetched() {
+  std::shared_ptr<LogStream> self = std::move(fetching_self_);
+  std::unique_ptr<Fetch> done = std::move(fetch_);
+  Fetch& f = *done;
+  for (size_t k = 0; k < f.which.size(); ++k) {
+    Source& s = sources_[f.which[k]];
+    const auto& r = f.answers[k];
+    Result<LogChunk> c = Status::Unavailable("");
+    if (!r.ok()) {
+      c = r.status();
+    } else if (r->status != 200) {
+      c = Status::Unavailable("HTTP " + std::to_string(r->status));
+    } else {
+      c = DecodeLogChunk(r->body);
+    }
+    if (c.ok() && s.located && c->exists && c->offset != static_cast<int64_t>(s.offset))
+      c = Status::Internal("an unexpected offset");
+    if (!c.ok()) {
+      s.retry_at = std::chrono::steady_clock::now() + kDownRetryInterval;
+      if (!s.said_down) {
+        s.said_down = true;
+        // Peer call errors start "GET http://host:port/target: "; the address says as much.
+        std::string error = c.status().message();
+        if (size_t at = error.find("/v1/internal/logs/"); at != std::string::npos)
+          if (size_t colon = error.find(": ", at); colon != std::string::npos)
+            error = error.substr(colon + 2);
+        const std::string why = s.address.empty() ? "its address was not recorded"
+                                                  : s.address + " did not answer: " + error;
+        Emit(s, "--- rank " + std::to_string(s.rank) + " ran on node " + s.node +
+                    ", which cannot be reached (" + why + "); " +
+                    (options_.follow && !AttemptEnded() ? "its lines follow if it answers again"
+                                                        : "its log is left out") +
+                    " ---\n");
+      }
+      if (f.limit_to_hist_end) s.hist_end = s.offset;  // the history goes on without it
+      continue;
+    }
+    s.said_down = false;  // it answers (again): a later outage is said again
+    const bool located = s.located;
+    if (!located) {  // its history start: from here on, offsets
+      s.located = true;
+      s.offset = static_cast<off_t>(c->offset);
+      s.hist_end = static_cast<off_t>(c->size);
+      s.marks = std::move(c->marks);
+    }
+    s.remote_size = static_cast<off_t>(c->size);
+    // Nothing more where more was expected (the file shrank): the history ends here.
+    if (f.limit_to_hist_end && located && c->data.empty()) s.hist_end = s.offset;
+    if (s.buf_head > 0 && s.buf_head >= s.buf.size() / 2) {
+      s.buf.erase(0, s.buf_head);
+      s.buf_head = 0;
+    }
+    s.buf += c->data;
+    s.offset += static_cast<off_t>(c->data.size());
+  }
+  if (!res_->closed()) f.then();
 }
 
 bool LogStream::Fill(Source& s, size_t max, off_t limit) {

@@ -7,6 +7,12 @@
 // Line times come from each log's index (daemon/node/log_index.h), so ranks interleave to
 // within one sample interval; lines after the last sample count as written now.
 //
+// A rank that ran on another node (the attempt's placement, AttemptRecord::rank_nodes)
+// is read from that node's daemon, chunk by chunk (GET /v1/internal/logs/..., with the
+// cluster's token, on the BlockingCallPool); its lines merge in like a local rank's. A
+// node that does not answer gets one line saying so in place of its ranks' lines; a
+// follow keeps asking it and goes on where it was when it answers again.
+//
 // Thread-safety: lives on the io_context thread of the API (a shared_ptr keeps it alive
 // across its timer and write callbacks).
 #pragma once
@@ -14,13 +20,16 @@
 #include <sys/types.h>
 
 #include <boost/asio/steady_timer.hpp>
+#include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "daemon/api/api_routes.h"
+#include "daemon/node/log_chunk.h"
 #include "daemon/node/log_index.h"
 
 namespace traintl {
@@ -49,10 +58,17 @@ class LogStream : public std::enable_shared_from_this<LogStream> {
  private:
   struct Source {
     int rank = 0;
-    std::string path;
-    off_t offset = 0;    // next byte to read; buf ends here
-    off_t hist_end = 0;  // the history is the bytes before this
-    std::string buf;     // read, not yet sent: from buf_head on
+    std::string path;     // local: the log file
+    bool remote = false;  // on another node: read through its daemon
+    std::string node;     // remote: its node id and API address
+    std::string address;
+    off_t remote_size = 0;   // remote: the file's size at the last answer
+    bool located = false;    // remote: its history start is known (offset is a file offset)
+    bool said_down = false;  // remote: did not answer; the "cannot be reached" line was sent
+    std::chrono::steady_clock::time_point retry_at;  // remote, said_down: when to ask again
+    off_t offset = 0;                                // next byte to read; buf ends here
+    off_t hist_end = 0;                              // the history is the bytes before this
+    std::string buf;                                 // read, not yet sent: from buf_head on
     size_t buf_head = 0;
     std::vector<LogMark> marks;
   };
@@ -63,13 +79,27 @@ class LogStream : public std::enable_shared_from_this<LogStream> {
   void OpenAttempt(int attempt, bool marker);
   // Everything up to now, merged by time: as chunks, or (tail) the last N lines.
   void History();
-  // Where `src`'s history starts for options_.tail / since_ms.
-  off_t HistoryStart(const Source& src, off_t size) const;
   // Merges history lines into out_ until it is a chunk's worth, then flushes and goes on.
   void MergeHistory();
   // Follow: new bytes of every source, every 200 ms, until the attempt ends; then the next
   // attempt, or the end.
   void Pump();
+  void PumpFetched(bool ended);
+  // Remote sources `which` (indexes into sources_): the next chunk of each (from its
+  // history start when not yet located; with `limit_to_hist_end`, not past its hist_end),
+  // in parallel on the BlockingCallPool; then `then` on the io_context. No remote source:
+  // `then` at once.
+  void FetchRemote(std::vector<size_t> which, bool limit_to_hist_end, std::function<void()> then);
+  std::string RemoteTarget(const Source& s, size_t max) const;
+  struct Fetch {
+    std::vector<size_t> which;
+    bool limit_to_hist_end = false;
+    std::function<void()> then;
+    std::vector<Result<http::ClientResponse>> answers;
+    size_t left = 0;
+  };
+  // On the io_context, once every answer of fetch_ is in: applies them, then its `then`.
+  void RemoteFetched();
   void AfterAttempt();
   bool AttemptEnded() const;
   // Reads up to `max` more bytes of `src`, not past `limit` (-1: its size now); true when
@@ -97,6 +127,8 @@ class LogStream : public std::enable_shared_from_this<LogStream> {
   int64_t history_now_ = 0;             // the time of lines written after their log's last mark
   std::deque<std::string> tail_lines_;  // with options_.tail: the last lines merged
   std::string out_;                     // what the next chunk carries
+  std::unique_ptr<Fetch> fetch_;        // the remote chunks being fetched, if any
+  std::shared_ptr<LogStream> fetching_self_;  // set while they are
 };
 
 }  // namespace traintl

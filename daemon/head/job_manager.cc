@@ -385,8 +385,19 @@ void JobManager::StartAttempt(const JobRecord& job, const JobSpec& spec,
   active_.emplace(job.id, std::move(a));  // reserves the resources while it commits
   queue_.Forget(job.id);
   const std::string restored = ResolveRestore(job, spec);
+  // Where the ranks run, replicated: any daemon can then fetch a remote rank's log.
+  std::map<std::string, std::string> addresses;
+  for (const std::string& node : placement.rank_nodes) {
+    const NodeStatus* n = registry_.Get(node);
+    if (node == options_.node_id) {
+      addresses[node] = options_.api_address;
+    } else if (n != nullptr) {
+      addresses[node] = n->api_address;
+    }
+  }
   log_->Propose(
-      commands::StartAttempt(job.id, attempt, restored, options_.node_id, run_id_),
+      commands::StartAttempt(job.id, attempt, restored, options_.node_id, run_id_,
+                             placement.rank_nodes, addresses),
       [this, job, spec, restored](Result<json> r) {
         if (!r.ok()) {
           active_.erase(job.id);

@@ -51,6 +51,29 @@ Result<http::ClientResponse> PeerCalls::Fetch(const std::string& host, uint16_t 
   }
 }
 
+Result<std::unique_ptr<http::ClientStream>> PeerCalls::OpenStream(
+    const std::string& host, uint16_t port, const std::string& method, const std::string& target,
+    const std::map<std::string, std::string>& headers, std::chrono::milliseconds connect_timeout,
+    const std::atomic<bool>* cancel) const {
+  http::ClientRequest request;
+  request.method = method;
+  request.host = host;
+  request.port = port;
+  request.target = target;
+  request.headers = headers;
+  if (const http::ClientTls* tls = Tls()) request.tls = *tls;
+  http::ClientOptions options;
+  options.connect_timeout = connect_timeout;
+  options.cancel = cancel;
+  options.user_agent = "traintl-http";
+  auto s = http::ClientStream::Open(request, options);
+  if (s.ok()) return s;
+  return Status(s.status().code() == Status::Code::kInvalidArgument ? s.status().code()
+                                                                    : Status::Code::kUnavailable,
+                method + (Tls() ? " https://" : " http://") + host + ":" + std::to_string(port) +
+                    target + ": " + s.status().message());
+}
+
 Result<http::ClientResponse> PeerCalls::Call(const std::string& address, const std::string& method,
                                              const std::string& target, const std::string& body,
                                              std::chrono::milliseconds timeout, Auth auth) const {

@@ -23,6 +23,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -76,6 +77,15 @@ class PeerCalls {
                                     const std::string& target, const std::string& body,
                                     std::chrono::milliseconds timeout,
                                     Auth auth = Auth::kToken) const;
+
+  // Sends `method target` with exactly `headers` to host:port and reads the answer's head
+  // only: its body is read as it comes (a streamed answer such as a followed log). The
+  // connection must be made within `connect_timeout`; reading has no deadline but gives
+  // up once `*cancel` is set (checked a few times a second). Errors as Fetch's.
+  Result<std::unique_ptr<http::ClientStream>> OpenStream(
+      const std::string& host, uint16_t port, const std::string& method, const std::string& target,
+      const std::map<std::string, std::string>& headers, std::chrono::milliseconds connect_timeout,
+      const std::atomic<bool>* cancel) const;
 
   // GET /v1/blobs/{sha} from the daemon at `address` (60 s at most): the blob's bytes,
   // unverified (BlobStore::Put checks the hash). NotFound when the peer answers but does

@@ -51,8 +51,11 @@ std::string SetPendingReasons(const std::map<std::string, std::string>& reasons)
 }
 
 std::string StartAttempt(const std::string& job_id, int attempt, const std::string& restored_from,
-                         const std::string& head_node, const std::string& head_run) {
-  return cmd::Encode(cmd::StartAttempt{job_id, attempt, restored_from, head_node, head_run});
+                         const std::string& head_node, const std::string& head_run,
+                         const std::vector<std::string>& rank_nodes,
+                         const std::map<std::string, std::string>& node_addresses) {
+  return cmd::Encode(cmd::StartAttempt{job_id, attempt, restored_from, head_node, head_run,
+                                       rank_nodes, node_addresses});
 }
 
 std::string JobRunning(const std::string& job_id, int attempt) {

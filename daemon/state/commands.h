@@ -33,8 +33,11 @@ std::string SubmitJob(const JobRecord& job, const JobSpec& spec, const std::stri
 // Many reasons in one command (job id -> reason): one commit per scheduling pass instead
 // of one per waiting job.
 std::string SetPendingReasons(const std::map<std::string, std::string>& reasons);
+// `rank_nodes`: rank r runs on node rank_nodes[r]; `node_addresses`: their API addresses.
 std::string StartAttempt(const std::string& job_id, int attempt, const std::string& restored_from,
-                         const std::string& head_node = "", const std::string& head_run = "");
+                         const std::string& head_node = "", const std::string& head_run = "",
+                         const std::vector<std::string>& rank_nodes = {},
+                         const std::map<std::string, std::string>& node_addresses = {});
 std::string JobRunning(const std::string& job_id, int attempt);
 std::string WorkerEvent(const std::string& job_id, int attempt, int rank, const std::string& event,
                         const std::string& detail);

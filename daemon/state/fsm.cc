@@ -131,6 +131,8 @@ Result<cmd::StartAttempt::Answer> ApplyCommand(StateStore::Tx& tx, int64_t time,
   a.restored_from = c.restored_from;
   a.head_node = c.head_node;
   a.head_run = c.head_run;
+  a.rank_nodes = c.rank_nodes;
+  a.node_addresses = c.node_addresses;
   tx.InsertAttempt(a);
   return cmd::NoAnswer{};
 }

@@ -7,8 +7,10 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "proto/raft_commands.h"
 
@@ -66,6 +68,11 @@ struct AttemptRecord {
   // The head that started it (node id, daemon run id); "" for attempts of older releases.
   std::string head_node;
   std::string head_run;
+  // Where its ranks ran: rank r on node rank_nodes[r], whose API address was
+  // node_addresses[node] then (so that any daemon can fetch a remote rank's log). Empty
+  // for attempts of older releases.
+  std::vector<std::string> rank_nodes;
+  std::map<std::string, std::string> node_addresses;
 };
 
 struct CheckpointRecord {

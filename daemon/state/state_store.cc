@@ -4,6 +4,9 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <nlohmann/json.hpp>
+
+#include "common/json_depth.h"
 #include "daemon/state/sqlite_stmt.h"
 
 namespace traintl {
@@ -11,7 +14,7 @@ namespace {
 
 constexpr const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
-INSERT OR IGNORE INTO meta(key, value) VALUES('schema_version', '3');
+INSERT OR IGNORE INTO meta(key, value) VALUES('schema_version', '4');
 CREATE TABLE IF NOT EXISTS jobs(
   id TEXT PRIMARY KEY, name TEXT NOT NULL, spec TEXT NOT NULL, state TEXT NOT NULL,
   attempt INTEGER NOT NULL, failures INTEGER NOT NULL, priority INTEGER NOT NULL,
@@ -36,7 +39,8 @@ CREATE TABLE IF NOT EXISTS attempts(
   started_at INTEGER NOT NULL, ended_at INTEGER, restored_from TEXT NOT NULL,
   failed_rank INTEGER, exit_code INTEGER, signal INTEGER, reason TEXT NOT NULL,
   log_tail TEXT NOT NULL, head_node TEXT NOT NULL DEFAULT '',
-  head_run TEXT NOT NULL DEFAULT '', PRIMARY KEY(job_id, attempt));
+  head_run TEXT NOT NULL DEFAULT '', placement TEXT NOT NULL DEFAULT '',
+  PRIMARY KEY(job_id, attempt));
 CREATE TABLE IF NOT EXISTS checkpoints(
   id INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT NULL, attempt INTEGER NOT NULL,
   seq INTEGER NOT NULL, path TEXT NOT NULL, metrics TEXT NOT NULL, created_at INTEGER NOT NULL,
@@ -107,7 +111,27 @@ JobRecord ReadJob(const Stmt& s) {
 
 constexpr const char* kAttemptColumns =
     "job_id, attempt, state, started_at, ended_at, restored_from, failed_rank, exit_code, "
-    "signal, reason, log_tail, head_node, head_run";
+    "signal, reason, log_tail, head_node, head_run, placement";
+
+// The attempts.placement column: {"rank_nodes": [...], "addresses": {node: address}}, or ""
+// when none was recorded.
+std::string PlacementText(const AttemptRecord& a) {
+  if (a.rank_nodes.empty()) return "";
+  return nlohmann::json{{"rank_nodes", a.rank_nodes}, {"addresses", a.node_addresses}}.dump();
+}
+
+void PlacementFromText(const std::string& text, AttemptRecord* a) {
+  if (text.empty()) return;
+  nlohmann::json j = ParseJsonBounded(text);
+  if (!j.is_object()) return;
+  try {
+    a->rank_nodes = j.value("rank_nodes", std::vector<std::string>{});
+    a->node_addresses = j.value("addresses", std::map<std::string, std::string>{});
+  } catch (const nlohmann::json::exception&) {
+    a->rank_nodes.clear();
+    a->node_addresses.clear();
+  }
+}
 
 AttemptRecord ReadAttempt(const Stmt& s) {
   AttemptRecord a;
@@ -124,6 +148,7 @@ AttemptRecord ReadAttempt(const Stmt& s) {
   a.log_tail = s.Text(10);
   a.head_node = s.Text(11);
   a.head_run = s.Text(12);
+  PlacementFromText(s.Text(13), &a);
   return a;
 }
 
@@ -544,12 +569,12 @@ void StateStore::Tx::UpdateJob(const JobRecord& j) {
 
 void StateStore::Tx::InsertAttempt(const AttemptRecord& a) {
   Stmt s(stmts_, Sql("INSERT OR REPLACE INTO attempts(", kAttemptColumns,
-                     ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)")
+                     ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
                      .c_str());
   s.Bind(1, a.job_id).Bind(2, a.attempt).Bind(3, a.state).Bind(4, a.started_at);
   s.Bind(5, a.ended_at).Bind(6, a.restored_from).Bind(7, a.failed_rank).Bind(8, a.exit_code);
   s.Bind(9, a.signal).Bind(10, a.reason).Bind(11, a.log_tail).Bind(12, a.head_node);
-  s.Bind(13, a.head_run);
+  s.Bind(13, a.head_run).Bind(14, PlacementText(a));
   s.Run();
 }
 

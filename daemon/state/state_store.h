@@ -149,7 +149,7 @@ class StateStore {
 
  private:
   // The schema this release writes; Restore migrates images of older ones.
-  static constexpr int kSchemaVersion = 3;
+  static constexpr int kSchemaVersion = 4;
 
   void OpenFresh();
   // Brings a restored image up to kSchemaVersion (migrations are additive). mu_ held.

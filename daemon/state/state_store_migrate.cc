@@ -31,6 +31,12 @@ constexpr const char* kMigrateTo3 = R"sql(
 ALTER TABLE jobs ADD COLUMN definition TEXT NOT NULL DEFAULT '';
 )sql";
 
+// Schema 3 -> 4: where each attempt's ranks ran (AttemptRecord::rank_nodes); "" for the
+// attempts before, whose logs are looked for on the node serving them.
+constexpr const char* kMigrateTo4 = R"sql(
+ALTER TABLE attempts ADD COLUMN placement TEXT NOT NULL DEFAULT '';
+)sql";
+
 }  // namespace
 
 Status StateStore::MigrateLocked() {
@@ -49,6 +55,7 @@ Status StateStore::MigrateLocked() {
   Status st = Status::Ok();
   if (from < 2) st = MigrateTo2Locked();
   if (st.ok() && from < 3) st = MigrateTo3Locked();
+  if (st.ok() && from < 4) st = ExecLocked(kMigrateTo4, "migrating the snapshot to schema 4");
   if (!st.ok()) {
     sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
     return st;

@@ -3,12 +3,13 @@ GPUs packed per node, kill -9 of the head and of an agent mid-job, self-fencing 
 that loses the head, and (where the machine allows) a network-namespace partition."""
 import os
 import signal
+import subprocess
 import threading
 import time
 import unittest
 
 from cluster_harness import LOSS_MS, Cluster, NetnsClusterTestCase
-from harness import main, train_spec, wait_for, worker_pids
+from harness import bin_path, main, train_spec, wait_for, worker_pids
 
 
 def worker_env(pid):
@@ -89,10 +90,14 @@ class FiveNodeTest(ClusterTestCase):
         placed = c.ranks_by_daemon(job_id)
         self.assertEqual(len(placed), 4, placed)
         self.assertEqual(sorted(r for rs in placed.values() for r in rs), [0, 1, 2, 3])
-        # Every node's view agrees; status works through any daemon.
+        # Every node's view agrees; status works through any daemon, and so do the logs of
+        # all four ranks, each on its own node.
         for d in c.daemons:
             self.assertEqual(d.job(job_id)["state"], "SUCCEEDED")
             d.cli("status", job_id, check=True)
+            logs = d.cli("logs", job_id, check=True).stdout
+            for r in range(4):
+                self.assertIn(f"[rank {r}] epoch 2 rank {r} loss", logs)
         history = head.get(f"/v1/jobs/{job_id}/metrics")[1]["history"]
         self.assertEqual(len(history), 3)
 
@@ -128,6 +133,115 @@ class FiveNodeTest(ClusterTestCase):
         self.assert_sequential_attempts(job)
         # The library reached the nodes of attempt 2 from the new head.
         self.assertEqual(len(c.ranks_by_daemon(job_id, attempt=2)), 4)
+
+
+class RemoteLogsTest(ClusterTestCase):
+    """`traintl logs` through any daemon shows every rank, also those that ran on another
+    node: fetched from that node's daemon, interleaved, followed while the job runs."""
+    voters, agents, num_cpus = 1, 1, 1  # one CPU each: a 2-rank job spans both nodes
+
+    def test_logs_of_ranks_on_other_nodes_through_head_and_agent(self):
+        c = self.cluster
+        head, agent = c.voters[0], c.agents[0]
+        job_id = head.submit_spec(train_spec(name="remote-logs", workers=2, epochs=8,
+                                             sleep_ms=500))
+        head.wait_job(job_id, lambda j: j["state"] == "RUNNING", what="RUNNING")
+        placed = c.ranks_by_daemon(job_id)
+        self.assertEqual(sorted(placed.values()), [[0], [1]], placed)
+        on_agent = placed[c.daemons.index(agent)][0]  # the rank the head reads remotely
+
+        # -f through the head (which reads the agent's rank from the agent) and through
+        # the agent (which relays the head's stream) shows the remote rank's lines while
+        # the job runs.
+        follows = []
+        for via in (head, agent):
+            p = subprocess.Popen(
+                [bin_path("traintl"), "--data-dir", via.data_dir, "logs", job_id, "-f"],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            f = {"proc": p, "seen": [], "live": []}
+            def read(f=f):
+                for line in f["proc"].stdout:
+                    f["seen"].append(line.rstrip("\n"))
+                    if line.startswith(f"[rank {on_agent}] epoch ") and \
+                            head.job(job_id)["state"] == "RUNNING":
+                        f["live"].append(line)
+            f["reader"] = threading.Thread(target=read, daemon=True)
+            f["reader"].start()
+            follows.append(f)
+        try:
+            for f in follows:
+                wait_for(lambda: len(f["live"]) >= 2, 30, what="the remote rank's lines, followed")
+            job = head.wait_terminal(job_id)
+            for f in follows:
+                f["proc"].wait(timeout=30)  # ends with the job
+                f["reader"].join(timeout=10)
+        finally:
+            for f in follows:
+                if f["proc"].poll() is None:
+                    f["proc"].kill()
+                    f["proc"].wait()
+                f["err"] = f["proc"].stderr.read()
+                f["proc"].stdout.close()
+                f["proc"].stderr.close()
+        self.assertEqual(job["state"], "SUCCEEDED", job)
+        for f in follows:
+            self.assertEqual(f["proc"].returncode, 0, f["err"])
+            for r in (0, 1):
+                self.assertIn(f"[rank {r}] epoch 7 rank {r}", "\n".join(f["seen"]), f["seen"])
+
+        def epochs(lines, rank):
+            return [int(l.split()[3]) for l in lines
+                    if l.startswith(f"[rank {rank}] epoch ") and " loss " in l]
+        # The whole log, through the head and through the agent: both ranks, interleaved.
+        for via in (head, agent):
+            lines = via.cli("logs", job_id, check=True).stdout.splitlines()
+            self.assertTrue(all(l.startswith(("[rank 0] ", "[rank 1] ")) for l in lines), lines)
+            self.assertEqual(epochs(lines, 0), list(range(8)), lines)
+            self.assertEqual(epochs(lines, 1), list(range(8)), lines)
+            # Interleaved by time (the ranks run side by side), not one rank after the other.
+            order = [int(l[6]) for l in lines if " epoch " in l and " loss " in l]
+            self.assertLess(order.index(1), len(order) - 1 - order[::-1].index(0), lines)
+            self.assertLess(order.index(0), len(order) - 1 - order[::-1].index(1), lines)
+            # One rank by number, local or remote to the daemon asked.
+            for r in (0, 1):
+                one = via.cli("logs", job_id, "--rank", str(r), check=True).stdout.splitlines()
+                self.assertEqual(one, [l[len(f"[rank {r}] "):] for l in lines
+                                       if l.startswith(f"[rank {r}] ")])
+            tail = via.cli("logs", job_id, "-n", "3", check=True).stdout.splitlines()
+            self.assertEqual(tail, lines[-3:])
+        for f in follows:
+            self.assertEqual(sorted(f["seen"]), sorted(
+                head.cli("logs", job_id, check=True).stdout.splitlines()))
+
+        # The daemon-to-daemon endpoint behind it: the cluster token only, job ids only.
+        target = f"/v1/internal/logs/{job_id}/1/{on_agent}?offset=0"
+        self.assertEqual(agent.get(target, auth=False, raw=True)[0], 401)
+        self.assertEqual(agent.get(target, token="0" * 64, raw=True)[0], 401)
+        status, body = agent.get(target, raw=True)
+        self.assertEqual(status, 200)
+        self.assertIn(f"epoch 7 rank {on_agent}".encode(), body)
+        for bad in ("..%2f..%2ftoken/1/0", "..%2F..%2Ftoken/1/0", "%2e%2e/1/0",
+                    f"{job_id}/..%2f..%2f..%2ftoken/0", f"{job_id}/1/-1", f"{job_id}/1/0%00",
+                    f"{job_id}/1/0?offset=-5", f"{job_id}/1/0?max=abc", f"{job_id}/1/0?tail=-1"):
+            status, body = agent.get("/v1/internal/logs/" + bad, raw=True)
+            self.assertIn(status, (400, 404), (bad, body))
+            self.assertNotIn(agent.token.encode(), body, bad)
+
+        # The agent is gone: the head still serves its own rank, and says so for the other.
+        agent.stop()
+        p = head.cli("logs", job_id, check=True, timeout=60)
+        lines = p.stdout.splitlines()
+        other = 1 - on_agent
+        self.assertEqual(epochs(lines, other), list(range(8)), lines)
+        self.assertEqual(epochs(lines, on_agent), [], lines)
+        down = [l for l in lines if "cannot be reached" in l]
+        self.assertEqual(len(down), 1, lines)
+        self.assertIn("did not answer: connection refused", down[0])
+        self.assertTrue(down[0].startswith(f"[rank {on_agent}] --- rank {on_agent} ran on node"),
+                        down)
+        # Following the ended job ends too, with the same one line for the missing rank.
+        p = head.cli("logs", job_id, "-f", check=True, timeout=60)
+        self.assertEqual(sorted(p.stdout.splitlines()), sorted(lines))
 
 
 class AgentLossTest(ClusterTestCase):

@@ -82,15 +82,15 @@ void FillTrial(Fsm& fsm) {
   c.exp_dir = "/tmp/exp";
   MustApply(fsm, At(0, c));
   MustApply(fsm, At(1000, Submit("j1", {{"lr", 0.1}})));
-  MustApply(fsm, At(10000, cmd::StartAttempt{"j1", 1, "", "", ""}));
+  MustApply(fsm, At(10000, cmd::StartAttempt{"j1", 1, "", "", "", {}, {}}));
   MustApply(fsm, At(10100, cmd::JobRunning{"j1", 1}));
   MustApply(fsm, At(12000, Report("j1", 1, 0, {{"loss", 0.9}})));
   MustApply(fsm, At(13000, End("j1", 1, kJobFailed)));
-  MustApply(fsm, At(13500, cmd::StartAttempt{"j1", 2, "", "", ""}));
+  MustApply(fsm, At(13500, cmd::StartAttempt{"j1", 2, "", "", "", {}, {}}));
   MustApply(fsm, At(14000, Report("j1", 2, 0, {{"loss", 0.7}})));
   MustApply(fsm, At(15000, End("j1", 2, kJobStopped)));
   MustApply(fsm, At(16000, Submit("j2", {{"lr", 0.2}})));
-  MustApply(fsm, At(20000, cmd::StartAttempt{"j2", 1, "", "", ""}));
+  MustApply(fsm, At(20000, cmd::StartAttempt{"j2", 1, "", "", "", {}, {}}));
   MustApply(fsm, At(21000, Report("j2", 1, 0, {{"loss", 0.5}})));
   MustApply(fsm, At(23500, Report("j2", 1, 1, {{"loss", 0.4}, {"acc", 0.8}})));
 }
@@ -200,7 +200,7 @@ TEST_CASE("a trial's job that never ran adds no time to time_total_s") {
   REQUIRE(store.GetJob("j1")->state == kJobStopped);
   REQUIRE_FALSE(store.GetJob("j1")->started_at);
   MustApply(fsm, At(65000, Submit("j2", {{"lr", 0.1}})));
-  MustApply(fsm, At(70000, cmd::StartAttempt{"j2", 1, "", "", ""}));
+  MustApply(fsm, At(70000, cmd::StartAttempt{"j2", 1, "", "", "", {}, {}}));
   MustApply(fsm, At(72000, Report("j2", 1, 0, {{"loss", 0.5}})));
 
   auto results = TrialResults(store, TheTrial(store));

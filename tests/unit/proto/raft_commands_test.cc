@@ -56,10 +56,14 @@ TEST_CASE("every command round-trips with a fresh rid and the proposer's time") 
   CHECK(ge.outcome.signal == 9);
   CHECK(!ge.outcome.retryable);
 
-  const auto& gs =
-      std::get<cmd::StartAttempt>(RoundTrip(cmd::StartAttempt{"j", 2, "/c", "n1", "r1"}).body);
+  const auto& gs = std::get<cmd::StartAttempt>(
+      RoundTrip(cmd::StartAttempt{"j", 2, "/c", "n1", "r1", {}, {}}).body);
   CHECK(gs.head_node == "n1");
   CHECK(gs.head_run == "r1");
+  const auto& gp = std::get<cmd::StartAttempt>(
+      RoundTrip(cmd::StartAttempt{"j", 2, "", "n1", "r1", {"n1", "n2"}, {{"n2", "h:7450"}}}).body);
+  CHECK(gp.rank_nodes == std::vector<std::string>{"n1", "n2"});
+  CHECK(gp.node_addresses.at("n2") == "h:7450");
   const auto& gr = std::get<cmd::SetPendingReasons>(
       RoundTrip(cmd::SetPendingReasons{{{"a", "x"}, {"b", "y"}}}).body);
   CHECK(gr.reasons.size() == 2);
@@ -114,6 +118,7 @@ TEST_CASE("entries of older releases decode with the defaults of fields added si
       R"({"op":"start_attempt","rid":"b","time":5,"job_id":"j","attempt":1,"restored_from":""})");
   REQUIRE(start.ok());
   CHECK(std::get<cmd::StartAttempt>(start->body).head_node.empty());
+  CHECK(std::get<cmd::StartAttempt>(start->body).rank_nodes.empty());
   // submit_job before typed policies: the policy is read from the spec.
   auto submit = cmd::Decode(
       R"({"op":"submit_job","rid":"c","time":5,"submission_id":"","job":{"id":"j","name":"n",)"

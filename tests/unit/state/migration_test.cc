@@ -48,7 +48,7 @@ TEST_CASE("a schema-1 snapshot is migrated: policies from the stored specs, rows
   StateStore store;
   Fsm fsm(&store);
   REQUIRE(fsm.Restore(ImageOf(Fixture("schema_v1.sql"))).ok());
-  CHECK(store.GetMeta("schema_version") == "3");
+  CHECK(store.GetMeta("schema_version") == "4");
 
   auto running = store.GetJob("aa01");
   REQUIRE(running);
@@ -76,7 +76,10 @@ TEST_CASE("a schema-1 snapshot is migrated: policies from the stored specs, rows
   cmd::Envelope replay{"0123456789abcdef01234567", 1, cmd::StopJob{"bb02", ""}};
   CHECK(fsm.Apply(cmd::Encode(replay)) == R"({"ok":true})");
   CHECK(store.GetJob("bb02")->state == kJobPending);  // not applied again
-  REQUIRE(json::parse(fsm.Apply(commands::StartAttempt("aa01", 2, "", "n2", "r2")))["ok"] == true);
+  CHECK(attempt->rank_nodes.empty());                 // schema 4: no placement before it
+  REQUIRE(json::parse(fsm.Apply(commands::StartAttempt(
+              "aa01", 2, "", "n2", "r2", {"n2", "n3"},
+              {{"n2", "127.0.0.1:1"}, {"n3", "127.0.0.1:2"}})))["ok"] == true);
   CHECK(store.GetAttempt("aa01", 2)->head_node == "n2");
 
   // A migrated store snapshots and restores like a new one (no second migration).
@@ -87,13 +90,16 @@ TEST_CASE("a schema-1 snapshot is migrated: policies from the stored specs, rows
   REQUIRE(fsm2.Restore(*image).ok());
   CHECK(again.GetJob("aa01")->policy == want);
   CHECK(again.GetAttempt("aa01", 2)->head_run == "r2");
+  // The placement survives a snapshot: which node ran each rank, and its address.
+  CHECK(again.GetAttempt("aa01", 2)->rank_nodes == std::vector<std::string>{"n2", "n3"});
+  CHECK(again.GetAttempt("aa01", 2)->node_addresses.at("n3") == "127.0.0.1:2");
 }
 
 TEST_CASE("a schema-2 snapshot is migrated: definitions made from the stored specs") {
   StateStore store;
   Fsm fsm(&store);
   REQUIRE(fsm.Restore(ImageOf(Fixture("schema_v2.sql"))).ok());
-  CHECK(store.GetMeta("schema_version") == "3");
+  CHECK(store.GetMeta("schema_version") == "4");
 
   auto mnist = store.GetJob("aa01");
   REQUIRE(mnist);
