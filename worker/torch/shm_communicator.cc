@@ -30,7 +30,6 @@ namespace {
 
 constexpr int kMaxLocalRanks = 64;
 constexpr size_t kCacheLine = 64;
-constexpr uint32_t kMagic = 0x74746c73;  // "ttls"
 
 std::string Errno(const std::string& what) { return what + ": " + std::strerror(errno); }
 
@@ -257,8 +256,6 @@ struct alignas(kCacheLine) PaddedCounter {
 };
 
 struct ShmCommunicator::Header {
-  uint32_t magic;
-  uint32_t local_size;
   std::atomic<uint32_t> wake;      // futex word: bumped when a rank arrives and one sleeps
   std::atomic<uint32_t> sleepers;  // ranks inside a futex wait
   std::atomic<uint32_t> aborted;   // 0, 1 while the reason is written, 2 once it is
@@ -395,10 +392,6 @@ ShmCommunicator::ShmCommunicator(void* segment, ShmOptions options)
     std::abort();  // the group checks these before it builds a communicator
   }
   options_.chunk_bytes = RoundUp(std::max<size_t>(options_.chunk_bytes, kCacheLine), kCacheLine);
-  if (options_.local_rank == 0) {
-    header_->magic = kMagic;
-    header_->local_size = static_cast<uint32_t>(options_.local_size);
-  }
   pidfds_.assign(static_cast<size_t>(options_.local_size), -1);
   for (size_t q = 0; q < options_.peer_pids.size() && q < pidfds_.size(); ++q) {
     const pid_t pid = options_.peer_pids[q];
@@ -542,7 +535,10 @@ Status ShmCommunicator::Allreduce(void* data, size_t count, ShmDtype dtype, ShmO
   Begin(Describe(1, count, static_cast<uint64_t>(dtype), static_cast<uint64_t>(op)));
   auto* bytes = static_cast<uint8_t*>(data);
   std::vector<const uint8_t*> inputs(static_cast<size_t>(n_ranks));
-  for (size_t off = 0; off < count || off == 0; off += per_chunk) {
+  // At least one round, even for no elements: it checks that every rank agrees.
+  const size_t rounds = std::max<size_t>(1, (count + per_chunk - 1) / per_chunk);
+  for (size_t k = 0; k < rounds; ++k) {
+    const size_t off = k * per_chunk;
     const size_t n = std::min(per_chunk, count - off);
     std::memcpy(Slot(me), bytes + off * elem, n * elem);
     TRAINTL_RETURN_IF_ERROR(Sync());
@@ -558,7 +554,6 @@ Status ShmCommunicator::Allreduce(void* data, size_t count, ShmDtype dtype, ShmO
     TRAINTL_RETURN_IF_ERROR(Sync());
     if (node_step) TRAINTL_RETURN_IF_ERROR(RunNodeStep(node_step, ResultArea(), n));
     CopyOut(dtype, bytes + off * elem, ResultArea(), n, divisor);
-    if (count == 0) break;
   }
   return Status::Ok();
 }

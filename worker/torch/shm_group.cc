@@ -145,9 +145,7 @@ std::optional<bool> AsyncOverride();
 struct Layout {
   int node = 0;                     // this rank's node index (node_rank)
   int nodes = 1;                    // the job's nodes
-  int local_rank = 0;               // on this node
   std::vector<int> local_to_world;  // this node's ranks' world ranks, by local rank
-  std::vector<pid_t> local_pids;    // and their pids
 };
 
 class ShmProcessGroup final : public ProcessGroup {
@@ -489,19 +487,17 @@ std::unique_ptr<ProcessGroup> MakeShmGroup(const c10::intrusive_ptr<c10d::Store>
   Layout layout;
   layout.node = o.node_rank;
   layout.nodes = static_cast<int>(nodes);
-  layout.local_rank = o.local_rank;
+  ShmOptions shm;
   for (int q = 0; q < o.local_world_size; ++q) {
     std::istringstream in(Str(store->get("local/" + node + "/" + std::to_string(q))));
     int world_rank = -1;
     pid_t pid = 0;
     in >> world_rank >> pid;
     layout.local_to_world.push_back(world_rank);
-    layout.local_pids.push_back(pid);
+    shm.peer_pids.push_back(pid);
   }
-  ShmOptions shm;
   shm.local_rank = o.local_rank;
   shm.local_size = o.local_world_size;
-  shm.peer_pids = layout.local_pids;
   shm.chunk_bytes = chunk;
   shm.timeout = o.collective_timeout;
 
