@@ -1,6 +1,7 @@
 #include "daemon/daemon.h"
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/prctl.h>
@@ -96,7 +97,24 @@ Daemon::~Daemon() {
   if (lock_fd_ >= 0) ::close(lock_fd_);
 }
 
+namespace {
+
+// A daemon runs for months: its heap must give back what bursts take. glibc's defaults
+// do not: each thread gets an arena that keeps its freed memory, and freeing one large
+// block (a snapshot of the store, tens of MiB) raises the mmap and trim thresholds to its
+// size, so the next ones come from the heap and stay there. Fixed thresholds keep large
+// blocks on mmap (returned when freed) and trim the heap's top; two arenas are enough
+// for the daemon's few threads.
+void BoundHeap() {
+  ::mallopt(M_ARENA_MAX, 2);
+  ::mallopt(M_MMAP_THRESHOLD, 256 << 10);
+  ::mallopt(M_TRIM_THRESHOLD, 1 << 20);
+}
+
+}  // namespace
+
 Status Daemon::Prepare() {
+  BoundHeap();
   // 0711 when workers run as another user: they must reach blobs/ and jobs/ below it, but
   // never list it (token, cluster secret).
   const mode_t data_dir_mode = cfg_.worker_user.empty() ? 0700 : 0711;
@@ -175,6 +193,12 @@ Status Daemon::Build() {
            << " GPUs";
   blobs_ = std::make_unique<BlobStore>(cfg_.data_dir + "/blobs");
   TRAINTL_RETURN_IF_ERROR(blobs_->Init());
+
+  // The records live in a scratch file that Raft rebuilds at start, so that the daemon's
+  // memory does not grow with the jobs stored (state_store.h).
+  StateStore::FileOptions store_opts;
+  store_opts.path = cfg_.data_dir + "/state.sqlite3";
+  TRAINTL_RETURN_IF_ERROR(store_.UseFile(store_opts));
 
   RaftOptions ropts;
   ropts.node_id = 1;

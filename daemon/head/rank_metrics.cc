@@ -23,7 +23,7 @@ void RankMetrics::Add(const std::string& job_id, int attempt, int rank, int seq,
     recency_.push_back(job_id);
   }
   std::deque<Entry>& ring = it->second[rank];
-  ring.push_back(Entry{attempt, seq, time_ms, metrics});
+  ring.push_back(Entry{attempt, seq, time_ms, metrics.dump()});
   while (ring.size() > options_.per_rank) ring.pop_front();
 }
 
@@ -35,8 +35,10 @@ json RankMetrics::History(const std::string& job_id, const std::vector<int>& ran
     if (!ranks.empty() && std::find(ranks.begin(), ranks.end(), rank) == ranks.end()) continue;
     json list = json::array();
     for (const auto& e : ring)
-      list.push_back(
-          {{"attempt", e.attempt}, {"seq", e.seq}, {"time", e.time_ms}, {"metrics", e.metrics}});
+      list.push_back({{"attempt", e.attempt},
+                      {"seq", e.seq},
+                      {"time", e.time_ms},
+                      {"metrics", json::parse(e.metrics)}});
     out[std::to_string(rank)] = std::move(list);
   }
   return out;

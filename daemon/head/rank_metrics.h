@@ -40,7 +40,9 @@ class RankMetrics {
     int attempt;
     int seq;
     int64_t time_ms;
-    nlohmann::json metrics;
+    // Serialized: a parsed object costs several times its text (a map node per key),
+    // and the rings are written per report but read only when someone looks.
+    std::string metrics;
   };
   using Rings = std::map<int, std::deque<Entry>>;  // rank -> its latest reports
 

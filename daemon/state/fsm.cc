@@ -381,7 +381,8 @@ std::string Fsm::Apply(const std::string& command) {
                              : cmd::EncodeRefusal(answer.status().message());
         },
         e->body);
-    tx.RecordApplied(e->rid, result);
+    tx.RecordApplied(e->rid, result, e->time);
+    tx.ExpireApplied(e->time, kRememberAppliedMs);
     return result;
   });
 }

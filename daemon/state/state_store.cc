@@ -1,12 +1,17 @@
 #include "daemon/state/state_store.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 
 #include <nlohmann/json.hpp>
 
 #include "common/json_depth.h"
+#include "common/logging.h"
 #include "daemon/state/sqlite_stmt.h"
 
 namespace traintl {
@@ -14,7 +19,7 @@ namespace {
 
 constexpr const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
-INSERT OR IGNORE INTO meta(key, value) VALUES('schema_version', '4');
+INSERT OR IGNORE INTO meta(key, value) VALUES('schema_version', '5');
 CREATE TABLE IF NOT EXISTS jobs(
   id TEXT PRIMARY KEY, name TEXT NOT NULL, spec TEXT NOT NULL, state TEXT NOT NULL,
   attempt INTEGER NOT NULL, failures INTEGER NOT NULL, priority INTEGER NOT NULL,
@@ -52,7 +57,8 @@ CREATE TABLE IF NOT EXISTS worker_events(
   job_id TEXT NOT NULL, attempt INTEGER NOT NULL, rank INTEGER NOT NULL, time INTEGER NOT NULL,
   event TEXT NOT NULL, detail TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS worker_events_by_job ON worker_events(job_id);
-CREATE TABLE IF NOT EXISTS applied(rid TEXT PRIMARY KEY, result TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS applied(rid TEXT PRIMARY KEY, result TEXT NOT NULL,
+  time INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS experiments(
   id TEXT PRIMARY KEY, name TEXT NOT NULL, spec TEXT NOT NULL, seed INTEGER NOT NULL,
   state TEXT NOT NULL, message TEXT NOT NULL, created_at INTEGER NOT NULL, ended_at INTEGER,
@@ -68,6 +74,11 @@ CREATE TABLE IF NOT EXISTS trials(
   job_id TEXT NOT NULL, jobs TEXT NOT NULL, status TEXT NOT NULL, reason TEXT NOT NULL,
   pending TEXT NOT NULL, created_at INTEGER NOT NULL, PRIMARY KEY(experiment_id, idx));
 CREATE INDEX IF NOT EXISTS trials_by_job ON trials(job_id);
+)sql";
+
+// What refers to columns that migrations add: run after them.
+constexpr const char* kSchemaAfterMigrations = R"sql(
+CREATE INDEX IF NOT EXISTS applied_by_time ON applied(time);
 )sql";
 
 constexpr const char* kJobColumns =
@@ -197,13 +208,35 @@ std::vector<CheckpointRecord> ListCheckpointsImpl(StmtCache& db, const std::stri
   return out;
 }
 
+// The store's file is rebuilt at every start, so it is written without fsync.
+Status WriteScratchFile(const std::string& path, const std::string& data) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return Status::Internal("cannot create " + path + ": " + std::strerror(errno));
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = errno;
+      ::close(fd);
+      return Status::Internal("cannot write " + path + ": " + std::strerror(err));
+    }
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  return Status::Ok();
+}
+
 }  // namespace
 
 bool IsTerminalJobState(const std::string& state) {
   return state == kJobSucceeded || state == kJobFailed || state == kJobStopped;
 }
 
-StateStore::StateStore() : stmts_(nullptr) { OpenFresh(); }
+StateStore::StateStore() : stmts_(nullptr) {
+  std::lock_guard<std::mutex> l(mu_);
+  OpenFresh();
+}
 
 StateStore::~StateStore() {
   stmts_.Clear();  // a connection with live statements does not close
@@ -211,12 +244,70 @@ StateStore::~StateStore() {
 }
 
 void StateStore::OpenFresh() {
-  if (sqlite3_open_v2(":memory:", &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) !=
-      SQLITE_OK) {
-    std::abort();
+  if (file_.path.empty()) {
+    if (sqlite3_open_v2(":memory:", &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) !=
+        SQLITE_OK) {
+      std::abort();
+    }
+  } else {
+    ::unlink(file_.path.c_str());
+    if (Status st = OpenFileLocked(); !st.ok()) {
+      LOG_ERROR << "state store: " << st.message();
+      std::abort();
+    }
   }
   stmts_.Clear(db_);
   ExecOrDie(db_, kSchema);
+  ExecOrDie(db_, kSchemaAfterMigrations);
+}
+
+Status StateStore::OpenFileLocked() {
+  db_ = nullptr;
+  if (int rc = sqlite3_open_v2(file_.path.c_str(), &db_,
+                               SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOFOLLOW,
+                               nullptr);
+      rc != SQLITE_OK) {
+    std::string msg = db_ != nullptr ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
+    sqlite3_close(db_);
+    db_ = nullptr;
+    return Status::Internal("cannot open " + file_.path + ": " + msg);
+  }
+  // The file is scratch (Raft rebuilds it at start), so it is never synced; the journal
+  // stays in memory (a transaction's old pages, for ROLLBACK); one connection, so the
+  // lock is taken once.
+  const std::string pragmas =
+      "PRAGMA synchronous = OFF; PRAGMA journal_mode = MEMORY; "
+      "PRAGMA locking_mode = EXCLUSIVE; PRAGMA cache_size = -" +
+      std::to_string(file_.cache_kib) + ";";
+  char* err = nullptr;
+  if (sqlite3_exec(db_, pragmas.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err != nullptr ? err : "?";
+    sqlite3_free(err);
+    sqlite3_close(db_);
+    db_ = nullptr;
+    return Status::Internal("cannot set up " + file_.path + ": " + msg);
+  }
+  return Status::Ok();
+}
+
+Status StateStore::UseFile(const FileOptions& options) {
+  if (options.path.empty()) return Status::InvalidArgument("state store: no file");
+  if (options.cache_kib <= 0) return Status::InvalidArgument("state store: cache_kib <= 0");
+  std::lock_guard<std::mutex> l(mu_);
+  // Fresh databases only: what is in memory is not carried over.
+  stmts_.Clear();
+  sqlite3_close(db_);
+  file_ = options;
+  ::unlink(file_.path.c_str());
+  if (Status st = OpenFileLocked(); !st.ok()) {
+    file_ = FileOptions{};
+    OpenFresh();
+    return st;
+  }
+  stmts_.Clear(db_);
+  ExecOrDie(db_, kSchema);
+  ExecOrDie(db_, kSchemaAfterMigrations);
+  return Status::Ok();
 }
 
 std::optional<JobRecord> StateStore::GetJob(const std::string& id, bool with_spec) const {
@@ -450,6 +541,13 @@ int64_t StateStore::CountJobs() const {
   return s.Int(0);
 }
 
+int64_t StateStore::CacheUsedBytes() const {
+  std::lock_guard<std::mutex> l(mu_);
+  int used = 0, highwater = 0;
+  sqlite3_db_status(db_, SQLITE_DBSTATUS_CACHE_USED, &used, &highwater, 0);
+  return used;
+}
+
 Result<std::string> StateStore::Serialize() const {
   std::lock_guard<std::mutex> l(mu_);
   sqlite3_int64 size = 0;
@@ -464,6 +562,7 @@ Status StateStore::Restore(const std::string& image) {
   std::lock_guard<std::mutex> l(mu_);
   // The statements were planned for the database being replaced.
   stmts_.Clear();
+  if (!file_.path.empty()) return RestoreFileLocked(image);
   auto* p = static_cast<unsigned char*>(sqlite3_malloc64(image.size()));
   if (p == nullptr && !image.empty()) return Status::ResourceExhausted("out of memory");
   std::memcpy(p, image.data(), image.size());
@@ -476,6 +575,39 @@ Status StateStore::Restore(const std::string& image) {
     OpenFresh();
     return Status::Internal(std::string("cannot restore snapshot: ") + sqlite3_errstr(rc));
   }
+  return FinishRestoreLocked();
+}
+
+Status StateStore::RestoreFileLocked(const std::string& image) {
+  // A serialized database is the database file's bytes: they become the file.
+  sqlite3_close(db_);
+  db_ = nullptr;
+  const std::string tmp = file_.path + ".restoring";
+  Status written = WriteScratchFile(tmp, image);
+  if (written.ok() && ::rename(tmp.c_str(), file_.path.c_str()) != 0)
+    written = Status::Internal("cannot rename " + tmp + ": " + std::strerror(errno));
+  if (written.ok()) written = OpenFileLocked();
+  if (written.ok()) {
+    // A file that is not a database fails here, at its first read.
+    char* err = nullptr;
+    if (sqlite3_exec(db_, "SELECT count(*) FROM sqlite_schema", nullptr, nullptr, &err) !=
+        SQLITE_OK) {
+      written = Status::Internal(std::string("not a database: ") + (err ? err : "?"));
+      sqlite3_free(err);
+      sqlite3_close(db_);
+      db_ = nullptr;
+    }
+  }
+  if (!written.ok()) {
+    ::unlink(tmp.c_str());
+    OpenFresh();
+    return Status::Internal("cannot restore snapshot: " + written.message());
+  }
+  stmts_.Clear(db_);
+  return FinishRestoreLocked();
+}
+
+Status StateStore::FinishRestoreLocked() {
   // Snapshots from an older schema gain new tables here (migrations are additive).
   char* err = nullptr;
   if (sqlite3_exec(db_, kSchema, nullptr, nullptr, &err) != SQLITE_OK) {
@@ -483,7 +615,8 @@ Status StateStore::Restore(const std::string& image) {
     sqlite3_free(err);
     return Status::Internal("snapshot schema: " + msg);
   }
-  return MigrateLocked();
+  TRAINTL_RETURN_IF_ERROR(MigrateLocked());
+  return ExecLocked(kSchemaAfterMigrations, "snapshot schema");
 }
 
 std::string StateStore::Mutate(const std::function<std::string(Tx&)>& fn) {
@@ -504,11 +637,20 @@ std::optional<std::string> StateStore::Tx::AppliedResult(const std::string& rid)
   return s.Text(0);
 }
 
-void StateStore::Tx::RecordApplied(const std::string& rid, const std::string& result) {
-  Stmt(stmts_, "INSERT OR REPLACE INTO applied(rid, result) VALUES(?, ?)")
+void StateStore::Tx::RecordApplied(const std::string& rid, const std::string& result,
+                                   int64_t time) {
+  Stmt(stmts_, "INSERT OR REPLACE INTO applied(rid, result, time) VALUES(?, ?, ?)")
       .Bind(1, rid)
       .Bind(2, result)
+      .Bind(3, time)
       .Run();
+}
+
+void StateStore::Tx::ExpireApplied(int64_t now, int64_t keep_ms) {
+  // Rows of a snapshot from before schema 5 have no time (0): they start their window
+  // with the first command after it.
+  Stmt(stmts_, "UPDATE applied SET time = ? WHERE time = 0").Bind(1, now).Run();
+  Stmt(stmts_, "DELETE FROM applied WHERE time < ?").Bind(1, now - keep_ms).Run();
 }
 
 std::optional<std::string> StateStore::Tx::JobIdForSubmission(const std::string& sid) {

@@ -1,9 +1,13 @@
 // StateStore: the cluster's records (jobs, attempts, checkpoints, metrics, worker events,
-// applied request ids) in an in-memory SQLite database.
+// applied request ids) in a SQLite database: in memory until UseFile() moves it into a
+// scratch file, which is what the daemon does.
 //
 // Durability comes from the Raft log, not from this database: the FSM (fsm.h) is the only
 // writer, and after a restart Raft rebuilds the database from its latest snapshot
-// (Serialize/Restore) plus the log entries after it. So kill -9 loses nothing committed.
+// (Serialize/Restore) plus the log entries after it. So kill -9 loses nothing committed,
+// and the file is never synced: it is rebuilt at every start. It exists so that memory
+// does not grow with the jobs stored: SQLite keeps at most `cache_kib` of its pages in
+// memory, the rest stays in the file (the OS's page cache, not the daemon's RSS).
 //
 // Thread-safety: every public method locks mu_. Writers go through Mutate(), which holds
 // mu_ and one SQLite transaction for the whole callback, so readers never see half a
@@ -32,6 +36,17 @@ class StateStore {
   ~StateStore();
   StateStore(const StateStore&) = delete;
   StateStore& operator=(const StateStore&) = delete;
+
+  // Where a file-backed store keeps its pages.
+  struct FileOptions {
+    std::string path;  // the scratch file; replaced (no default: required)
+    // Pages SQLite keeps in memory, in KiB. Default 4096: the hot pages of the active
+    // jobs and of the indexes used by listing stay cached.
+    int cache_kib = 4096;
+  };
+  // Moves the (empty) store into a fresh file at options.path, replacing any file there:
+  // call once, before Raft restores anything, with the data dir locked. Thread-safe.
+  Status UseFile(const FileOptions& options);
 
   // ---- reads (thread-safe) ----
   // Without `with_spec` the spec field is left empty (see ListActiveJobs).
@@ -75,6 +90,9 @@ class StateStore {
   std::vector<MetricRecord> ListMetrics(const std::string& job_id, int64_t since_ms = 0) const;
   std::vector<WorkerEventRecord> ListWorkerEvents(const std::string& job_id) const;
   int64_t CountJobs() const;
+  // Bytes of database pages SQLite holds in memory now (all of them in memory; at most
+  // about FileOptions::cache_kib in a file).
+  int64_t CacheUsedBytes() const;
   // Cluster metadata (e.g. "voter_api:<raft id>" -> API address); nullopt when unset.
   std::optional<std::string> GetMeta(const std::string& key) const;
 
@@ -109,7 +127,10 @@ class StateStore {
   class Tx {
    public:
     std::optional<std::string> AppliedResult(const std::string& rid);
-    void RecordApplied(const std::string& rid, const std::string& result);
+    // `time`: the command's (its entry's time); what ExpireApplied compares.
+    void RecordApplied(const std::string& rid, const std::string& result, int64_t time);
+    // Drops the results of commands older than now - keep_ms (their rids are forgotten).
+    void ExpireApplied(int64_t now, int64_t keep_ms);
     std::optional<std::string> JobIdForSubmission(const std::string& submission_id);
     std::optional<JobRecord> GetJob(const std::string& id);
     bool JobExists(const std::string& id);
@@ -149,9 +170,17 @@ class StateStore {
 
  private:
   // The schema this release writes; Restore migrates images of older ones.
-  static constexpr int kSchemaVersion = 4;
+  static constexpr int kSchemaVersion = 5;
 
-  void OpenFresh();
+  // A fresh, empty database (schema only): in memory, or in file_.path when set. Aborts
+  // when SQLite cannot open it (a new in-memory database, or a file UseFile opened once).
+  void OpenFresh() TRAINTL_REQUIRES(mu_);
+  // Opens file_.path as db_ with the scratch file's settings.
+  Status OpenFileLocked() TRAINTL_REQUIRES(mu_);
+  // Restore into the file: the image becomes the file. mu_ held, statements cleared.
+  Status RestoreFileLocked(const std::string& image) TRAINTL_REQUIRES(mu_);
+  // After a restore: the schema's new tables, then the migrations. mu_ held.
+  Status FinishRestoreLocked() TRAINTL_REQUIRES(mu_);
   // Brings a restored image up to kSchemaVersion (migrations are additive). mu_ held.
   Status MigrateLocked() TRAINTL_REQUIRES(mu_);
   Status MigrateTo2Locked() TRAINTL_REQUIRES(mu_);
@@ -161,6 +190,7 @@ class StateStore {
 
   mutable std::mutex mu_;
   sqlite3* db_ TRAINTL_GUARDED_BY(mu_) = nullptr;
+  FileOptions file_ TRAINTL_GUARDED_BY(mu_);         // path "" = in memory
   mutable StmtCache stmts_ TRAINTL_GUARDED_BY(mu_);  // statements of db_
 };
 

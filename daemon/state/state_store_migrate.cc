@@ -37,6 +37,13 @@ constexpr const char* kMigrateTo4 = R"sql(
 ALTER TABLE attempts ADD COLUMN placement TEXT NOT NULL DEFAULT '';
 )sql";
 
+// Schema 4 -> 5: when each command was applied, so that old request ids are forgotten
+// (Fsm::kRememberAppliedMs); the rows before get 0, which the first command after
+// replaces by its time (StateStore::Tx::ExpireApplied).
+constexpr const char* kMigrateTo5 = R"sql(
+ALTER TABLE applied ADD COLUMN time INTEGER NOT NULL DEFAULT 0;
+)sql";
+
 }  // namespace
 
 Status StateStore::MigrateLocked() {
@@ -56,6 +63,7 @@ Status StateStore::MigrateLocked() {
   if (from < 2) st = MigrateTo2Locked();
   if (st.ok() && from < 3) st = MigrateTo3Locked();
   if (st.ok() && from < 4) st = ExecLocked(kMigrateTo4, "migrating the snapshot to schema 4");
+  if (st.ok() && from < 5) st = ExecLocked(kMigrateTo5, "migrating the snapshot to schema 5");
   if (!st.ok()) {
     sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
     return st;

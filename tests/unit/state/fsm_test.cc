@@ -336,3 +336,27 @@ TEST_CASE("start_attempt records the head that started it") {
   CHECK(a->head_node == "node-2");
   CHECK(a->head_run == "run7");
 }
+
+TEST_CASE("request ids are forgotten kRememberAppliedMs after their command") {
+  StateStore store;
+  Fsm fsm(&store);
+  auto at = [](const std::string& command, int64_t time) {
+    json j = json::parse(command);
+    j["time"] = time;
+    return j.dump();
+  };
+  const std::string submit = at(commands::SubmitJob(MakeJob("dd", 5), ""), 2000);
+  const std::string first = fsm.Apply(submit);
+  CHECK(json::parse(first)["ok"] == true);
+  // Within the window a retry gets the stored answer, even after other commands.
+  Apply(fsm, at(commands::SetPendingReasons({{"dd", "waiting"}}), 2000 + Fsm::kRememberAppliedMs));
+  CHECK(fsm.Apply(submit) == first);
+  // A command past the window forgets it: the same text is applied anew, and refused
+  // (the job exists), the job unchanged.
+  Apply(fsm,
+        at(commands::SetPendingReasons({{"dd", "still"}}), 2000 + Fsm::kRememberAppliedMs + 1));
+  auto again = json::parse(fsm.Apply(submit));
+  CHECK(again["ok"] == false);
+  CHECK(store.GetJob("dd")->pending_reason == "still");
+  CHECK(store.CountJobs() == 1);
+}

@@ -48,7 +48,7 @@ TEST_CASE("a schema-1 snapshot is migrated: policies from the stored specs, rows
   StateStore store;
   Fsm fsm(&store);
   REQUIRE(fsm.Restore(ImageOf(Fixture("schema_v1.sql"))).ok());
-  CHECK(store.GetMeta("schema_version") == "4");
+  CHECK(store.GetMeta("schema_version") == "5");
 
   auto running = store.GetJob("aa01");
   REQUIRE(running);
@@ -99,7 +99,7 @@ TEST_CASE("a schema-2 snapshot is migrated: definitions made from the stored spe
   StateStore store;
   Fsm fsm(&store);
   REQUIRE(fsm.Restore(ImageOf(Fixture("schema_v2.sql"))).ok());
-  CHECK(store.GetMeta("schema_version") == "4");
+  CHECK(store.GetMeta("schema_version") == "5");
 
   auto mnist = store.GetJob("aa01");
   REQUIRE(mnist);
