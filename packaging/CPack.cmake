@@ -288,6 +288,11 @@ traintl/xgboost.h), the CMake package (find_package(traintl) gives
 traintl::sdk, traintl::torch and traintl::xgboost) and an example.")
 
 set(CPACK_POST_BUILD_SCRIPTS ${CMAKE_CURRENT_LIST_DIR}/deb_post_build.cmake)
+if(CMAKE_VERSION VERSION_LESS 3.20)
+  # CPACK_POST_BUILD_SCRIPTS is 3.19's, CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS 3.20's.
+  message(WARNING "cpack of CMake ${CMAKE_VERSION} makes packages lintian warns about, or "
+                  "fails on python3-traintl; build the packages with CMake 3.20 or later")
+endif()
 include(CPack)
 
 # Every install rule belongs to a package.
