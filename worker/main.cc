@@ -239,7 +239,9 @@ int Run(int argc, char** argv) {
     context.library_name = "";
     if (::access(context.library.c_str(), R_OK) != 0) {
       Fail(channel, kExitEntry,
-           "this traintl has no Python support: " + context.library + " is missing", false);
+           "this traintl has no Python support: " + context.library +
+               " is missing (install python3-traintl)",
+           false);
     }
   }
 

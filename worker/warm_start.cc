@@ -22,10 +22,11 @@ std::string DlError() {
   return e != nullptr ? e : "unknown error";
 }
 
-// Candidates for libtraintl_torch.so: installed beside lib/traintl, or (a worker run from
-// the build tree) where the build put it.
+// Candidates for libtraintl_torch: installed beside lib/traintl under its soname (the
+// libtraintl-torch package; the unversioned name is traintl-dev's link), or (a worker run
+// from the build tree) where the build put it.
 std::vector<std::string> TorchSdkCandidates(const std::string& runtime_lib_dir) {
-  std::vector<std::string> out{runtime_lib_dir + "/../libtraintl_torch.so"};
+  std::vector<std::string> out{runtime_lib_dir + "/../" TRAINTL_TORCH_SONAME};
 #ifdef TRAINTL_BUILD_TORCH_LIB
   out.push_back(TRAINTL_BUILD_TORCH_LIB);
 #endif

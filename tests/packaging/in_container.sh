@@ -1,7 +1,9 @@
 #!/bin/sh
 # Runs inside a throw-away systemd-nspawn container booted by nspawn_test.py, as a oneshot
-# unit: installs the .deb for real and drives traintld.service through the real systemd.
-# /mnt/deb: the package; /mnt/libs: libtest_train.so; /mnt/out: this script's log, which
+# unit: installs the packages for real and drives traintld.service through the real
+# systemd. First the service package alone (what a node that runs C++ jobs, or a machine
+# that only submits them, installs), then the library, SDK and Python packages.
+# /mnt/deb: the packages; /mnt/libs: libtest_train.so; /mnt/out: this script's log, which
 # ends with "ALL OK" or "FAILED: <what>".
 set -u
 OUT=/mnt/out
@@ -46,7 +48,11 @@ if [ -e /usr/sbin/policy-rc.d ]; then
   say "removing /usr/sbin/policy-rc.d (this container's copy)"
   rm -f /usr/sbin/policy-rc.d
 fi
-check "dpkg -i the package" dpkg -i /mnt/deb/traintl_*_amd64.deb
+check "dpkg -i traintl (alone)" dpkg -i /mnt/deb/traintl_*_amd64.deb
+check "no SDK, library or Python package came with it" sh -c \
+  '! dpkg -l traintl-dev python3-traintl "libtraintl-*" 2>/dev/null | grep -q "^ii"'
+check "the installed binaries find every library they link" sh -c \
+  '! ldd /usr/bin/traintld /usr/bin/traintl /usr/bin/traintl-worker | grep "not found"'
 check "the traintl system user exists" getent passwd traintl
 check "/var/lib/traintl is traintl's, mode 700" \
   sh -c '[ "$(stat -c %U:%a /var/lib/traintl)" = traintl:700 ]'
@@ -64,15 +70,6 @@ check "the watchdog is armed" sh -c '[ "$(systemctl show -p WatchdogUSec --value
 MAIN=$(prop MainPID)
 check "the daemon runs as traintl" sh -c "[ \"\$(ps -o user= -p $MAIN)\" = traintl ]"
 check "root's CLI finds the daemon and its token" traintl nodes
-
-say "== a training library built against the installed SDK, trained by the service"
-rm -rf /root/sdk-example
-cp -r /usr/share/doc/traintl/examples/sdk-example /root/sdk-example
-cd /root/sdk-example || fail "cd"
-check "cmake + build of the example" sh -c \
-  'cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null && cmake --build build >/dev/null'
-check "traintl submit job.json --wait (workers start under the sandbox)" \
-  traintl submit job.json --wait
 
 say "== a long job: workers in the service's cgroup, then systemctl stop mid-job"
 cat >/root/long.json <<'EOF'
@@ -132,8 +129,41 @@ check "the journal names the watchdog" sh -c \
   'journalctl -u traintld --no-pager | grep -qi "watchdog timeout"'
 rm -rf /etc/systemd/system/traintld.service.d
 systemctl daemon-reload
+check "restart with the packaged unit" systemctl restart traintld
+
+say "== the SDK packages; a training library built against them, trained by the service"
+LIB_DEBS=$(ls /mnt/deb/libtraintl-*_amd64.deb 2>/dev/null)
+# shellcheck disable=SC2086
+check "dpkg -i the library and SDK packages" dpkg -i $LIB_DEBS /mnt/deb/traintl-dev_*_amd64.deb
+if echo "$LIB_DEBS" | grep -q libtraintl-torch; then
+  check "libtraintl_torch is in the linker's cache (ldconfig trigger)" sh -c \
+    'ldconfig -p | grep -q "libtraintl_torch.so.[0-9]"'
+fi
+rm -rf /root/sdk-example
+cp -r /usr/share/doc/traintl-dev/examples/sdk-example /root/sdk-example
+cd /root/sdk-example || fail "cd"
+check "cmake + build of the example" sh -c \
+  'cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null && cmake --build build >/dev/null'
+check "traintl submit job.json --wait (workers start under the sandbox)" \
+  traintl submit job.json --wait
+cd / || fail "cd /"
+
+if ls /mnt/deb/python3-traintl_*_amd64.deb >/dev/null 2>&1; then
+  say "== python3-traintl: a Python training function"
+  check "dpkg -i python3-traintl" dpkg -i /mnt/deb/python3-traintl_*_amd64.deb
+  mkdir -p /root/pyjob
+  printf '%s\n' 'from traintl import train' '' '' 'def train_func(config):' \
+    '    for i in range(3):' '        train.report({"loss": 1.0 / (i + 1)})' >/root/pyjob/train.py
+  printf '%s\n' '{"name": "py", "entrypoint": {"python": "train:train_func", "working_dir": "."},' \
+    ' "scaling_config": {"num_workers": 1, "resources_per_worker": {"CPU": 1}}}' \
+    >/root/pyjob/job.json
+  check "traintl submit of a Python function --wait" \
+    sh -c 'cd /root/pyjob && traintl submit job.json --wait'
+fi
 
 say "== remove and purge"
+check "dpkg -r the SDK, library and Python packages" \
+  dpkg -r traintl-dev python3-traintl $(dpkg-query -W -f '${Package}\n' 'libtraintl-*')
 check "dpkg -r traintl" dpkg -r traintl
 check "removing stopped the service" sh -c '! pgrep -x traintld'
 check "dpkg -P traintl" dpkg -P traintl

@@ -1,9 +1,10 @@
 """traintld.service under a real systemd: boots a throw-away systemd-nspawn container on
 an overlay of this machine's root (every change lands in a tmpfs and vanishes), where
-in_container.sh installs the .deb and drives the unit with systemctl: start (READY=1),
-STATUS=, a job trained by the service, workers in the service's cgroup, stop mid-job and
-resume, journald priorities, reload, the watchdog restarting a frozen daemon, remove and
-purge.
+in_container.sh installs the packages and drives the unit with systemctl: traintl alone
+(no LibTorch, Python or SDK package), start (READY=1), STATUS=, a job trained by the
+service, workers in the service's cgroup, stop mid-job and resume, journald priorities,
+reload, the watchdog restarting a frozen daemon; then the library and SDK packages, an
+example built against them and trained; remove and purge.
 
 Needs root, systemd-nspawn (apt-get install systemd-container), unshare and overlayfs;
 exits 77 (skipped) with the reason otherwise. Runs after packaging.deb (its fixture).
@@ -65,9 +66,10 @@ def main():
     with open("/proc/filesystems") as f:
         if "overlay" not in f.read():
             skip("the kernel has no overlayfs")
-    deb = os.path.join(OUT, f"traintl_{VERSION}_amd64.deb")
-    if not os.path.exists(deb):
-        sys.exit(f"{deb} is missing (packaging.deb builds it)")
+    for name in ("traintl", "traintl-dev"):
+        deb = os.path.join(OUT, f"{name}_{VERSION}_amd64.deb")
+        if not os.path.exists(deb):
+            sys.exit(f"{deb} is missing (packaging.deb builds it)")
     lib = os.path.join(LIBS, "libtest_train.so")
     if not os.path.exists(lib):
         sys.exit(f"{lib} is missing (build test_train)")
