@@ -1,20 +1,30 @@
 #!/usr/bin/env bash
 # Installs traintl's build and test dependencies on Debian 12 (apt-get; root or sudo).
 # Does nothing when everything is already installed.
+#   scripts/install-deps.sh               everything: build, every test, packaging
+#   scripts/install-deps.sh --quickstart  only what scripts/quickstart.sh builds and runs
+#                                         (daemon, CLI, worker, LibTorch SDK, the example)
 set -euo pipefail
 
+# What the daemon, the CLI, the worker and the LibTorch example need to build and run.
 PACKAGES=(
-  build-essential cmake ninja-build pkg-config git ca-certificates
+  build-essential cmake ninja-build pkg-config ca-certificates
   libboost-dev libboost-program-options-dev libboost-system-dev
   nlohmann-json3-dev libsqlite3-dev libssl-dev libfast-float-dev
   libraft-dev libuv1-dev
   libtorch-dev libgloo-dev libopenblas0-pthread
-  catch2
-  python3 procps chromium
-  pybind11-dev libpython3.11-dev python3-numpy python3-torch
-  libxgboost-dev python3-xgboost
-  lintian systemd-container file
+  procps
 )
+if [ "${1:-}" != "--quickstart" ]; then
+  # Tests, the Python and XGBoost entry points, packaging.
+  PACKAGES+=(
+    git catch2
+    python3 chromium
+    pybind11-dev libpython3.11-dev python3-numpy python3-torch
+    libxgboost-dev python3-xgboost
+    lintian systemd-container file
+  )
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

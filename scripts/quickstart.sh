@@ -6,10 +6,11 @@ cd "$(dirname "$0")/.."
 ROOT="$PWD"
 BUILD_DIR="${BUILD_DIR:-build}"
 
-scripts/install-deps.sh
-# Only what it runs, with scripts/test.sh's build type and directory: test.sh afterwards
-# builds the rest, not everything again.
-TARGETS="traintld traintl traintl-worker traintl_torch digits_train" scripts/build.sh
+scripts/install-deps.sh --quickstart
+# Only what it runs, with scripts/test.sh's build type, flags and directory: test.sh
+# afterwards installs and builds the rest, not everything again.
+TRAINTL_BUILD_TESTS=OFF TARGETS="traintld traintl traintl-worker traintl_torch digits_train" \
+  scripts/build.sh
 BIN="$ROOT/$BUILD_DIR/bin"
 
 DATA="$ROOT/$BUILD_DIR/digits-data"
