@@ -6,11 +6,15 @@ cd "$(dirname "$0")/.."
 ROOT="$PWD"
 BUILD_DIR="${BUILD_DIR:-build}"
 
+t0=$(date +%s)
 scripts/install-deps.sh --quickstart
+t1=$(date +%s)
 # Only what it runs, with scripts/test.sh's build type, flags and directory: test.sh
 # afterwards installs and builds the rest, not everything again.
 TRAINTL_BUILD_TESTS=OFF TARGETS="traintld traintl traintl-worker traintl_torch digits_train" \
   scripts/build.sh
+t2=$(date +%s)
+echo "== dependencies took $((t1 - t0)) s, the build $((t2 - t1)) s"
 BIN="$ROOT/$BUILD_DIR/bin"
 
 DATA="$ROOT/$BUILD_DIR/digits-data"
@@ -58,5 +62,5 @@ echo "== traintl checkpoints $JOB"
 traintl checkpoints "$JOB"
 echo "== traintl logs $JOB -n 20 (every rank, interleaved)"
 traintl logs "$JOB" -n 20
-echo "== shutting down"
+echo "== shutting down ($(($(date +%s) - t0)) s since the start)"
 exit $rc
