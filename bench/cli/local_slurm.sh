@@ -36,10 +36,24 @@ chmod 755 "$S"
 PIDS=()
 cleanup() {
   local rc=$?
-  # Jobs first (their steps are ours), then the daemons, newest first.
+  # Jobs first, while slurmctld and slurmd can still end their steps (a slurmd told to stop
+  # with a step running waits for it), then the daemons, newest first; one that has not
+  # stopped after 5 s is killed. Whatever is left (a stray slurmstepd) dies with the PID
+  # namespace when this script, its PID 1, exits.
   scancel --quiet --user=root >/dev/null 2>&1 || true
-  for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do kill -TERM "${PIDS[i]}" 2>/dev/null || true; done
-  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  for _ in $(seq 50); do
+    [ -z "$(squeue -h -o %i 2>/dev/null)" ] && break
+    sleep 0.1
+  done
+  for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
+    kill -TERM "${PIDS[i]}" 2>/dev/null || true
+    for _ in $(seq 50); do
+      kill -0 "${PIDS[i]}" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -KILL "${PIDS[i]}" 2>/dev/null || true
+    wait "${PIDS[i]}" 2>/dev/null || true
+  done
   if [ "${LOCAL_SLURM_KEEP:-}" = 1 ]; then
     echo "local_slurm: state kept in $S" >&2
   else
