@@ -24,7 +24,10 @@ if [ "${LOCAL_SLURM_INSIDE:-}" != 1 ]; then
   done
   # --pid with --fork: this script is PID 1 of the namespace, so whatever is left when it
   # exits (a job step that slurmd forked, say) is killed by the kernel, not leaked.
-  exec env LOCAL_SLURM_INSIDE=1 unshare --net --pid --mount --fork --mount-proc -- "$0" "$@"
+  # --kill-child: a TERM (timeout, Ctrl-C) of unshare reaches this script inside, whose
+  # trap then tears down as on a normal exit.
+  exec env LOCAL_SLURM_INSIDE=1 unshare --net --pid --mount --fork --mount-proc \
+    --kill-child=TERM -- "$0" "$@"
 fi
 
 ip link set lo up
@@ -62,6 +65,7 @@ cleanup() {
   exit $rc
 }
 trap cleanup EXIT
+trap 'exit 143' TERM INT
 
 mkdir -p "$S/munge" "$S/state" "$S/spool" "$S/log" "$S/work"
 dd if=/dev/urandom of="$S/munge/munge.key" bs=1024 count=1 status=none
