@@ -2,8 +2,9 @@
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
-#include <openssl/rand.h>
+#include <sys/random.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -49,10 +50,19 @@ Result<std::string> Sha256FileHex(const std::string& path) {
 }
 
 std::string RandomHex(size_t n_bytes) {
+  // The kernel's CSPRNG rather than RAND_bytes: the first RAND_bytes of a process loads
+  // OpenSSL's config file and seeds a DRBG, a good part of a short CLI call (a submission
+  // id is all a `traintl submit` needs randomness for).
   std::vector<unsigned char> buf(n_bytes);
-  if (RAND_bytes(buf.data(), static_cast<int>(n_bytes)) != 1) {
-    std::fprintf(stderr, "RAND_bytes failed\n");
-    std::abort();  // no safe fallback for secrets
+  size_t filled = 0;
+  while (filled < n_bytes) {
+    const ssize_t n = getrandom(buf.data() + filled, n_bytes - filled, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      std::perror("getrandom");
+      std::abort();  // no safe fallback for secrets
+    }
+    filled += static_cast<size_t>(n);
   }
   return ToHex(buf.data(), n_bytes);
 }

@@ -1,5 +1,6 @@
 // SHA-256 digests (content addressing of uploaded libraries), random ids and tokens,
-// and constant-time comparison of secrets. Backed by OpenSSL's libcrypto.
+// and constant-time comparison of secrets. Digests and comparison: OpenSSL's libcrypto;
+// randomness: the kernel (getrandom(2)), so that no OpenSSL init is needed for it.
 //
 // Thread-safety: free functions, safe from any thread.
 #pragma once

@@ -6,6 +6,7 @@
 #include <exception>
 #include <limits>
 #include <utility>
+#include <vector>
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -265,15 +266,25 @@ Status ClientStream::Impl::Start(const ClientRequest& r) {
   sent = false;
   eof_body = false;
 
-  tcp::resolver::results_type endpoints;
-  TRAINTL_RETURN_IF_ERROR(Await(true, "resolving " + r.host, ec, [&](auto done) {
-    resolver.async_resolve(r.host, std::to_string(r.port),
-                           [&, done](const error_code& e, tcp::resolver::results_type found) {
-                             endpoints = std::move(found);
-                             done(e);
-                           });
-  }));
-  if (ec) return Status::Unavailable("cannot resolve '" + r.host + "': " + ec.message());
+  std::vector<tcp::endpoint> endpoints;
+  // An IP literal (the usual case of the CLI: its daemon's api_address is 127.0.0.1:port)
+  // is its own endpoint. Asio resolves on a thread it starts for each io_context's first
+  // lookup, and a short CLI call would pay that thread and getaddrinfo for nothing.
+  error_code not_literal;
+  const asio::ip::address literal = asio::ip::make_address(r.host, not_literal);
+  if (!not_literal) {
+    endpoints.emplace_back(literal, r.port);
+  } else {
+    TRAINTL_RETURN_IF_ERROR(Await(true, "resolving " + r.host, ec, [&](auto done) {
+      resolver.async_resolve(r.host, std::to_string(r.port),
+                             [&, done](const error_code& e, tcp::resolver::results_type found) {
+                               for (const auto& entry : found)
+                                 endpoints.push_back(entry.endpoint());
+                               done(e);
+                             });
+    }));
+    if (ec) return Status::Unavailable("cannot resolve '" + r.host + "': " + ec.message());
+  }
   TRAINTL_RETURN_IF_ERROR(Await(true, "connecting", ec,
                                 [&](auto done) { asio::async_connect(socket, endpoints, done); }));
   if (ec) return Status::Unavailable(ConnectErrorText(ec));

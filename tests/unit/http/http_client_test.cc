@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <filesystem>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -417,6 +418,84 @@ TEST_CASE("http client: connection failures are Unavailable") {
   auto bad = Exchange(r);
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.status().code() == Status::Code::kInvalidArgument);
+}
+
+// Threads of this process now (the entries of /proc/self/task).
+int ThreadCount() {
+  int n = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/task")) {
+    (void)entry;
+    ++n;
+  }
+  return n;
+}
+
+TEST_CASE("http client: an IP literal is connected to without a resolver thread") {
+  // Asio resolves on a thread of its own; the handler runs while the client waits for its
+  // answer, so it sees that thread when there is one.
+  std::atomic<int> threads_during{0};
+  TestServer server([&](const Request&, const TestServer::Write& w) {
+    threads_during = ThreadCount();
+    w(Response("200 OK", "", "ok"));
+  });
+  const int threads_before = ThreadCount();
+  ClientRequest r = Get(server, "/");
+
+  SECTION("IPv4") {
+    auto response = Exchange(r);
+    REQUIRE(response.ok());
+    CHECK(response->body == "ok");
+    CHECK(threads_during == threads_before);
+  }
+  SECTION("a host name is still resolved") {
+    r.host = "localhost";
+    auto response = Exchange(r);
+    // "localhost" may name ::1 first, where nothing listens: the next address is tried.
+    INFO((response.ok() ? "" : response.status().message()));
+    REQUIRE(response.ok());
+    CHECK(response->body == "ok");
+    // The way this test counts threads does see Asio's resolver thread.
+    CHECK(threads_during == threads_before + 1);
+  }
+  SECTION("a literal nothing listens on: connection refused, as when resolved") {
+    r.port = ClosedPort();
+    auto refused = Exchange(r);
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.status().code() == Status::Code::kUnavailable);
+    CHECK(refused.status().message() == "connection refused");
+  }
+  SECTION("an IPv6 literal") {
+    asio::io_context ioc;
+    boost::system::error_code ec;
+    tcp::acceptor v6(ioc);
+    v6.open(tcp::v6(), ec);
+    if (!ec) v6.bind(tcp::endpoint(asio::ip::make_address("::1"), 0), ec);
+    if (!ec) v6.listen(1, ec);
+    if (ec) {
+      WARN("no IPv6 loopback here (" << ec.message() << "): not tested");
+      return;
+    }
+    std::thread serve([&] {
+      tcp::socket socket(ioc);
+      boost::system::error_code e;
+      v6.accept(socket, e);
+      if (e) return;
+      boost::beast::flat_buffer buffer;
+      Request req;
+      bhttp::read(socket, buffer, req, e);
+      threads_during = ThreadCount();
+      asio::write(socket, asio::buffer(Response("200 OK", "", "v6")), e);
+      socket.shutdown(tcp::socket::shutdown_both, e);
+    });
+    const int with_server = ThreadCount();
+    r.host = "::1";
+    r.port = v6.local_endpoint().port();
+    auto response = Exchange(r);
+    serve.join();
+    REQUIRE(response.ok());
+    CHECK(response->body == "v6");
+    CHECK(threads_during == with_server);
+  }
 }
 
 TEST_CASE("http client: TLS is verified") {
