@@ -379,6 +379,17 @@ StateStore::JobPage StateStore::ListJobs(const JobQuery& q) const {
   return page;
 }
 
+namespace {
+
+// Retention leaves alone the jobs of a RUNNING experiment's trials, finished or not: its
+// scheduler still reads their histories (and PBT their checkpoints). SQLite runs the
+// subquery once, into an ephemeral index.
+constexpr const char* kNotOfRunningExperiment =
+    "id NOT IN (SELECT j.value FROM experiments e JOIN trials t ON t.experiment_id = e.id, "
+    "json_each(t.jobs) j WHERE e.state = 'RUNNING')";
+
+}  // namespace
+
 std::vector<std::string> StateStore::ExpiredJobs(int keep, int64_t ended_before_ms,
                                                  size_t limit) const {
   std::lock_guard<std::mutex> l(mu_);
@@ -396,13 +407,13 @@ std::vector<std::string> StateStore::ExpiredJobs(int keep, int64_t ended_before_
         "ORDER BY COALESCE(ended_at, submitted_at) DESC, id DESC LIMIT 1 OFFSET :keep");
     last.Bind(":keep", static_cast<int64_t>(keep - 1));
     if (last.Step()) {
-      Stmt s(
-          stmts_,
-          "SELECT COALESCE(ended_at, submitted_at), id FROM jobs INDEXED BY finished_jobs_by_end "
-          "WHERE state IN ('SUCCEEDED', 'FAILED', 'STOPPED') "
-          "AND (COALESCE(ended_at, submitted_at) < :t OR "
-          "(COALESCE(ended_at, submitted_at) = :t AND id < :id)) "
-          "ORDER BY COALESCE(ended_at, submitted_at), id LIMIT :limit");
+      Stmt s(stmts_, Sql("SELECT COALESCE(ended_at, submitted_at), id FROM jobs INDEXED BY "
+                         "finished_jobs_by_end WHERE state IN ('SUCCEEDED', 'FAILED', 'STOPPED') "
+                         "AND (COALESCE(ended_at, submitted_at) < :t OR "
+                         "(COALESCE(ended_at, submitted_at) = :t AND id < :id)) AND ",
+                         kNotOfRunningExperiment,
+                         " ORDER BY COALESCE(ended_at, submitted_at), id LIMIT :limit")
+                         .c_str());
       s.Bind(":t", last.Int(0))
           .Bind(":id", last.Text(1))
           .Bind(":limit", static_cast<int64_t>(limit));
@@ -410,11 +421,12 @@ std::vector<std::string> StateStore::ExpiredJobs(int keep, int64_t ended_before_
     }
   }
   if (ended_before_ms > 0) {
-    Stmt s(stmts_,
-           "SELECT COALESCE(ended_at, submitted_at), id FROM jobs INDEXED BY finished_jobs_by_end "
-           "WHERE state IN ('SUCCEEDED', 'FAILED', 'STOPPED') "
-           "AND COALESCE(ended_at, submitted_at) < :cutoff "
-           "ORDER BY COALESCE(ended_at, submitted_at), id LIMIT :limit");
+    Stmt s(stmts_, Sql("SELECT COALESCE(ended_at, submitted_at), id FROM jobs INDEXED BY "
+                       "finished_jobs_by_end WHERE state IN ('SUCCEEDED', 'FAILED', 'STOPPED') "
+                       "AND COALESCE(ended_at, submitted_at) < :cutoff AND ",
+                       kNotOfRunningExperiment,
+                       " ORDER BY COALESCE(ended_at, submitted_at), id LIMIT :limit")
+                       .c_str());
     s.Bind(":cutoff", ended_before_ms).Bind(":limit", static_cast<int64_t>(limit));
     while (s.Step()) found.emplace_back(s.Int(0), s.Text(1));
   }

@@ -73,7 +73,8 @@ class StateStore {
   JobPage ListJobs(const JobQuery& query) const;
   // Finished jobs (SUCCEEDED, FAILED, STOPPED) beyond the newest `keep` of them (by end
   // time; 0 = no count limit) or that ended before `ended_before_ms` (0 = no age limit),
-  // oldest first, at most `limit`.
+  // oldest first, at most `limit`. Never the jobs of a RUNNING experiment's trials (they
+  // still count towards `keep`).
   std::vector<std::string> ExpiredJobs(int keep, int64_t ended_before_ms, size_t limit) const;
   // Jobs in PENDING, STARTING or RUNNING, by priority desc then submit time. Without
   // `with_spec` the spec field is left empty: the head's scheduling pass reads every

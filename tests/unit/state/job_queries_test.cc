@@ -127,3 +127,52 @@ TEST_CASE("retention picks finished jobs past the count or the age, oldest first
   CHECK(store.ExpiredJobs(1, 0, 2) == V{"000000000001", "000000000002"});
   CHECK(store.ExpiredJobs(10, 0, 100).empty());
 }
+
+TEST_CASE("retention leaves the trial jobs of a running experiment alone") {
+  StateStore store;
+  auto finished = [&](const std::string& id, int64_t ended) {
+    JobRecord j;
+    j.id = id;
+    j.name = "n";
+    j.spec = "{}";
+    j.state = "SUCCEEDED";
+    j.submitted_at = ended - 10;
+    j.ended_at = ended;
+    store.Mutate([&](StateStore::Tx& tx) {
+      tx.InsertJob(j, "");
+      return std::string();
+    });
+  };
+  finished("000000000001", 1000);  // a trial's first job (PBT restarted it)
+  finished("000000000002", 2000);
+  finished("000000000003", 3000);  // the same trial's current job
+  finished("000000000004", 4000);
+  auto experiment = [&](const std::string& state) {
+    traintl::ExperimentRecord e;
+    e.id = "exp1";
+    e.name = "e";
+    e.spec = "{}";
+    e.state = state;
+    traintl::TrialRecord t;
+    t.experiment_id = "exp1";
+    t.name = "e_00000";
+    t.config = "{}";
+    t.job_id = "000000000003";
+    t.jobs = R"(["000000000001", "000000000003"])";
+    store.Mutate([&](StateStore::Tx& tx) {
+      if (tx.GetExperiment("exp1")) {
+        tx.UpdateExperiment(e);
+      } else {
+        tx.InsertExperiment(e, "");
+      }
+      tx.UpsertTrial(t);
+      return std::string();
+    });
+  };
+  using V = std::vector<std::string>;
+  experiment("RUNNING");
+  CHECK(store.ExpiredJobs(1, 0, 100) == V{"000000000002"});
+  CHECK(store.ExpiredJobs(0, 5000, 100) == V{"000000000002", "000000000004"});
+  experiment("SUCCEEDED");
+  CHECK(store.ExpiredJobs(1, 0, 100) == V{"000000000001", "000000000002", "000000000003"});
+}
