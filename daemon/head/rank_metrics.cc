@@ -23,7 +23,9 @@ void RankMetrics::Add(const std::string& job_id, int attempt, int rank, int seq,
     recency_.push_back(job_id);
   }
   std::deque<Entry>& ring = it->second[rank];
-  ring.push_back(Entry{attempt, seq, time_ms, metrics.dump()});
+  // `replace`: a report's string that is not UTF-8 must not throw on the io thread.
+  ring.push_back(
+      Entry{attempt, seq, time_ms, metrics.dump(-1, ' ', false, json::error_handler_t::replace)});
   while (ring.size() > options_.per_rank) ring.pop_front();
 }
 

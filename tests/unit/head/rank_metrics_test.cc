@@ -115,3 +115,13 @@ TEST_CASE("a zero bound keeps nothing") {
   no_jobs.Add("j", 1, 0, 0, 0, json::object());
   CHECK(no_jobs.History("j", {}) == json::object());
 }
+
+TEST_CASE("a report with a string that is not UTF-8 is kept, the bytes replaced, no throw") {
+  RankMetrics m;
+  json bad = {{"loss", 0.5}, {"tag", std::string("ok\xff")}};
+  REQUIRE_NOTHROW(m.Add("j", 1, 0, 0, 1000, bad));
+  json h = m.History("j", {});
+  REQUIRE(h["0"].size() == 1);
+  CHECK(h["0"][0]["metrics"]["loss"] == 0.5);
+  CHECK(h["0"][0]["metrics"]["tag"] == "ok\xef\xbf\xbd");  // U+FFFD
+}
