@@ -256,6 +256,10 @@ void StateStore::OpenFresh() {
       std::abort();
     }
   }
+  CreateSchemaLocked();
+}
+
+void StateStore::CreateSchemaLocked() {
   stmts_.Clear(db_);
   ExecOrDie(db_, kSchema);
   ExecOrDie(db_, kSchemaAfterMigrations);
@@ -304,9 +308,7 @@ Status StateStore::UseFile(const FileOptions& options) {
     OpenFresh();
     return st;
   }
-  stmts_.Clear(db_);
-  ExecOrDie(db_, kSchema);
-  ExecOrDie(db_, kSchemaAfterMigrations);
+  CreateSchemaLocked();
   return Status::Ok();
 }
 

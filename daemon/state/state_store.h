@@ -176,6 +176,8 @@ class StateStore {
   // A fresh, empty database (schema only): in memory, or in file_.path when set. Aborts
   // when SQLite cannot open it (a new in-memory database, or a file UseFile opened once).
   void OpenFresh() TRAINTL_REQUIRES(mu_);
+  // The schema in the empty database db_, its statements forgotten.
+  void CreateSchemaLocked() TRAINTL_REQUIRES(mu_);
   // Opens file_.path as db_ with the scratch file's settings.
   Status OpenFileLocked() TRAINTL_REQUIRES(mu_);
   // Restore into the file: the image becomes the file. mu_ held, statements cleared.

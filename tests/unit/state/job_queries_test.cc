@@ -24,6 +24,20 @@ void Insert(StateStore& store, const std::string& id, const std::string& name, i
   });
 }
 
+void InsertFinished(StateStore& store, const std::string& id, int64_t ended) {
+  JobRecord j;
+  j.id = id;
+  j.name = "n";
+  j.spec = "{}";
+  j.state = "SUCCEEDED";
+  j.submitted_at = ended - 10;
+  j.ended_at = ended;
+  store.Mutate([&](StateStore::Tx& tx) {
+    tx.InsertJob(j, "");
+    return std::string();
+  });
+}
+
 std::vector<std::string> Ids(const StateStore::JobPage& page) {
   std::vector<std::string> out;
   for (const auto& j : page.jobs) out.push_back(j.id);
@@ -101,23 +115,10 @@ TEST_CASE("the job list pages newest first and filters by state and name") {
 
 TEST_CASE("retention picks finished jobs past the count or the age, oldest first") {
   StateStore store;
-  auto finished = [&](const std::string& id, int64_t ended) {
-    JobRecord j;
-    j.id = id;
-    j.name = "n";
-    j.spec = "{}";
-    j.state = "SUCCEEDED";
-    j.submitted_at = ended - 10;
-    j.ended_at = ended;
-    store.Mutate([&](StateStore::Tx& tx) {
-      tx.InsertJob(j, "");
-      return std::string();
-    });
-  };
-  finished("000000000001", 1000);
-  finished("000000000002", 2000);
-  finished("000000000003", 3000);
-  finished("000000000004", 4000);
+  InsertFinished(store, "000000000001", 1000);
+  InsertFinished(store, "000000000002", 2000);
+  InsertFinished(store, "000000000003", 3000);
+  InsertFinished(store, "000000000004", 4000);
   Insert(store, "000000000005", "n", 100, "RUNNING");  // never, however old
   using V = std::vector<std::string>;
   CHECK(store.ExpiredJobs(0, 0, 100).empty());
@@ -130,23 +131,10 @@ TEST_CASE("retention picks finished jobs past the count or the age, oldest first
 
 TEST_CASE("retention leaves the trial jobs of a running experiment alone") {
   StateStore store;
-  auto finished = [&](const std::string& id, int64_t ended) {
-    JobRecord j;
-    j.id = id;
-    j.name = "n";
-    j.spec = "{}";
-    j.state = "SUCCEEDED";
-    j.submitted_at = ended - 10;
-    j.ended_at = ended;
-    store.Mutate([&](StateStore::Tx& tx) {
-      tx.InsertJob(j, "");
-      return std::string();
-    });
-  };
-  finished("000000000001", 1000);  // a trial's first job (PBT restarted it)
-  finished("000000000002", 2000);
-  finished("000000000003", 3000);  // the same trial's current job
-  finished("000000000004", 4000);
+  InsertFinished(store, "000000000001", 1000);  // a trial's first job (PBT restarted it)
+  InsertFinished(store, "000000000002", 2000);
+  InsertFinished(store, "000000000003", 3000);  // the same trial's current job
+  InsertFinished(store, "000000000004", 4000);
   auto experiment = [&](const std::string& state) {
     traintl::ExperimentRecord e;
     e.id = "exp1";
