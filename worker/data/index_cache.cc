@@ -269,7 +269,7 @@ class Builder {
         for (;;) {
           if (cancel_ != nullptr && cancel_->load()) return Status::Unavailable("cancelled");
           if (::flock(lock.get(), LOCK_EX | LOCK_NB) == 0) break;
-          if (errno != EWOULDBLOCK && errno != EINTR) break;  // then scanned below
+          if (errno != EWOULDBLOCK && errno != EINTR) break;  // then built without it
           std::this_thread::sleep_for(std::chrono::milliseconds(2));
         }
         TRAINTL_ASSIGN_OR_RETURN(done[entries[k].index], BuildLocked(entries[k]));
