@@ -5,8 +5,8 @@
 //            blocks of whole records (about block_bytes each), counting rows and lines
 //            where it must (quotes, row limits); a CSV block without a quote in a
 //            segment read to the end of its file, or in the whole index chunks of a
-//            segment with a row limit (the index counted their rows: SplitAtChunks),
-//            is cut at its last newline uncounted;
+//            segment with a row limit of a local file (the index counted their rows:
+//            SplitAtChunks), is cut at its last newline uncounted;
 //   parsers  num_threads threads turn blocks into columns (and count the uncounted);
 //   batcher  puts the parsed rows, in order, into batches of batch_size rows (through the
 //            local shuffle buffer when shuffling) and queues up to prefetch_batches of them;

@@ -97,8 +97,11 @@ Status BatchReader::ReadSegments() {
     if (stop_) return Status::Ok();
     if (dataset_->format() == Format::kNpy) {
       TRAINTL_RETURN_IF_ERROR(ReadNpySegment(seg));
-    } else if (dataset_->format() == Format::kCsv && index != nullptr) {
-      // The whole chunks of the segment need no row count: the index has it.
+    } else if (dataset_->format() == Format::kCsv && index != nullptr &&
+               !dataset_->files()[static_cast<size_t>(seg.file)].file.http) {
+      // The whole chunks of the segment need no row count: the index has it. (Not over
+      // HTTP: each piece is a request, which a server without Range support answers from
+      // the start of the file.)
       for (const SegmentPiece& piece : SplitAtChunks(seg, *index)) {
         if (stop_) return Status::Ok();
         TRAINTL_RETURN_IF_ERROR(ReadTextSegment(piece.seg, piece.end));
