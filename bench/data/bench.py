@@ -4,8 +4,10 @@ Measures, on one generated CSV file of a few hundred MB (16 float columns and an
   traintl    traintl-worker running libdata_bench_train.so: get_dataset_shard +
              iter_torch_batches(dtype=float32) + each batch's columns stacked into one
              [B, 17] tensor (column-major: torch::stack(dim=0).t()), 1 rank, and 2 ranks
-             splitting the file (each first counts the rows of the whole file), from the
-             page cache; 1 rank after evicting the file (cold); 1 rank with one parser
+             splitting the file (which needs the file's rows counted first: one rank counts
+             them and the other loads its row index from <trial_dir>/.data_index, each run
+             with a fresh trial dir; and, as before that index was shared, each rank
+             counting the whole file itself), from the page cache; 1 rank after evicting the file (cold); 1 rank with one parser
              thread (IterOptions::num_threads = 1; the others use the default); and 1 rank
              stacking row-major (torch::stack(dim=1), a strided copy);
   pandas     Debian's python3-pandas: pd.read_csv(path).to_numpy(dtype=np.float32);
@@ -85,12 +87,16 @@ def raw_read(path, cold):
     return seconds
 
 
-def traintl_run(worker, lib, path, world, tmp, cold=False, threads=0, stack="columns"):
+def traintl_run(worker, lib, path, world, tmp, cold=False, threads=0, stack="columns",
+                share_index=True):
     """Runs `world` traintl-worker ranks (this script plays the agent); their metrics.
 
     cold: evicts the file from the page cache first (and caches it again afterwards).
     threads: parser threads per rank (0 = the reader's default).
-    stack: how the library makes each batch one [rows, 17] tensor (bench_train.cc)."""
+    stack: how the library makes each batch one [rows, 17] tensor (bench_train.cc).
+    share_index: the ranks get a (fresh) trial dir, where they share the row index; without
+    it none, so that each rank counts the rows itself."""
+    trial_dir = tempfile.mkdtemp(dir=tmp, prefix="trial-") if share_index else ""
     if cold:
         evict(path)
     procs, sel, results, buffers = [], selectors.DefaultSelector(), {}, {}
@@ -99,7 +105,7 @@ def traintl_run(worker, lib, path, world, tmp, cold=False, threads=0, stack="col
                "world_size": world, "local_rank": rank, "local_world_size": world,
                "node_rank": 0, "library": lib, "function": "read_loop",
                "config": {"batch_size": 4096, "threads": threads, "stack": stack},
-               "trial_dir": tmp,
+               "trial_dir": trial_dir,
                "staging_dir": os.path.join(tmp, f"staging{rank}"), "master_addr": "127.0.0.1",
                "master_port": 0, "use_gpu": False,
                "datasets": {"bench": {"uri": "file://" + path, "format": "csv", "split": True}}}
@@ -187,10 +193,10 @@ def main():
     load_before = os.getloadavg()
     subprocess.run(["cat", args.data], stdout=subprocess.DEVNULL, check=True)  # warm up
 
-    samples = {k: [] for k in ("raw_warm", "raw_cold", "traintl1", "traintl2", "traintl1_cold",
-                               "traintl1_k1", "traintl1_rows", "pandas")}
-    cpu_samples = {k: [] for k in ("traintl1", "traintl2", "traintl1_cold", "traintl1_k1",
-                                   "traintl1_rows", "pandas")}
+    samples = {k: [] for k in ("raw_warm", "raw_cold", "traintl1", "traintl2", "traintl2_own",
+                               "traintl1_cold", "traintl1_k1", "traintl1_rows", "pandas")}
+    cpu_samples = {k: [] for k in ("traintl1", "traintl2", "traintl2_own", "traintl1_cold",
+                                   "traintl1_k1", "traintl1_rows", "pandas")}
     memory = {}
     rows_seen = None
     with tempfile.TemporaryDirectory(prefix="traintl-bench-data-") as tmp:
@@ -207,6 +213,10 @@ def main():
             samples["traintl2"].append(max(m["seconds"] for m in two))
             cpu_samples["traintl2"].append(sum(m["cpu_seconds"] for m in two))
             memory["traintl2"] = max(two, key=lambda m: m["peak_rss_bytes"])
+            own = traintl_run(worker, args.lib, args.data, 2, tmp, share_index=False)
+            samples["traintl2_own"].append(max(m["seconds"] for m in own))
+            cpu_samples["traintl2_own"].append(sum(m["cpu_seconds"] for m in own))
+            memory["traintl2_own"] = max(own, key=lambda m: m["peak_rss_bytes"])
             cold = traintl_run(worker, args.lib, args.data, 1, tmp, cold=True)[0]
             samples["traintl1_cold"].append(cold["seconds"])
             cpu_samples["traintl1_cold"].append(cold["cpu_seconds"])
@@ -253,15 +263,16 @@ def main():
         "|---|---|---|---|---|---|",
     ]
     names = {"traintl1": "traintl, 1 rank (iter_torch_batches -> float32 [B, 17])",
-             "traintl2": "traintl, 2 ranks splitting the file (incl. the row count)",
+             "traintl2": "traintl, 2 ranks splitting the file (incl. the row count, shared)",
+             "traintl2_own": "traintl, 2 ranks, each counting the rows itself (index not shared)",
              "traintl1_cold": "traintl, 1 rank, file evicted first (cold)",
              "traintl1_k1": "traintl, 1 rank, 1 parser thread (num_threads=1)",
              "traintl1_rows": "traintl, 1 rank, row-major [B, 17] (torch::stack(dim=1))",
              "pandas": "pandas read_csv().to_numpy(float32)",
              "raw_warm": "raw read: cat > /dev/null, page cache (warm)",
              "raw_cold": "raw read: cat > /dev/null, evicted first (cold)"}
-    for k in ("traintl1", "traintl2", "traintl1_cold", "traintl1_k1", "traintl1_rows", "pandas",
-              "raw_warm", "raw_cold"):
+    for k in ("traintl1", "traintl2", "traintl2_own", "traintl1_cold", "traintl1_k1",
+              "traintl1_rows", "pandas", "raw_warm", "raw_cold"):
         lines.append(f"| {names[k]} | {med[k]:.3f} | {mbps[k]:.0f} | "
                      f"{mbps[k] / mbps['pandas']:.2f}x | {mbps[k] / mbps['raw_warm']:.3f}x | "
                      f"{mbps[k] / mbps['raw_cold']:.3f}x |")
@@ -282,11 +293,18 @@ def main():
         "| reader | CPU seconds | MB per CPU second | vs pandas |",
         "|---|---|---|---|",
     ]
-    for k in ("traintl1", "traintl2", "traintl1_cold", "traintl1_k1", "traintl1_rows", "pandas"):
+    for k in ("traintl1", "traintl2", "traintl2_own", "traintl1_cold", "traintl1_k1",
+              "traintl1_rows", "pandas"):
         per_cpu = size / cpu_med[k] / 1e6
         lines.append(f"| {names[k]} | {cpu_med[k]:.3f} | {per_cpu:.0f} | "
                      f"{cpu_med['pandas'] / cpu_med[k]:.2f}x |")
     lines += [
+        "",
+        "Against issue 19's targets: cold 1 rank against cold cat "
+        f"{mbps['traintl1_cold'] / mbps['raw_cold']:.3f}x (target >= 0.5x); CPU of 2 ranks "
+        f"splitting the file against 1 rank {cpu_med['traintl2'] / cpu_med['traintl1']:.3f}x "
+        f"(target <= 1.1x; {cpu_med['traintl2_own'] / cpu_med['traintl1']:.3f}x with each rank "
+        "counting the rows itself).",
         "",
         "Peak memory (VmHWM of the reading process; \"before\" is its VmRSS just before "
         "reading, with LibTorch or pandas loaded):",
@@ -295,6 +313,7 @@ def main():
         "|---|---|---|---|",
     ]
     for k, label in (("traintl1", "traintl, 1 rank"), ("traintl2", "traintl, 2 ranks (each)"),
+                     ("traintl2_own", "traintl, 2 ranks, index not shared (each)"),
                      ("traintl1_cold", "traintl, 1 rank, cold"),
                      ("traintl1_k1", "traintl, 1 rank, 1 parser thread"),
                      ("traintl1_rows", "traintl, 1 rank, row-major stack"), ("pandas", "pandas")):
@@ -305,6 +324,9 @@ def main():
     lines += ["", f"traintl's first batch (1 rank) arrived after {first * 1000:.0f} ms.", ""]
     lines.append("Raw samples (seconds): " + json.dumps({k: [round(x, 4) for x in v]
                                                           for k, v in samples.items()}))
+    lines.append("")
+    lines.append("Raw samples (CPU seconds): " + json.dumps({k: [round(x, 4) for x in v]
+                                                              for k, v in cpu_samples.items()}))
     text = "\n".join(lines) + "\n"
     with open(args.results, "w") as f:
         f.write(text)

@@ -4,7 +4,9 @@
 //   reader   opens each segment of the epoch's plan (PlanEpoch) and cuts its bytes into
 //            blocks of whole records (about block_bytes each), counting rows and lines
 //            where it must (quotes, row limits); a CSV block without a quote in a
-//            segment read to the end of its file is cut at its last newline uncounted;
+//            segment read to the end of its file, or in the whole index chunks of a
+//            segment with a row limit of a local file (the index counted their rows:
+//            SplitAtChunks), is cut at its last newline uncounted;
 //   parsers  num_threads threads turn blocks into columns (and count the uncounted);
 //   batcher  puts the parsed rows, in order, into batches of batch_size rows (through the
 //            local shuffle buffer when shuffling) and queues up to prefetch_batches of them;
@@ -106,7 +108,9 @@ class BatchReader {
   void ParserMain();
   void BatcherMain();
   Status ReadSegments();
-  Status ReadTextSegment(const Segment& seg);
+  // Reads `seg` up to byte `end` of its file at most (a record boundary; UINT64_MAX = the
+  // end of the file).
+  Status ReadTextSegment(const Segment& seg, uint64_t end = UINT64_MAX);
   Status ReadNpySegment(const Segment& seg);
   // Hands a block (or the end, or an error) to the parsers; false when stopping.
   bool Emit(std::unique_ptr<Unit> unit);

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "common/status.h"
 #include "worker/data/batch_reader.h"
@@ -22,6 +23,18 @@ inline constexpr size_t kMaxRecordBytes = 64u << 20;
 // Unit::line of a block whose first line the reader did not count: the line after the
 // previous block's records (the batcher, which sees the blocks in order, knows it).
 inline constexpr int64_t kLineAfterPrevious = -1;
+
+// A segment with a row limit, cut where the row index says so: a counted head (the rest of
+// the first chunk, when the segment starts inside it), the run of chunks it needs whole,
+// read up to the start of the chunk after them (`end`) without a row count (the index
+// counted them), and a counted tail (the part of the last chunk it needs). Returns
+// {seg, UINT64_MAX} alone when the segment has no row limit or is not where `index` (in
+// file order) has a chunk.
+struct SegmentPiece {
+  Segment seg;
+  uint64_t end = UINT64_MAX;  // read up to this byte of the file at most
+};
+std::vector<SegmentPiece> SplitAtChunks(const Segment& seg, const std::vector<Chunk>& index);
 
 // A block of whole records (or whole .npy rows) of one file, or the end of the epoch or
 // an error, in epoch order (seq).

@@ -10,6 +10,44 @@
 namespace traintl {
 namespace data {
 
+std::vector<SegmentPiece> SplitAtChunks(const Segment& seg, const std::vector<Chunk>& index) {
+  if (seg.rows < 0) return {{seg, UINT64_MAX}};
+  auto it = std::lower_bound(index.begin(), index.end(), seg, [](const Chunk& c, const Segment& s) {
+    return c.file < s.file || (c.file == s.file && c.offset < s.offset);
+  });
+  if (it == index.end() || it->file != seg.file || it->offset != seg.offset ||
+      seg.skip_rows >= it->rows) {
+    return {{seg, UINT64_MAX}};
+  }
+  std::vector<SegmentPiece> out;
+  const int64_t need = seg.skip_rows + seg.rows;  // rows from the start of chunk *it
+  size_t i = static_cast<size_t>(it - index.begin());
+  int64_t before = 0;  // rows of the chunks from *it to index[i]
+  if (seg.skip_rows > 0) {
+    const int64_t take = std::min(it->rows - seg.skip_rows, seg.rows);
+    out.push_back({{seg.file, seg.offset, seg.line, seg.skip_rows, take}, UINT64_MAX});
+    before = it->rows;
+    ++i;
+    if (before >= need) return out;
+  }
+  size_t j = i;
+  int64_t whole = before;
+  while (j < index.size() && index[j].file == seg.file && whole + index[j].rows <= need) {
+    whole += index[j].rows;
+    ++j;
+  }
+  const bool more = j < index.size() && index[j].file == seg.file;
+  if (whole < need && !more) return {{seg, UINT64_MAX}};  // more rows than the index has
+  if (j > i) {
+    out.push_back(
+        {{seg.file, index[i].offset, index[i].line, 0, -1}, more ? index[j].offset : UINT64_MAX});
+  }
+  if (whole < need) {
+    out.push_back({{seg.file, index[j].offset, index[j].line, 0, need - whole}, UINT64_MAX});
+  }
+  return out;
+}
+
 void BatchReader::ReaderMain() {
   Status st = ReadSegments();
   if (stop_) return;
@@ -44,8 +82,9 @@ bool BatchReader::Emit(std::unique_ptr<Unit> unit) {
 Status BatchReader::ReadSegments() {
   std::vector<Segment> plan;
   const DatasetConfig& cfg = dataset_->config();
+  std::shared_ptr<const std::vector<Chunk>> index;
   if (dataset_->NeedsIndex(options_.shuffle)) {
-    TRAINTL_ASSIGN_OR_RETURN(auto index, dataset_->Index(&stop_));
+    TRAINTL_ASSIGN_OR_RETURN(index, dataset_->Index(&stop_));
     plan = PlanEpoch(*index, cfg.rank, cfg.world_size, cfg.split, options_.shuffle, options_.seed,
                      options_.epoch);
   } else {
@@ -58,6 +97,15 @@ Status BatchReader::ReadSegments() {
     if (stop_) return Status::Ok();
     if (dataset_->format() == Format::kNpy) {
       TRAINTL_RETURN_IF_ERROR(ReadNpySegment(seg));
+    } else if (dataset_->format() == Format::kCsv && index != nullptr &&
+               !dataset_->files()[static_cast<size_t>(seg.file)].file.http) {
+      // The whole chunks of the segment need no row count: the index has it. (Not over
+      // HTTP: each piece is a request, which a server without Range support answers from
+      // the start of the file.)
+      for (const SegmentPiece& piece : SplitAtChunks(seg, *index)) {
+        if (stop_) return Status::Ok();
+        TRAINTL_RETURN_IF_ERROR(ReadTextSegment(piece.seg, piece.end));
+      }
     } else {
       TRAINTL_RETURN_IF_ERROR(ReadTextSegment(seg));
     }
@@ -65,7 +113,7 @@ Status BatchReader::ReadSegments() {
   return Status::Ok();
 }
 
-Status BatchReader::ReadTextSegment(const Segment& seg) {
+Status BatchReader::ReadTextSegment(const Segment& seg, uint64_t end) {
   const FileInfo& fi = dataset_->files()[static_cast<size_t>(seg.file)];
   const bool csv = dataset_->format() == Format::kCsv;
   TRAINTL_ASSIGN_OR_RETURN(auto src,
@@ -84,7 +132,11 @@ Status BatchReader::ReadTextSegment(const Segment& seg) {
   bool line_known = true;
   while (left > 0 && !stop_ && !(eof && carry.size() == 0)) {
     auto unit = std::make_unique<Unit>();
-    const size_t want = eof ? 0 : options_.block_bytes;
+    // Up to `end` at most (a record boundary, so reaching it is like the end of the file).
+    const uint64_t at = offset + carry.size();  // where the source is
+    const size_t want = eof ? 0
+                            : static_cast<size_t>(std::min<uint64_t>(options_.block_bytes,
+                                                                     end > at ? end - at : 0));
     unit->bytes.Resize(carry.size() + want);
     if (carry.size() > 0) std::memcpy(unit->bytes.data(), carry.data(), carry.size());
     size_t len = carry.size();
@@ -98,7 +150,7 @@ Status BatchReader::ReadTextSegment(const Segment& seg) {
       }
       bytes_read_ += static_cast<int64_t>(*n);
       len += *n;
-      eof = *n < want;
+      eof = *n < want || at + *n >= end;
     }
     const char* data = unit->bytes.data();
     size_t used = 0;

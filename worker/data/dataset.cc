@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "proto/job_spec.h"
+#include "worker/data/index_cache.h"
 #include "worker/data/text_formats.h"
 
 namespace traintl {
@@ -355,13 +356,18 @@ Result<std::vector<Chunk>> Dataset::ScanFile(int index, const std::atomic<bool>*
 Result<std::shared_ptr<const std::vector<Chunk>>> Dataset::Index(const std::atomic<bool>* cancel) {
   std::lock_guard<std::mutex> lock(index_mu_);
   if (index_) return index_;
-  auto chunks = std::make_shared<std::vector<Chunk>>();
-  for (size_t i = 0; i < files_.size(); ++i) {
-    TRAINTL_ASSIGN_OR_RETURN(std::vector<Chunk> c, ScanFile(static_cast<int>(i), cancel));
-    chunks->insert(chunks->end(), c.begin(), c.end());
-  }
-  index_ = std::move(chunks);
+  TRAINTL_ASSIGN_OR_RETURN(
+      std::vector<Chunk> chunks,
+      BuildSharedIndex(
+          options_.index_dir, files_, format_, options_.chunk_bytes, options_.http,
+          [&](int i) { return ScanFile(i, cancel); }, cancel, &index_stats_));
+  index_ = std::make_shared<const std::vector<Chunk>>(std::move(chunks));
   return index_;
+}
+
+IndexStats Dataset::index_stats() const {
+  std::lock_guard<std::mutex> lock(index_mu_);
+  return index_stats_;
 }
 
 std::optional<int64_t> Dataset::TotalRows() const {

@@ -55,6 +55,18 @@ struct ShardOptions {
   // order and of seeking. Default: 1 MiB.
   size_t chunk_bytes = 1 << 20;
   HttpOptions http;
+  // A directory where the ranks of a node share the row index, so that one of them scans
+  // each file (index_cache.h); "" = not shared. DatasetService passes
+  // <trial_dir>/.data_index. Default: "".
+  std::string index_dir;
+};
+
+// What building the row index did, per data file (index_cache.h).
+struct IndexStats {
+  int64_t files_scanned = 0;     // scanned (line-counted) by this Dataset
+  int64_t files_loaded = 0;      // loaded from the shared index: another rank's scan
+  int64_t files_stored = 0;      // scanned and stored in the shared index
+  int64_t entries_rejected = 0;  // shared entries found corrupt or truncated (then rebuilt)
 };
 
 // Where the dataset is and which part of it this rank reads.
@@ -149,6 +161,8 @@ class Dataset {
   Result<std::shared_ptr<const std::vector<Chunk>>> Index(const std::atomic<bool>* cancel);
   // Total rows, when known without a scan (.npy) or once the index exists.
   std::optional<int64_t> TotalRows() const;
+  // What building the index did (zeros before it is built).
+  IndexStats index_stats() const;
 
  private:
   Dataset() = default;
@@ -164,6 +178,7 @@ class Dataset {
 
   mutable std::mutex index_mu_;
   std::shared_ptr<const std::vector<Chunk>> index_ TRAINTL_GUARDED_BY(index_mu_);
+  IndexStats index_stats_ TRAINTL_GUARDED_BY(index_mu_);
 };
 
 }  // namespace data

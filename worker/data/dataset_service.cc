@@ -219,6 +219,12 @@ int DatasetService::ShardOpen(void* ctx, const char* name, const char* options_j
       }
     }
     if (!st.ok()) return self->Fail(Status::InvalidArgument(prefix + st.message()), err, err_len);
+    // The ranks of a node share the row index there (index_cache.h): one scans each file.
+    auto trial_dir = self->context_.find("trial_dir");
+    if (trial_dir != self->context_.end() && trial_dir->is_string() &&
+        !trial_dir->get<std::string>().empty()) {
+      options.index_dir = trial_dir->get<std::string>() + "/.data_index";
+    }
 
     DatasetConfig config;
     config.name = ds_name;

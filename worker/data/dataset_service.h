@@ -30,7 +30,8 @@ namespace data {
 class DatasetService {
  public:
   // `context`: the worker context object (docs/WORKER_PROTOCOL.md); this reads its
-  // "datasets", "world_rank", "world_size" and "local_world_size".
+  // "datasets", "world_rank", "world_size", "local_world_size" and "trial_dir" (the row
+  // index that the ranks of a node share lives in <trial_dir>/.data_index, index_cache.h).
   explicit DatasetService(nlohmann::json context);
   ~DatasetService();
   DatasetService(const DatasetService&) = delete;

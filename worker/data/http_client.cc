@@ -51,6 +51,14 @@ Result<std::unique_ptr<HttpBodyReader>> HttpBodyReader::Open(const std::string& 
   std::unique_ptr<HttpBodyReader> reader(new HttpBodyReader(url, std::move(stream), at_end));
   reader->range_honoured_ = reader->stream_->range_honoured();
   reader->total_size_ = reader->stream_->total_size();
+  // A weak ETag ("W/...") promises equivalent content, not the same bytes.
+  const std::string etag = reader->stream_->header("ETag");
+  const std::string modified = reader->stream_->header("Last-Modified");
+  if (!etag.empty() && etag.rfind("W/", 0) != 0) {
+    reader->validator_ = "etag:" + etag;
+  } else if (!modified.empty()) {
+    reader->validator_ = "modified:" + modified;
+  }
   return reader;
 }
 

@@ -54,6 +54,9 @@ class HttpBodyReader {
   bool range_honoured() const { return range_honoured_; }
   // The size of the whole resource when the server said (Content-Range or Content-Length).
   std::optional<uint64_t> total_size() const { return total_size_; }
+  // What tells this version of the resource from others: the response's strong ETag
+  // ("etag:<value>"), else its Last-Modified ("modified:<value>"); "" when it has neither.
+  const std::string& validator() const { return validator_; }
 
  private:
   HttpBodyReader(std::string url, std::unique_ptr<http::ClientStream> stream, bool at_end);
@@ -63,6 +66,7 @@ class HttpBodyReader {
   bool at_end_;  // 416: the offset is at or past the end
   bool range_honoured_ = true;
   std::optional<uint64_t> total_size_;
+  std::string validator_;
 };
 
 }  // namespace data

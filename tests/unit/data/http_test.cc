@@ -63,6 +63,7 @@ class TestHttpServer {
     bool ranges = true;    // honour Range (206); otherwise answer 200 with everything
     bool chunked = false;  // chunked transfer encoding instead of Content-Length
     bool tls = false;      // https with kTestCert
+    std::string etag;      // "strong": an ETag of the file's bytes; "weak": W/ one; "": none
   };
   TestHttpServer(std::string root, Options options)
       : root_(std::move(root)),
@@ -127,6 +128,10 @@ class TestHttpServer {
       res.body() = "not found";
     } else {
       std::string body = *text;
+      if (!options_.etag.empty()) {
+        const std::string tag = "\"" + std::to_string(std::hash<std::string>{}(body)) + "\"";
+        res.set(http::field::etag, options_.etag == "weak" ? "W/" + tag : tag);
+      }
       auto range = req.find(http::field::range);
       if (range != req.end()) {
         std::lock_guard<std::mutex> lock(mu_);
@@ -236,6 +241,46 @@ TEST_CASE("http: split shards seek with Range requests, or skip when the server 
     const auto seen = server.ranges();
     CHECK(std::count_if(seen.begin(), seen.end(),
                         [](const std::string& r) { return r != "bytes=0-"; }) >= 2);
+  }
+}
+
+TEST_CASE("http: split ranks share the row index when the server sends a strong ETag") {
+  TempDir dir;
+  WriteIdCsv(dir / "train.csv", 0, 3001);
+  for (const std::string etag : {"strong", "weak", ""}) {
+    INFO("etag " << etag);
+    TestHttpServer server(dir.path(), {true, false, false, etag});
+    ShardOptions so;
+    so.chunk_bytes = 4096;
+    so.index_dir = dir / ("idx-" + etag);
+    std::vector<int64_t> all;
+    int64_t scanned = 0, loaded = 0;
+    for (int rank = 0; rank < 3; ++rank) {
+      auto ds = OpenDataset(server.url("train.csv"), rank, 3, true, so);
+      scanned += ds->index_stats().files_scanned;
+      loaded += ds->index_stats().files_loaded;
+      IterOptions o;
+      o.batch_size = 64;
+      Epoch e = ReadEpoch(ds, o);
+      INFO(e.status.message());
+      REQUIRE(e.status.ok());
+      CHECK(e.ids.size() == 1001);
+      all.insert(all.end(), e.ids.begin(), e.ids.end());
+    }
+    // Only a strong ETag says the bytes are the same (a weak one promises equivalence).
+    CHECK(scanned == (etag == "strong" ? 1 : 3));
+    CHECK(loaded == (etag == "strong" ? 2 : 0));
+    std::sort(all.begin(), all.end());
+    all.erase(std::unique(all.begin(), all.end()), all.end());
+    CHECK(all == Iota(3001));
+    if (etag == "strong") {
+      // The file changes (its ETag with it): scanned again.
+      WriteIdCsv(dir / "train.csv", 0, 3002);
+      auto ds = OpenDataset(server.url("train.csv"), 0, 3, true, so);
+      CHECK(ds->index_stats().files_scanned == 1);
+      CHECK(ds->TotalRows() == std::optional<int64_t>(3002));
+      WriteIdCsv(dir / "train.csv", 0, 3001);
+    }
   }
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "data_test_util.h"
+#include "worker/data/batch_reader_internal.h"
 
 using namespace traintl::data;
 using namespace traintl::data::testing;
@@ -388,4 +389,105 @@ TEST_CASE("parallel parse: the window bounds the blocks in flight for any K") {
     CHECK(e.stats.peak_buffered_bytes < static_cast<int64_t>(t.size()) / 4);
     CHECK(e.stats.buffered_bytes == 0);
   }
+}
+
+TEST_CASE("split shards: the whole index chunks of a segment are read uncounted, rows exact") {
+  TempDir dir;
+  Write(dir / "a.csv", AwkwardCsv(700));
+  // Quote-free: every whole chunk goes through the uncounted path.
+  std::string plain = "id,x,note,y\n";
+  for (int64_t i = 0; i < 4000; ++i) {
+    plain += std::to_string(i) + "," + std::to_string(i * 0.5) + ",n" + std::to_string(i) + ",1\n";
+    if (i % 97 == 0) plain += "\r\n";
+  }
+  Write(dir / "b.csv", plain);
+  for (const char* name : {"a.csv", "b.csv"}) {
+    for (size_t chunk : {size_t{3000}, size_t{20000}, size_t{1} << 20}) {
+      ShardOptions so;
+      so.chunk_bytes = chunk;
+      IterOptions o;
+      o.batch_size = 1;  // one row per batch: rows compare one by one
+      auto whole = ReadAll(OpenDataset("file://" + dir.path() + "/" + name, 0, 1, true, so), o);
+      REQUIRE(whole.error.empty());
+      const size_t n = whole.batches.size();
+      for (int world : {2, 3, 7}) {
+        for (size_t block : {size_t{1024}, size_t{8192}}) {
+          INFO(name << ", chunk_bytes " << chunk << ", world " << world << ", block " << block);
+          o.block_bytes = block;
+          // The ranks' rows in rank order: every row in file order, then the first rows again
+          // (the last rank's padding).
+          std::vector<std::string> rows;
+          for (int r = 0; r < world; ++r) {
+            auto ds = OpenDataset("file://" + dir.path() + "/" + name, r, world, true, so);
+            for (int k : {1, 2}) {
+              o.num_threads = k;
+              auto d = ReadAll(ds, o);
+              REQUIRE(d.error.empty());
+              CHECK(d.batches.size() == (n + world - 1) / world);
+              if (k == 1) rows.insert(rows.end(), d.batches.begin(), d.batches.end());
+            }
+          }
+          REQUIRE(rows.size() == (n + world - 1) / world * world);
+          for (size_t i = 0; i < rows.size(); ++i) {
+            INFO("row " << i);
+            REQUIRE(rows[i] == whole.batches[i % n]);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("split shards: a bad row inside a rank's whole chunks names its line") {
+  TempDir dir;
+  std::string t = "id,x\n";
+  for (int64_t i = 0; i < 5000; ++i) {
+    t += std::to_string(i) + "," + (i == 3777 ? std::string("oops") : std::to_string(i)) + "\n";
+    if (i % 100 == 0) t += "\n";
+  }
+  Write(dir / "bad.csv", t);
+  ShardOptions so;
+  so.chunk_bytes = 2048;
+  so.column_types = {{"x", DType::kInt64}};
+  // Row 3777 is on line 3777 + 2 + 38 blank lines (after rows 0, 100, ..., 3700).
+  auto ds = OpenDataset("file://" + dir.path() + "/bad.csv", 1, 2, true, so);
+  IterOptions o;
+  o.block_bytes = 1024;
+  o.batch_size = 10;
+  for (int k : {1, 2}) {
+    o.num_threads = k;
+    Epoch e = ReadEpoch(ds, o);
+    CHECK_THAT(e.status.message(),
+               Catch::StartsWith(dir / "bad.csv:3817: column 'x': cannot parse 'oops'"));
+    CHECK(e.ids.size() == 1270);  // rows 2500..3769: the batches before the bad row
+  }
+}
+
+TEST_CASE("SplitAtChunks: head, whole chunks, tail") {
+  const std::vector<Chunk> index = {
+      {0, 10, 2, 5}, {0, 100, 7, 5}, {0, 200, 12, 5}, {1, 5, 2, 4}, {1, 50, 6, 4}};
+  using P = std::vector<SegmentPiece>;
+  auto pieces = [&](Segment s) { return SplitAtChunks(s, index); };
+  auto same = [](const P& a, const P& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (!(a[i].seg == b[i].seg) || a[i].end != b[i].end) return false;
+    }
+    return true;
+  };
+  // Whole chunks 0 and 1 uncounted up to chunk 2, then 2 rows of chunk 2.
+  CHECK(same(pieces({0, 10, 2, 0, 12}),
+             P{{{0, 10, 2, 0, -1}, 200}, {{0, 200, 12, 0, 2}, UINT64_MAX}}));
+  // From inside chunk 0 to the end of the file: a head, then the rest to the end.
+  CHECK(same(pieces({0, 10, 2, 3, 12}),
+             P{{{0, 10, 2, 3, 2}, UINT64_MAX}, {{0, 100, 7, 0, -1}, UINT64_MAX}}));
+  // Inside one chunk only.
+  CHECK(same(pieces({0, 100, 7, 1, 3}), P{{{0, 100, 7, 1, 3}, UINT64_MAX}}));
+  CHECK(same(pieces({1, 5, 2, 0, 3}), P{{{1, 5, 2, 0, 3}, UINT64_MAX}}));
+  // One whole chunk: up to the next one.
+  CHECK(same(pieces({1, 5, 2, 0, 4}), P{{{1, 5, 2, 0, -1}, 50}}));
+  // Not at a chunk, no row limit, or more rows than the file has: as it is.
+  CHECK(same(pieces({0, 11, 2, 0, 3}), P{{{0, 11, 2, 0, 3}, UINT64_MAX}}));
+  CHECK(same(pieces({0, 10, 2, 0, -1}), P{{{0, 10, 2, 0, -1}, UINT64_MAX}}));
+  CHECK(same(pieces({1, 5, 2, 0, 9}), P{{{1, 5, 2, 0, 9}, UINT64_MAX}}));
 }
