@@ -68,7 +68,7 @@ bool operator==(const DatasetSpec& a, const DatasetSpec& b);
 inline bool operator!=(const DatasetSpec& a, const DatasetSpec& b) { return !(a == b); }
 
 // The format a dataset file is read as: `format` when set, else from the extension of the
-// URI's path (.csv, .jsonl/.ndjson, .npy; .parquet/.pq, which the validator refuses);
+// URI's path (.csv, .jsonl/.ndjson, .npy, .parquet/.pq);
 // "" when it cannot be told.
 std::string InferDatasetFormat(const DatasetSpec& dataset);
 

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "worker/data/batch_reader_internal.h"
+#include "worker/data/parquet_format.h"
 #include "worker/data/shuffle_buffer.h"
 #include "worker/data/text_formats.h"
 
@@ -146,6 +147,9 @@ Status BatchReader::ParseUnit(const Unit& unit, int64_t line, RowBlock* out, int
       }
       out->num_rows = unit.rows;
       return Status::Ok();
+    case Format::kParquet:
+      return DecodeParquetRows(fi, unit.row_group, ParquetLeaves(unit.file), data, len,
+                               unit.skip_rows, unit.rows, schema_, out);
   }
   return Status::Internal("unknown format");
 }

@@ -108,6 +108,9 @@ class BatchReader {
   Status ReadSegments();
   Status ReadTextSegment(const Segment& seg);
   Status ReadNpySegment(const Segment& seg);
+  Status ReadParquetSegment(const Segment& seg);  // batch_reader_parquet.cc
+  // Parquet: the leaf of file `file` that each output column is.
+  std::vector<int> ParquetLeaves(int file) const;
   // Hands a block (or the end, or an error) to the parsers; false when stopping.
   bool Emit(std::unique_ptr<Unit> unit);
   // Parses `unit` as if its first line were `line`; *lines (when not null) gets the lines

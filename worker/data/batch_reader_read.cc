@@ -58,6 +58,8 @@ Status BatchReader::ReadSegments() {
     if (stop_) return Status::Ok();
     if (dataset_->format() == Format::kNpy) {
       TRAINTL_RETURN_IF_ERROR(ReadNpySegment(seg));
+    } else if (dataset_->format() == Format::kParquet) {
+      TRAINTL_RETURN_IF_ERROR(ReadParquetSegment(seg));
     } else {
       TRAINTL_RETURN_IF_ERROR(ReadTextSegment(seg));
     }
