@@ -178,8 +178,17 @@ Result<std::shared_ptr<const ParquetLayout>> ReadParquetLayout(const DataFile& f
   } else {
     TRAINTL_ASSIGN_OR_RETURN(footer, ReadRange(file, footer_start, footer_len, options));
   }
-  auto meta =
-      parquet::DecodeFileMetaData(reinterpret_cast<const uint8_t*>(footer.data()), footer.size());
+  return ParseParquetFooter(name, size, reinterpret_cast<const uint8_t*>(footer.data()),
+                            footer.size());
+}
+
+Result<std::shared_ptr<const ParquetLayout>> ParseParquetFooter(const std::string& name,
+                                                                uint64_t size,
+                                                                const uint8_t* footer,
+                                                                size_t footer_len) {
+  if (uint64_t{footer_len} + 12 > size) return Bad(name, "the footer does not fit the file");
+  const uint64_t footer_start = size - 8 - footer_len;
+  auto meta = parquet::DecodeFileMetaData(footer, footer_len);
   if (!meta.ok()) return Bad(name, meta.status().message());
   auto layout = std::make_shared<ParquetLayout>();
   layout->file_size = size;

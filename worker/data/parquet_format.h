@@ -68,6 +68,14 @@ ByteRange ColumnChunkRange(const parquet::ColumnMetaData& m);
 Result<std::shared_ptr<const ParquetLayout>> ReadParquetLayout(const DataFile& file,
                                                                const SourceOptions& options);
 
+// The checks of ReadParquetLayout after the magic numbers: decodes and checks `footer`
+// (the metadata of a file of `size` bytes named `name`, which ends 8 bytes before the end).
+// Pure; also the entry of the fuzz target tests/fuzz/fuzz_parquet.
+Result<std::shared_ptr<const ParquetLayout>> ParseParquetFooter(const std::string& name,
+                                                                uint64_t size,
+                                                                const uint8_t* footer,
+                                                                size_t footer_len);
+
 // Dataset::Open's step for Parquet files: reads the footer of (*files)[i], and for the first
 // file sets *schema (its columns in file order, `column_types` applied: numeric columns may
 // be read as any numeric type, strings only as strings); later files must have the same

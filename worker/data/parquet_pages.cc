@@ -340,7 +340,10 @@ class ChunkDecoder {
       } else {
         return Bad("a page of unknown type " + std::to_string(h.type));
       }
-      if (n < 0) return Bad("a page with a negative number of values");
+      if (n < 0 || n > kMaxPageValues) {
+        return Bad("a page claims " + std::to_string(n) + " values (at most " +
+                   std::to_string(kMaxPageValues) + " per page are read)");
+      }
       if (row + n > skip) {
         const int64_t lo = std::max<int64_t>(skip - row, 0);
         const int64_t hi = std::min<int64_t>(end - row, n);
@@ -411,7 +414,7 @@ class ChunkDecoder {
         if (len < 4) return Bad("the page ends before its definition levels");
         const uint32_t k = LoadU32(p);
         if (k > len - 4) return Bad("definition levels longer than their page");
-        TRAINTL_RETURN_IF_ERROR(ReadDefs(p + 4, k, n));
+        TRAINTL_RETURN_IF_ERROR(ReadDefs(p + 4, k, hi));
         p += 4 + k;
         len -= 4 + k;
       }
@@ -426,7 +429,7 @@ class ChunkDecoder {
       }
       const size_t k = static_cast<size_t>(v2.definition_levels_byte_length);
       if (desc_.optional) {
-        TRAINTL_RETURN_IF_ERROR(ReadDefs(page, k, n));
+        TRAINTL_RETURN_IF_ERROR(ReadDefs(page, k, hi));
       } else if (k != 0) {
         return Bad("a REQUIRED column's page has definition levels");
       }
@@ -434,7 +437,8 @@ class ChunkDecoder {
       TRAINTL_ASSIGN_OR_RETURN(
           p, Uncompressed(page + k, page_len - k, len, v2.is_compressed, &page_buf_));
     }
-    size_t present = n;
+    // Only the values up to row `hi` are decoded: a page's rows after it are not needed.
+    size_t present = hi;
     if (desc_.optional) {
       present = 0;
       for (uint32_t d : defs_) present += d;

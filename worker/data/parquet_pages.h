@@ -29,8 +29,11 @@ namespace traintl {
 namespace data {
 namespace parquet {
 
-// A page whose header claims more uncompressed bytes than this is refused.
+// A page whose header claims more uncompressed bytes, or more values, than this is
+// refused: with the row range a caller asks for, these bound what decoding allocates
+// (RLE can claim billions of values in a few bytes).
 inline constexpr int64_t kMaxPageBytes = 256ll << 20;
+inline constexpr int64_t kMaxPageValues = 64ll << 20;
 
 // What decoding a column chunk needs from the file metadata.
 struct ChunkDesc {
