@@ -137,6 +137,20 @@ struct Values {
   std::vector<Str> strs;
 };
 
+// Bytes per PLAIN value of a fixed-width numeric type; 0 for the others.
+size_t FixedWidth(int32_t type) {
+  switch (static_cast<PhysicalType>(type)) {
+    case PhysicalType::kInt32:
+    case PhysicalType::kFloat:
+      return 4;
+    case PhysicalType::kInt64:
+    case PhysicalType::kDouble:
+      return 8;
+    default:
+      return 0;
+  }
+}
+
 template <typename T>
 Status PlainFixed(const uint8_t* p, size_t len, size_t n, std::vector<T>* out) {
   if (n > len / sizeof(T)) {
@@ -227,14 +241,31 @@ Status NullError(int64_t row, DType dtype) {
 
 // Appends rows [lo, hi) of a page (whose definition levels are `defs`, empty when the
 // column is REQUIRED) with values `vals` (non-null ones only) to `out` as OutT.
+// Values of type T at p (not necessarily aligned): PLAIN data in a page, or a vector.
+template <typename T>
+struct Span {
+  const uint8_t* p = nullptr;
+  size_t n = 0;
+  size_t size() const { return n; }
+  T operator[](size_t i) const {
+    T v;
+    std::memcpy(&v, p + i * sizeof(T), sizeof(T));
+    return v;
+  }
+};
+template <typename T>
+Span<T> SpanOf(const std::vector<T>& v) {
+  return {reinterpret_cast<const uint8_t*>(v.data()), v.size()};
+}
+
 template <typename OutT, typename InT>
-Status Emit(const std::vector<InT>& vals, const std::vector<uint32_t>& defs, size_t lo, size_t hi,
+Status Emit(Span<InT> vals, const std::vector<uint32_t>& defs, size_t lo, size_t hi,
             int64_t page_first_row, DType dtype, ColumnData* out) {
   OutT* dst = reinterpret_cast<OutT*>(out->values.Extend((hi - lo) * sizeof(OutT)));
   if (defs.empty()) {
     if (hi > vals.size()) return Bad("a page holds fewer values than it says");
     if constexpr (std::is_same<OutT, InT>::value) {
-      std::memcpy(dst, vals.data() + lo, (hi - lo) * sizeof(OutT));
+      std::memcpy(dst, vals.p + lo * sizeof(InT), (hi - lo) * sizeof(OutT));
     } else {
       for (size_t i = lo; i < hi; ++i) *dst++ = static_cast<OutT>(vals[i]);
     }
@@ -256,7 +287,7 @@ Status Emit(const std::vector<InT>& vals, const std::vector<uint32_t>& defs, siz
 }
 
 template <typename InT>
-Status EmitAs(const std::vector<InT>& vals, const std::vector<uint32_t>& defs, size_t lo, size_t hi,
+Status EmitAs(Span<InT> vals, const std::vector<uint32_t>& defs, size_t lo, size_t hi,
               int64_t first, DType dtype, ColumnData* out) {
   switch (dtype) {
     case DType::kFloat32:
@@ -443,7 +474,7 @@ class ChunkDecoder {
       present = 0;
       for (uint32_t d : defs_) present += d;
     }
-    vals_ = Values();
+    plain_ = nullptr;
     TRAINTL_RETURN_IF_ERROR(DecodeValues(encoding, p, len, present));
     return EmitPage(lo, hi, first_row);
   }
@@ -457,8 +488,18 @@ class ChunkDecoder {
 
   Status DecodeValues(int32_t encoding, const uint8_t* p, size_t len, size_t n) {
     switch (static_cast<Encoding>(encoding)) {
-      case Encoding::kPlain:
-        return DecodePlain(desc_.type, p, len, n, &vals_);
+      case Encoding::kPlain: {
+        const size_t width = FixedWidth(desc_.type);
+        if (width == 0) return DecodePlain(desc_.type, p, len, n, &vals_);
+        // Fixed-width values are emitted straight from the page, not copied first.
+        if (n > len / width) {
+          return Bad(std::to_string(n) + " values need " + std::to_string(n * width) +
+                     " bytes, the page has " + std::to_string(len));
+        }
+        plain_ = p;
+        plain_count_ = n;
+        return Status::Ok();
+      }
       case Encoding::kPlainDictionary:
       case Encoding::kRleDictionary: {
         if (!has_dict_) return Bad("a dictionary-encoded page without a dictionary page");
@@ -489,17 +530,22 @@ class ChunkDecoder {
   }
 
   Status EmitPage(size_t lo, size_t hi, int64_t first) {
+    const bool plain = plain_ != nullptr;
     switch (static_cast<PhysicalType>(desc_.type)) {
       case PhysicalType::kBoolean:
-        return EmitAs(vals_.bools, defs_, lo, hi, first, dtype_, out_);
+        return EmitAs(SpanOf(vals_.bools), defs_, lo, hi, first, dtype_, out_);
       case PhysicalType::kInt32:
-        return EmitAs(vals_.i32, defs_, lo, hi, first, dtype_, out_);
+        return EmitAs(plain ? Span<int32_t>{plain_, plain_count_} : SpanOf(vals_.i32), defs_, lo,
+                      hi, first, dtype_, out_);
       case PhysicalType::kInt64:
-        return EmitAs(vals_.i64, defs_, lo, hi, first, dtype_, out_);
+        return EmitAs(plain ? Span<int64_t>{plain_, plain_count_} : SpanOf(vals_.i64), defs_, lo,
+                      hi, first, dtype_, out_);
       case PhysicalType::kFloat:
-        return EmitAs(vals_.f32, defs_, lo, hi, first, dtype_, out_);
+        return EmitAs(plain ? Span<float>{plain_, plain_count_} : SpanOf(vals_.f32), defs_, lo, hi,
+                      first, dtype_, out_);
       case PhysicalType::kDouble:
-        return EmitAs(vals_.f64, defs_, lo, hi, first, dtype_, out_);
+        return EmitAs(plain ? Span<double>{plain_, plain_count_} : SpanOf(vals_.f64), defs_, lo, hi,
+                      first, dtype_, out_);
       case PhysicalType::kByteArray:
         return EmitStrings(vals_.strs, defs_, lo, hi, first, out_);
       default:
@@ -517,7 +563,9 @@ class ChunkDecoder {
   Values dict_;
   bool has_dict_ = false;
   Buffer page_buf_;
-  Values vals_;
+  Values vals_;                     // decoded values of the page, unless plain_
+  const uint8_t* plain_ = nullptr;  // PLAIN fixed-width values of the page, in place
+  size_t plain_count_ = 0;
   std::vector<uint32_t> defs_;
   std::vector<uint32_t> idx_;
 };
@@ -548,7 +596,14 @@ Status Decompress(int32_t codec, const uint8_t* in, size_t in_len, uint8_t* out,
       return Status::Ok();
     }
     case Codec::kZstd: {
-      const size_t got = ZSTD_decompress(out, out_len, in, in_len);
+      // One context per thread, reused: creating one per page costs its window buffers.
+      struct Ctx {
+        ZSTD_DCtx* ctx = ZSTD_createDCtx();
+        ~Ctx() { ZSTD_freeDCtx(ctx); }
+      };
+      thread_local Ctx dctx;
+      if (dctx.ctx == nullptr) return Status::ResourceExhausted("ZSTD_createDCtx failed");
+      const size_t got = ZSTD_decompressDCtx(dctx.ctx, out, out_len, in, in_len);
       if (ZSTD_isError(got)) {
         return Bad(std::string("bad ZSTD data (") + ZSTD_getErrorName(got) + ")");
       }
