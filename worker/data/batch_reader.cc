@@ -62,8 +62,10 @@ Result<std::unique_ptr<BatchReader>> BatchReader::Start(std::shared_ptr<Dataset>
     if (r->out_of_schema_[i] >= 0) r->inferred_.push_back(r->dataset_->inferred()[i]);
   }
   for (const auto& [name, type] : options.column_types) {
+    // Clang 14 (the fuzz build) cannot capture a structured binding.
+    const std::string& wanted = name;
     auto it = std::find_if(r->schema_.begin(), r->schema_.end(),
-                           [&](const ColumnSpec& c) { return c.name == name; });
+                           [&](const ColumnSpec& c) { return c.name == wanted; });
     if (it == r->schema_.end()) {
       return Status::InvalidArgument("column_types names '" + name +
                                      "', which is not among the columns read (" +
