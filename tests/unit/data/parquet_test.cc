@@ -326,11 +326,20 @@ TEST_CASE(
   CHECK(ReadAll(ds, ids).status.ok());
 }
 
-TEST_CASE("parquet: nested columns and unsupported encodings are refused, naming the column") {
+TEST_CASE(
+    "parquet: nested columns, unsupported codecs and encodings are refused, naming the column") {
   auto nested = TryOpen(Uri("unsupported_nested"));
   REQUIRE_FALSE(nested.ok());
   CHECK_THAT(nested.status().message(),
              Catch::Contains("unsupported_nested.parquet: column 'xs' is a nested type"));
+  for (const auto& [name, codec] : std::map<std::string, std::string>{
+           {"unsupported_brotli", "BROTLI"}, {"unsupported_lz4", "LZ4_RAW"}}) {
+    auto r = TryOpen(Uri(name));
+    REQUIRE_FALSE(r.ok());
+    CHECK_THAT(r.status().message(),
+               Catch::Contains(name + ".parquet: row group 0, column 'id' is compressed with " +
+                               codec + ", which is not supported"));
+  }
   auto delta = TryOpen(Uri("unsupported_delta"));
   REQUIRE_FALSE(delta.ok());
   CHECK_THAT(delta.status().message(), Catch::Contains("row group 0, column 'id' uses the "
