@@ -10,6 +10,7 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <numeric>
 #include <set>
@@ -282,6 +283,31 @@ TEST_CASE("http: Parquet reads the footer and the selected column chunks with Ra
       CHECK(std::count_if(seen.begin(), seen.end(),
                           [](const std::string& r) { return r != "bytes=0-"; }) >= 4);
     }
+  }
+  // A file larger than the 64 KiB tail read first: 100 KB of padding between the column
+  // chunks and the footer (offsets are absolute, so the file stays valid). The footer
+  // comes from a Range request for the last 64 KiB.
+  {
+    TempDir dir;
+    auto bytes = traintl::ReadFile(fixtures + "/" + name);
+    REQUIRE(bytes.ok());
+    uint32_t footer_len = 0;
+    std::memcpy(&footer_len, bytes->data() + bytes->size() - 8, 4);
+    const size_t footer_start = bytes->size() - 8 - footer_len;
+    const std::string padded =
+        bytes->substr(0, footer_start) + std::string(100000, '\0') + bytes->substr(footer_start);
+    Write(dir / "padded.parquet", padded);
+    TestHttpServer server(dir.path(), {true, false});
+    auto ds = OpenDataset(server.url("padded.parquet"));
+    IterOptions o;
+    o.columns = {"id"};
+    Epoch e = ReadEpoch(ds, o);
+    INFO(e.status.message());
+    REQUIRE(e.status.ok());
+    CHECK(e.ids == Iota(60));
+    const auto seen = server.ranges();
+    CHECK(std::count(seen.begin(), seen.end(),
+                     "bytes=" + std::to_string(padded.size() - 65536) + "-") == 1);
   }
   // Without a size (a chunked answer), the footer cannot be found.
   TestHttpServer chunked(fixtures, {true, true});
