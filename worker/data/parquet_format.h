@@ -17,7 +17,10 @@
 // and skips and takes rows as for the text formats, so PlanEpoch balances ranks unchanged.
 //
 // Memory: a row group's selected column chunks are read whole (they are the unit a reader
-// thread hands to a parser), so the reader holds up to (parser threads + 2) of them.
+// thread hands to a parser, which decodes all the unit's rows into one block), so a reader
+// holds up to (parser threads + 2) row groups' chunks and decoded rows. Splitting a row
+// group into several units would bound that by rows, at the cost of decompressing the
+// pages that straddle the units' bounds once per unit.
 //
 // Thread-safety: a ParquetLayout is immutable once read; the functions are thread-safe.
 #pragma once
