@@ -433,3 +433,77 @@ TEST_CASE("parquet: the thrift decoder bounds lists and nesting") {
   size_t used = 0;
   CHECK_FALSE(DecodePageHeader(nullptr, 0, &used).ok());
 }
+
+namespace {
+
+// A compact-protocol i32 field (zigzag varint) after a field header with delta 1.
+void I32Field(std::string* out, int32_t v) {
+  out->push_back(0x15);
+  uint32_t z = (static_cast<uint32_t>(v) << 1) ^ static_cast<uint32_t>(v >> 31);
+  while (z >= 0x80) {
+    out->push_back(static_cast<char>((z & 0x7f) | 0x80));
+    z >>= 7;
+  }
+  out->push_back(static_cast<char>(z));
+}
+
+// A PageHeader: type, sizes, then a dictionary (field 7) or data page (field 5) header.
+std::string PageHeaderBytes(int32_t type, int32_t size, int32_t num_values, int32_t encoding) {
+  std::string h;
+  I32Field(&h, type);
+  I32Field(&h, size);
+  I32Field(&h, size);
+  h.push_back(type == 2 ? 0x4c : 0x2c);  // field 7 (delta 4) or 5 (delta 2), a struct
+  I32Field(&h, num_values);
+  I32Field(&h, encoding);
+  if (type == 0) {
+    I32Field(&h, 3);  // definition levels: RLE
+    I32Field(&h, 3);  // repetition levels: RLE
+  }
+  h.push_back(0);  // the inner struct's end
+  h.push_back(0);  // the page header's end
+  return h;
+}
+
+}  // namespace
+
+TEST_CASE("parquet: PLAIN_DICTIONARY pages (the v1 name) with bit-packed and RLE indices") {
+  using namespace traintl::data::parquet;
+  // Dictionary {10, 20, 30} (int64); a data page of 5 values, indices [2, 0, 1, 1, 2]
+  // bit-packed (width 2); a second of 4 values, index 1 as one RLE run.
+  std::string dict;
+  for (int64_t v : {10, 20, 30}) dict.append(reinterpret_cast<const char*>(&v), 8);
+  const std::string page1 = std::string("\x02\x03\x52\x02", 4);
+  const std::string page2 = std::string("\x02\x08\x01", 3);
+  const std::string chunk = PageHeaderBytes(2, 24, 3, 2) + dict + PageHeaderBytes(0, 4, 5, 2) +
+                            page1 + PageHeaderBytes(0, 3, 4, 2) + page2;
+  ChunkDesc desc;
+  desc.type = static_cast<int32_t>(PhysicalType::kInt64);
+  desc.num_values = 9;
+  auto decode = [&](int64_t skip, int64_t take, DType dtype) {
+    ColumnData out;
+    Status st = DecodeColumnChunk(reinterpret_cast<const uint8_t*>(chunk.data()), chunk.size(),
+                                  desc, skip, take, dtype, &out);
+    INFO(st.message());
+    REQUIRE(st.ok());
+    return out;
+  };
+  ColumnData all = decode(0, 9, DType::kInt64);
+  REQUIRE(all.values.size() == 9 * 8);
+  CHECK(std::vector<int64_t>(all.As<int64_t>(), all.As<int64_t>() + 9) ==
+        std::vector<int64_t>{30, 10, 20, 20, 30, 20, 20, 20, 20});
+  ColumnData part = decode(3, 4, DType::kFloat32);  // across the two pages, as float32
+  CHECK(std::vector<float>(part.As<float>(), part.As<float>() + 4) ==
+        std::vector<float>{20, 30, 20, 20});
+  // Past the chunk's values: an error, not a read past the bytes.
+  ColumnData out;
+  Status st = DecodeColumnChunk(reinterpret_cast<const uint8_t*>(chunk.data()), chunk.size(), desc,
+                                0, 10, DType::kInt64, &out);
+  CHECK_THAT(st.message(), Catch::Contains("the column chunk ends after 9 rows"));
+  // An index past the dictionary.
+  std::string bad = chunk;
+  bad[bad.size() - 1] = 0x07;  // the RLE run's value: 7
+  st = DecodeColumnChunk(reinterpret_cast<const uint8_t*>(bad.data()), bad.size(), desc, 0, 9,
+                         DType::kInt64, &out);
+  CHECK_FALSE(st.ok());
+}
