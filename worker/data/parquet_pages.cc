@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "worker/data/parquet_thrift.h"
@@ -258,6 +259,34 @@ Span<T> SpanOf(const std::vector<T>& v) {
   return {reinterpret_cast<const uint8_t*>(v.data()), v.size()};
 }
 
+// Whether converting InT to OutT can fail: floats to ints (NaN, fractions, out of range) and
+// ints to narrower ints. static_cast would be undefined behaviour or wrap silently there;
+// CSV refuses such fields too.
+template <typename OutT, typename InT>
+constexpr bool kChecked = std::is_integral<OutT>::value &&
+                          (std::is_floating_point<InT>::value || sizeof(InT) > sizeof(OutT));
+
+template <typename OutT, typename InT>
+bool Convert(InT v, OutT* out) {
+  if constexpr (kChecked<OutT, InT>) {
+    if constexpr (std::is_floating_point<InT>::value) {
+      // The bounds are powers of two, exact in every float type.
+      const InT lo = static_cast<InT>(std::numeric_limits<OutT>::min());
+      if (!(v >= lo && v < -lo) || v != std::trunc(v)) return false;
+    } else if (v < std::numeric_limits<OutT>::min() || v > std::numeric_limits<OutT>::max()) {
+      return false;
+    }
+  }
+  *out = static_cast<OutT>(v);
+  return true;
+}
+
+template <typename OutT, typename InT>
+Status NotConvertible(InT v, int64_t row, DType dtype) {
+  return Bad("row " + std::to_string(row) + " of the row group holds " + std::to_string(v) +
+             ", which is not a " + DTypeName(dtype) + " value");
+}
+
 template <typename OutT, typename InT>
 Status Emit(Span<InT> vals, const std::vector<uint32_t>& defs, size_t lo, size_t hi,
             int64_t page_first_row, DType dtype, ColumnData* out) {
@@ -266,6 +295,12 @@ Status Emit(Span<InT> vals, const std::vector<uint32_t>& defs, size_t lo, size_t
     if (hi > vals.size()) return Bad("a page holds fewer values than it says");
     if constexpr (std::is_same<OutT, InT>::value) {
       std::memcpy(dst, vals.p + lo * sizeof(InT), (hi - lo) * sizeof(OutT));
+    } else if constexpr (kChecked<OutT, InT>) {
+      for (size_t i = lo; i < hi; ++i) {
+        if (!Convert(vals[i], dst++)) {
+          return NotConvertible<OutT>(vals[i], page_first_row + static_cast<int64_t>(i), dtype);
+        }
+      }
     } else {
       for (size_t i = lo; i < hi; ++i) *dst++ = static_cast<OutT>(vals[i]);
     }
@@ -276,7 +311,10 @@ Status Emit(Span<InT> vals, const std::vector<uint32_t>& defs, size_t lo, size_t
   for (size_t i = lo; i < hi; ++i) {
     if (defs[i] != 0) {
       if (k >= vals.size()) return Bad("a page holds fewer values than it says");
-      *dst++ = static_cast<OutT>(vals[k++]);
+      if (!Convert(vals[k], dst++)) {
+        return NotConvertible<OutT>(vals[k], page_first_row + static_cast<int64_t>(i), dtype);
+      }
+      ++k;
     } else if constexpr (std::is_floating_point<OutT>::value) {
       *dst++ = std::numeric_limits<OutT>::quiet_NaN();
     } else {

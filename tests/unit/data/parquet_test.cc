@@ -14,6 +14,7 @@
 #include <numeric>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -286,6 +287,23 @@ TEST_CASE("parquet: column_types convert numbers; strings stay strings") {
   CHECK(t.schema[1].dtype == DType::kInt64);
   for (size_t r = 0; r < t.columns[1].size(); ++r) {
     CHECK(t.columns[1][r] == std::to_string(want["columns"]["i32"]["values"][r].get<int>()));
+  }
+  // Floats read as ints must be whole and in range, ints read as int32 in range: an error
+  // naming the row otherwise (as CSV refuses "2.5" in an int column), never a wrapped value.
+  for (const auto& [col, type, words] : std::vector<std::tuple<std::string, DType, std::string>>{
+           {"f32", DType::kInt64, "which is not a int64 value"},
+           {"f64", DType::kInt32, "which is not a int32 value"},
+           {"i64", DType::kInt32,
+            "row 0 of the row group holds 9007199254740993, which is not a "
+            "int32 value"}}) {
+    INFO(col);
+    IterOptions conv;
+    conv.columns = {col};
+    conv.column_types = {{col, type}};
+    Table c = ReadAll(ds, conv);
+    REQUIRE_FALSE(c.status.ok());
+    CHECK_THAT(c.status.message(), Catch::Contains("column '" + col + "': row "));
+    CHECK_THAT(c.status.message(), Catch::Contains(words));
   }
   ShardOptions bad;
   bad.column_types = {{"s", DType::kFloat32}};
