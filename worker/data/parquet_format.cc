@@ -18,6 +18,8 @@ using parquet::Repetition;
 
 // Bytes read from the end of a file in the first request: the footer of most files fits.
 constexpr uint64_t kTailBytes = 64 << 10;
+// More rows than this in one file are refused (2^48: far beyond any real file).
+constexpr int64_t kMaxRows = int64_t{1} << 48;
 
 Status Bad(const std::string& file, const std::string& why) {
   return Status::InvalidArgument(file + ": " + why);
@@ -201,10 +203,16 @@ Result<std::shared_ptr<const ParquetLayout>> ParseParquetFooter(const std::strin
   }
   TRAINTL_ASSIGN_OR_RETURN(layout->columns, FlatColumns(m, name));
   const auto& cols = layout->columns;
+  int64_t total_rows = 0;
   for (size_t g = 0; g < m.row_groups.size(); ++g) {
     const auto& rg = m.row_groups[g];
     const std::string where = name + ": row group " + std::to_string(g);
-    if (rg.num_rows < 0) return Status::InvalidArgument(where + " has a negative row count");
+    // Bounded so that sums of row counts (the index, the epoch's plan) cannot overflow.
+    if (rg.num_rows < 0 || rg.num_rows > kMaxRows - total_rows) {
+      return Status::InvalidArgument(where + " has " + std::to_string(rg.num_rows) +
+                                     " rows, which is not a valid row count");
+    }
+    total_rows += rg.num_rows;
     if (rg.columns.size() != cols.size()) {
       return Status::InvalidArgument(where + " has " + std::to_string(rg.columns.size()) +
                                      " column chunks, the schema " + std::to_string(cols.size()) +
