@@ -174,7 +174,7 @@ XGBoost, Python functions) on a cluster of nodes, in the spirit of Ray Train.")
 
 # traintl: the service and the CLI. Its libraries (dpkg-shlibdeps on Debian 12: libc6,
 # libstdc++6, libgcc-s1, libboost-program-options1.74.0, libsqlite3-0, libraft0, libuv1,
-# libssl3) are small; LibTorch, Python and the SDK are other packages, only suggested.
+# libssl3; the worker's Parquet reader adds libsnappy1v5, libzstd1, zlib1g) are small; LibTorch, Python and the SDK are other packages, only suggested.
 set(CPACK_DEBIAN_TRAINTL_PACKAGE_NAME traintl)
 set(CPACK_DEBIAN_TRAINTL_PACKAGE_DEPENDS "adduser")
 set(CPACK_DEBIAN_TRAINTL_PACKAGE_RECOMMENDS "systemd")

@@ -55,7 +55,7 @@ std::optional<PlacementStrategy> PlacementStrategyFromName(const std::string& na
 
 struct DatasetSpec {
   std::string uri;     // file://..., http(s)://...; "" for inline items
-  std::string format;  // "" = inferred from the extension; else csv | jsonl | npy
+  std::string format;  // "" = inferred from the extension; else csv | jsonl | npy | parquet
   bool split = false;  // default: true for the dataset named "train", false otherwise
   // Inline items ("items", as ray.data.from_items): a JSON array of objects, read as JSONL
   // records (an item that is not an object stands for {"item": it}); null for a URI.
@@ -68,7 +68,7 @@ bool operator==(const DatasetSpec& a, const DatasetSpec& b);
 inline bool operator!=(const DatasetSpec& a, const DatasetSpec& b) { return !(a == b); }
 
 // The format a dataset file is read as: `format` when set, else from the extension of the
-// URI's path (.csv, .jsonl/.ndjson, .npy; .parquet/.pq, which the validator refuses);
+// URI's path (.csv, .jsonl/.ndjson, .npy, .parquet/.pq);
 // "" when it cannot be told.
 std::string InferDatasetFormat(const DatasetSpec& dataset);
 

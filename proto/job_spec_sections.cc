@@ -20,16 +20,7 @@ namespace traintl {
 namespace spec_internal {
 namespace {
 
-// "parquet" stays a known name so that asking for it gets the reason it is refused (below)
-// rather than a "did you mean" hint.
 const std::vector<std::string> kFormats = {"csv", "jsonl", "npy", "parquet"};
-
-// Refused at submit rather than when every rank opens the dataset: the job could never
-// run, and the worker's own check (worker/data/dataset.cc) would only fail it after it
-// was scheduled.
-constexpr char kParquetRefused[] =
-    "parquet is not supported by this build (no Arrow/Parquet in Debian 12); use csv, jsonl "
-    "or npy";
 
 }  // namespace
 
@@ -508,7 +499,7 @@ bool ParseDatasets(Checker& c, const json& doc, JobSpec* spec) {
       return c.Fail(Child(path, "uri"), problem + ", got " + Describe(*uri));
     }
     if (const json* f = Find(d, "format"); f != nullptr && !f->is_null()) {
-      const char* expect = "must be one of csv, jsonl, npy (or null to infer it)";
+      const char* expect = "must be one of csv, jsonl, npy, parquet (or null to infer it)";
       if (!c.String(Child(path, "format"), *f, &out.format, expect)) return false;
       if (std::find(kFormats.begin(), kFormats.end(), out.format) == kFormats.end()) {
         std::string near = Closest(out.format, kFormats);
@@ -516,11 +507,6 @@ bool ParseDatasets(Checker& c, const json& doc, JobSpec* spec) {
                       std::string(expect) + ", got " + Describe(*f) +
                           (near.empty() ? "" : " (did you mean " + near + "?)"));
       }
-      if (out.format == "parquet") return c.Fail(Child(path, "format"), kParquetRefused);
-    } else if (InferDatasetFormat(out) == "parquet") {
-      return c.Fail(Child(path, "uri"),
-                    "names Parquet files (the format is inferred from the extension): " +
-                        std::string(kParquetRefused));
     }
     out.split = name == "train";
     if (const json* s = Find(d, "split")) {

@@ -12,11 +12,13 @@
 #                                              the rest)
 set -euo pipefail
 
-# What the daemon, the CLI and the worker need to build and run.
+# What the daemon, the CLI and the worker need to build and run (the worker's dataset
+# reader: Parquet codecs from snappy, zstd and zlib).
 BASE=(
   build-essential cmake ninja-build pkg-config ca-certificates
   libboost-dev libboost-program-options-dev libboost-system-dev
   nlohmann-json3-dev libsqlite3-dev libssl-dev libfast-float-dev
+  libsnappy-dev libzstd-dev zlib1g-dev
   libraft-dev libuv1-dev
   procps
 )

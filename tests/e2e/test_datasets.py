@@ -6,6 +6,9 @@ import tempfile
 
 from harness import DaemonTestCase, lib_path, main
 
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures",
+                        "parquet")
+
 
 def write_ids(path, first, rows):
     with open(path, "w") as f:
@@ -123,20 +126,38 @@ class DatasetTest(DaemonTestCase):
             self.assertIn(words, body["error"])
         self.assertEqual(self.daemon.get("/v1/jobs")[1]["jobs"], [])
 
-    def test_parquet_is_refused_at_submit(self):
-        # Debian 12 has no Arrow/Parquet C++ library; the spec is refused before anything
-        # runs, naming the field, whether the format is given or told by the extension.
-        for ds, field in (({"uri": f"file://{self.data}/t.csv", "format": "parquet"},
-                           "datasets.train.format"),
-                          ({"uri": f"file://{self.data}/part-*.parquet"}, "datasets.train.uri")):
-            status, body = self.daemon.post("/v1/jobs", {"spec": self.spec({"train": ds})})
-            self.assertEqual(status, 400, body)
-            self.assertEqual(body["field"], field, body)
-            self.assertIn(field + ": ", body["error"])
-            self.assertIn("parquet is not supported by this build (no Arrow/Parquet in "
-                          "Debian 12); use csv, jsonl or npy", body["error"])
-        self.assertEqual(self.daemon.get("/v1/jobs")[1]["jobs"], [])
+    def test_parquet_dataset_is_split_by_row_groups(self):
+        # A file written by parquet-wasm (tests/fixtures/parquet): 60 rows in row groups of
+        # 25, 25 and 10, the format told by the extension. Each of 2 ranks reads 30 rows,
+        # rank 0 stopping and rank 1 starting inside row group 1.
+        shutil.copy(os.path.join(FIXTURES, "types_snappy_dict_v1.parquet"),
+                    os.path.join(self.data, "train.parquet"))
+        job_id = self.daemon.submit_spec(self.spec(
+            {"train": {"uri": f"file://{self.data}/train.parquet"}}, batch_size=8))
+        job = self.daemon.wait_terminal(job_id)
+        self.assertEqual(job["state"], "SUCCEEDED", job)
+        status, ranks = self.daemon.get(f"/v1/jobs/{job_id}/metrics?ranks=all")
+        self.assertEqual(status, 200, ranks)
+        seen = {}
+        for reports in ranks["ranks"].values():
+            m = reports[0]["metrics"]
+            self.assertEqual(m["rows"], 30)
+            self.assertEqual(m["batches"], 4)
+            self.assertEqual(m["num_rows"], 30)
+            seen[m["rank"]] = m["ids"]
+        self.assertEqual(seen, {0: list(range(30)), 1: list(range(30, 60))})
 
+    def test_parquet_null_in_an_int_column_fails_the_job_naming_it(self):
+        shutil.copy(os.path.join(FIXTURES, "null_in_int.parquet"),
+                    os.path.join(self.data, "n.parquet"))
+        job_id = self.daemon.submit_spec(self.spec(
+            {"train": {"uri": f"file://{self.data}/n.parquet"}}, workers=1, max_failures=2,
+            column="v"))
+        job = self.daemon.wait_terminal(job_id)
+        self.assertEqual(job["state"], "FAILED", job)
+        self.assertEqual(job["attempt"], 1)  # bad data: not retried
+        self.assertIn("n.parquet: row group 1, column 'v': row 17 of the row group is null",
+                      job["message"])
 
 if __name__ == "__main__":
     main()

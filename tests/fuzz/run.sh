@@ -19,7 +19,7 @@ SECONDS_PER_TARGET="${1:-600}"
 shift || true
 TARGETS=("$@")
 if [ ${#TARGETS[@]} -eq 0 ]; then
-  TARGETS=(fuzz_job_spec fuzz_http_request fuzz_worker_message fuzz_raft_command)
+  TARGETS=(fuzz_job_spec fuzz_http_request fuzz_worker_message fuzz_raft_command fuzz_parquet)
 fi
 BUILD_DIR="${BUILD_DIR:-build-fuzz}"
 CC="${CC:-clang}"

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "worker/data/batch_reader_internal.h"
+#include "worker/data/parquet_format.h"
 #include "worker/data/shuffle_buffer.h"
 #include "worker/data/text_formats.h"
 
@@ -61,8 +62,10 @@ Result<std::unique_ptr<BatchReader>> BatchReader::Start(std::shared_ptr<Dataset>
     if (r->out_of_schema_[i] >= 0) r->inferred_.push_back(r->dataset_->inferred()[i]);
   }
   for (const auto& [name, type] : options.column_types) {
+    // Clang 14 (the fuzz build) cannot capture a structured binding.
+    const std::string& wanted = name;
     auto it = std::find_if(r->schema_.begin(), r->schema_.end(),
-                           [&](const ColumnSpec& c) { return c.name == name; });
+                           [&](const ColumnSpec& c) { return c.name == wanted; });
     if (it == r->schema_.end()) {
       return Status::InvalidArgument("column_types names '" + name +
                                      "', which is not among the columns read (" +
@@ -146,6 +149,9 @@ Status BatchReader::ParseUnit(const Unit& unit, int64_t line, RowBlock* out, int
       }
       out->num_rows = unit.rows;
       return Status::Ok();
+    case Format::kParquet:
+      return DecodeParquetRows(fi, unit.row_group, ParquetLeaves(unit.file), data, len,
+                               unit.skip_rows, unit.rows, schema_, out);
   }
   return Status::Internal("unknown format");
 }

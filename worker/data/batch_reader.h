@@ -112,6 +112,9 @@ class BatchReader {
   // end of the file).
   Status ReadTextSegment(const Segment& seg, uint64_t end = UINT64_MAX);
   Status ReadNpySegment(const Segment& seg);
+  Status ReadParquetSegment(const Segment& seg);  // batch_reader_parquet.cc
+  // Parquet: the leaf of file `file` that each output column is.
+  std::vector<int> ParquetLeaves(int file) const;
   // Hands a block (or the end, or an error) to the parsers; false when stopping.
   bool Emit(std::unique_ptr<Unit> unit);
   // Parses `unit` as if its first line were `line`; *lines (when not null) gets the lines

@@ -46,6 +46,10 @@ struct BatchReader::Unit {
   int64_t rows = 0;           // -1: not counted (a CSV block cut at its last newline, unscanned)
   int64_t line = 1;           // of bytes[begin]; kLineAfterPrevious: where the block before ended
   uint64_t offset = 0;        // of bytes[begin] in the file
+  // Parquet: `bytes` holds column chunks of row group `row_group`; the unit is its rows
+  // [skip_rows, skip_rows + rows).
+  int row_group = 0;
+  int64_t skip_rows = 0;
   Status status;
   bool end_marker = false;
   int64_t accounted = 0;

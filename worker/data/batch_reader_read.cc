@@ -97,6 +97,8 @@ Status BatchReader::ReadSegments() {
     if (stop_) return Status::Ok();
     if (dataset_->format() == Format::kNpy) {
       TRAINTL_RETURN_IF_ERROR(ReadNpySegment(seg));
+    } else if (dataset_->format() == Format::kParquet) {
+      TRAINTL_RETURN_IF_ERROR(ReadParquetSegment(seg));
     } else if (dataset_->format() == Format::kCsv && index != nullptr &&
                !dataset_->files()[static_cast<size_t>(seg.file)].file.http) {
       // The whole chunks of the segment need no row count: the index has it. (Not over

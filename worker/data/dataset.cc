@@ -6,16 +6,13 @@
 
 #include "proto/job_spec.h"
 #include "worker/data/index_cache.h"
+#include "worker/data/parquet_format.h"
 #include "worker/data/text_formats.h"
 
 namespace traintl {
 namespace data {
 namespace {
 
-constexpr char kParquetUnsupported[] =
-    "the parquet format is not supported: Debian 12 packages no Apache Arrow/Parquet C++ "
-    "library (libarrow-dev, libparquet-dev), which reading it needs; convert the data to csv, "
-    "jsonl or npy (e.g. pandas.read_parquet(...).to_csv(...))";
 // Bytes read from the head of every file but the first (which is read for inference).
 constexpr size_t kHeadBytes = 64 << 10;
 // A record (or a header) longer than this is refused rather than buffered.
@@ -47,6 +44,8 @@ const char* FormatName(Format format) {
       return "jsonl";
     case Format::kNpy:
       return "npy";
+    case Format::kParquet:
+      return "parquet";
   }
   return "unknown";
 }
@@ -135,18 +134,18 @@ Result<std::shared_ptr<Dataset>> Dataset::Open(const DatasetConfig& config,
   } else if (format == "npy") {
     ds->format_ = Format::kNpy;
   } else if (format == "parquet") {
-    return Status::InvalidArgument(kParquetUnsupported);
+    ds->format_ = Format::kParquet;
   } else if (format.empty()) {
-    return Status::InvalidArgument(config.uri +
-                                   ": the format cannot be told from the file extension (" +
-                                   files.front().name + "); set \"format\" to csv, jsonl or npy");
+    return Status::InvalidArgument(
+        config.uri + ": the format cannot be told from the file extension (" + files.front().name +
+        "); set \"format\" to csv, jsonl, npy or parquet");
   } else {
-    return Status::InvalidArgument("unknown format '" + format + "' (csv, jsonl or npy)");
+    return Status::InvalidArgument("unknown format '" + format + "' (csv, jsonl, npy or parquet)");
   }
   if (!options.column_names.empty() && ds->format_ != Format::kCsv) {
     return Status::InvalidArgument("column_names applies to CSV files only");
   }
-  for (auto& f : files) ds->files_.push_back(FileInfo{std::move(f), 0, 1, {}, {}});
+  for (auto& f : files) ds->files_.push_back(FileInfo{std::move(f), 0, 1, {}, {}, nullptr});
   TRAINTL_RETURN_IF_ERROR(ds->ReadLayouts(cancel));
 
   std::vector<std::string> unknown;
@@ -176,6 +175,11 @@ Status Dataset::ReadLayouts(const std::atomic<bool>* cancel) {
     const std::string& name = fi.file.name;
     const TextPos pos{&name, 1, 0};
     bool whole = false;
+    if (format_ == Format::kParquet) {
+      TRAINTL_RETURN_IF_ERROR(
+          OpenParquetFile(i, options_.column_types, {http, cancel}, &files_, &schema_));
+      continue;
+    }
     if (format_ == Format::kNpy) {
       TRAINTL_ASSIGN_OR_RETURN(std::string head, ReadHead(fi.file, 4096, http, cancel, &whole));
       auto h = ParseNpyHeader(head.data(), head.size(), name);
@@ -311,6 +315,7 @@ Result<std::vector<Chunk>> Dataset::ScanFile(int index, const std::atomic<bool>*
   const FileInfo& fi = files_[static_cast<size_t>(index)];
   std::vector<Chunk> chunks;
   const size_t chunk_bytes = std::max<size_t>(options_.chunk_bytes, 1);
+  if (format_ == Format::kParquet) return ParquetChunks(index, *fi.parquet);
   if (format_ == Format::kNpy) {
     const int64_t rows = fi.npy.rows();
     const uint64_t row_bytes = std::max<uint64_t>(fi.npy.row_bytes(), 1);
@@ -374,6 +379,13 @@ std::optional<int64_t> Dataset::TotalRows() const {
   if (format_ == Format::kNpy) {
     int64_t n = 0;
     for (const auto& f : files_) n += f.npy.rows();
+    return n;
+  }
+  if (format_ == Format::kParquet) {
+    int64_t n = 0;
+    for (const auto& f : files_) {
+      for (const auto& g : f.parquet->meta.row_groups) n += g.num_rows;
+    }
     return n;
   }
   std::lock_guard<std::mutex> lock(index_mu_);

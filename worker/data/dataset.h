@@ -36,7 +36,7 @@
 namespace traintl {
 namespace data {
 
-enum class Format { kCsv, kJsonl, kNpy };
+enum class Format { kCsv, kJsonl, kNpy, kParquet };
 const char* FormatName(Format format);
 
 struct ShardOptions {
@@ -79,17 +79,22 @@ struct DatasetConfig {
   int world_size = 1;
 };
 
-// One file of the dataset, as its head describes it.
+struct ParquetLayout;  // parquet_format.h
+
+// One file of the dataset, as its head (or, for Parquet, its footer) describes it.
 struct FileInfo {
   DataFile file;
   uint64_t data_offset = 0;  // the first byte of the first row
   int64_t data_line = 1;     // its line (text formats)
-  // CSV: for each field of the file's records, the schema column it is.
+  // CSV: for each field of the file's records, the schema column it is; Parquet: for each
+  // column (leaf) of the file.
   std::vector<int> field_column;
-  NpyHeader npy;  // .npy only
+  NpyHeader npy;                                 // .npy only
+  std::shared_ptr<const ParquetLayout> parquet;  // Parquet only
 };
 
-// A run of rows of one file, at a record boundary.
+// A run of rows of one file, at a record boundary. Parquet: one row group, `offset` its
+// index and `line` its first row (see parquet_format.h).
 struct Chunk {
   int file = 0;
   uint64_t offset = 0;

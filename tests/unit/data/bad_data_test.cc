@@ -171,7 +171,7 @@ TEST_CASE("bad data: a value whose type does not parse") {
            {"a.jsonl:2: key 'id': expected int64, got '\"two\"'"});
 }
 
-TEST_CASE("bad data: invalid JSON, truncated .npy, unknown format, parquet") {
+TEST_CASE("bad data: invalid JSON, truncated .npy, unknown format, not parquet") {
   TempDir dir;
   Write(dir / "a.jsonl", "{\"id\": 1}\n{\"id\": 2,,}\n");
   CheckBad(Read("file://" + dir.path() + "/a.jsonl"), {dir / "a.jsonl:2: invalid JSON"});
@@ -189,7 +189,8 @@ TEST_CASE("bad data: invalid JSON, truncated .npy, unknown format, parquet") {
            {"cannot be told from the file extension", "set \"format\""});
   CHECK(Read("file://" + dir.path() + "/data.bin", 0, 1, "", "csv").code == TRAINTL_DATA_OK);
   Write(dir / "p.parquet", "PAR1");
-  CheckBad(Read("file://" + dir.path() + "/p.parquet"), {"parquet format is not supported"});
+  CheckBad(Read("file://" + dir.path() + "/p.parquet"),
+           {dir / "p.parquet", "not a Parquet file: 4 bytes"});
 }
 
 TEST_CASE("bad requests: unknown dataset, unknown options, wrong option types") {

@@ -10,6 +10,7 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <numeric>
 #include <set>
@@ -297,6 +298,70 @@ TEST_CASE("http: JSON Lines and .npy over http") {
   REQUIRE(e.status.ok());
   CHECK(e.ids.front() == 150);
   CHECK(e.ids.size() == 150);
+}
+
+TEST_CASE("http: Parquet reads the footer and the selected column chunks with Range requests") {
+  const std::string fixtures = PARQUET_FIXTURES;
+  const std::string name = "types_snappy_dict_v1.parquet";
+  for (bool ranges : {true, false}) {
+    INFO("ranges " << ranges);
+    TestHttpServer server(fixtures, {ranges, false});
+    std::vector<int64_t> all;
+    for (int rank = 0; rank < 2; ++rank) {
+      auto ds = OpenDataset(server.url(name), rank, 2, true);
+      CHECK(ds->format() == Format::kParquet);
+      IterOptions o;
+      o.batch_size = 16;
+      o.columns = {"id", "s"};
+      Epoch e = ReadEpoch(ds, o);
+      INFO(e.status.message());
+      REQUIRE(e.status.ok());
+      CHECK(e.ids.size() == 30);
+      all.insert(all.end(), e.ids.begin(), e.ids.end());
+    }
+    std::sort(all.begin(), all.end());
+    CHECK(all == Iota(60));
+    if (ranges) {
+      // The file (< 64 KiB) is read whole for its footer; then each rank asks for the
+      // selected column chunks of its row groups only (2 columns x 2 row groups).
+      const auto seen = server.ranges();
+      CHECK(std::count_if(seen.begin(), seen.end(),
+                          [](const std::string& r) { return r != "bytes=0-"; }) >= 4);
+    }
+  }
+  // A file larger than the 64 KiB tail read first: 100 KB of padding between the column
+  // chunks and the footer (offsets are absolute, so the file stays valid). The footer
+  // comes from a Range request for the last 64 KiB.
+  {
+    TempDir dir;
+    auto bytes = traintl::ReadFile(fixtures + "/" + name);
+    REQUIRE(bytes.ok());
+    uint32_t footer_len = 0;
+    std::memcpy(&footer_len, bytes->data() + bytes->size() - 8, 4);
+    const size_t footer_start = bytes->size() - 8 - footer_len;
+    const std::string padded =
+        bytes->substr(0, footer_start) + std::string(100000, '\0') + bytes->substr(footer_start);
+    Write(dir / "padded.parquet", padded);
+    TestHttpServer server(dir.path(), {true, false});
+    auto ds = OpenDataset(server.url("padded.parquet"));
+    IterOptions o;
+    o.columns = {"id"};
+    Epoch e = ReadEpoch(ds, o);
+    INFO(e.status.message());
+    REQUIRE(e.status.ok());
+    CHECK(e.ids == Iota(60));
+    const auto seen = server.ranges();
+    CHECK(std::count(seen.begin(), seen.end(),
+                     "bytes=" + std::to_string(padded.size() - 65536) + "-") == 1);
+  }
+  // Without a size (a chunked answer), the footer cannot be found.
+  TestHttpServer chunked(fixtures, {true, true});
+  DatasetConfig c;
+  c.name = "t";
+  c.uri = chunked.url(name);
+  auto ds = Dataset::Open(c, {});
+  REQUIRE_FALSE(ds.ok());
+  CHECK_THAT(ds.status().message(), Catch::Contains("did not say the file's size"));
 }
 
 TEST_CASE("http: a missing file is bad data; a refused connection is not") {

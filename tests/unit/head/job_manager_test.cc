@@ -169,14 +169,14 @@ TEST_CASE("a PENDING job without a definition this version can run fails with th
   auto& fsm = head.fsm;
   auto& log = head.log;
   const std::string& dir = head.dir;
-  // As an older version stored it: a parquet dataset, which this version refuses.
+  // As an older version might have stored it: an s3:// dataset, which this version refuses.
   JobRecord job;
   job.id = "old123";
   job.name = "old";
   job.trial_dir = dir + "/storage/old";
   job.submitted_at = commands::NowMs();
   job.spec = R"({"name": "old", "entrypoint": {"library": "/x.so"},
-      "datasets": {"train": {"uri": "file:///data/train.parquet"}}})";
+      "datasets": {"train": {"uri": "s3://data/train.csv"}}})";
   // No definition: the builder, like the decoder of an old entry, makes none of a spec this
   // release refuses.
   REQUIRE(json::parse(fsm.Apply(commands::SubmitJob(job, "old-sub")))["ok"] == true);

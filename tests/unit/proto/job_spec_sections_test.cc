@@ -148,7 +148,7 @@ TEST_CASE("datasets") {
   ExpectError(ds(json::object()), "datasets.train.uri", "is required");
   ExpectError(ds("file:///x.csv"), "datasets.train", "must be an object");
   ExpectError(ds({{"uri", "file:///x"}, {"format", "xls"}}), "datasets.train.format",
-              "must be one of csv, jsonl, npy (or null to infer it), got \"xls\"");
+              "must be one of csv, jsonl, npy, parquet (or null to infer it), got \"xls\"");
   ExpectError(ds({{"uri", "file:///x"}, {"format", "jsnl"}}), "datasets.train.format",
               "did you mean jsonl?");
   ExpectError(ds({{"uri", "file:///x"}, {"split", "yes"}}), "datasets.train.split",
@@ -188,30 +188,21 @@ TEST_CASE("datasets: inline items, as ray.data.from_items") {
               "datasets.train.items", "bytes as JSON; at most 262144");
 }
 
-TEST_CASE("datasets: parquet is refused at submit, given or inferred") {
-  const std::string why =
-      "parquet is not supported by this build (no Arrow/Parquet in Debian 12); use csv, jsonl "
-      "or npy";
+TEST_CASE("datasets: parquet is accepted, given or inferred from .parquet / .pq") {
   auto ds = [](json d) { return With("/datasets/train", std::move(d)); };
-  SpecError err;
-  REQUIRE_FALSE(ParseJobSpec(ds({{"uri", "file:///d/x.csv"}, {"format", "parquet"}}), &err).ok());
-  CHECK(err.field == "datasets.train.format");
-  CHECK(err.message == why);
-  CHECK(err.ToString() == "datasets.train.format: " + why);
-  // Inferred: the error names the URI, which is what the user wrote.
+  JobSpec given = MustParse(ds({{"uri", "file:///d/x.bin"}, {"format", "parquet"}}));
+  CHECK(given.datasets.at("train").format == "parquet");
   for (const char* uri : {"file:///d/x.parquet", "file:///d/part-*.parquet",
                           "https://h/data/X.PARQUET?sig=1", "file:///d/x.pq"}) {
     INFO(uri);
-    ExpectError(ds({{"uri", uri}}), "datasets.train.uri",
-                "names Parquet files (the format is inferred from the extension): " + why);
-    ExpectError(ds({{"uri", uri}, {"format", nullptr}}), "datasets.train.uri", why);
+    JobSpec s = MustParse(ds({{"uri", uri}}));
+    CHECK(s.datasets.at("train").format.empty());  // inferred when read
+    CHECK(InferDatasetFormat(s.datasets.at("train")) == "parquet");
+    MustParse(ds({{"uri", uri}, {"format", nullptr}}));
   }
-  ExpectError(With("/datasets/my.data", {{"uri", "file:///d/x.parquet"}}),
-              "datasets[\"my.data\"].uri", why);
-  // An explicit supported format wins over the extension.
+  // An explicit format wins over the extension.
   JobSpec s = MustParse(ds({{"uri", "file:///d/x.parquet"}, {"format", "csv"}}));
   CHECK(s.datasets.at("train").format == "csv");
-  // A near miss still gets the hint, which no longer offers parquet.
   ExpectError(ds({{"uri", "file:///d/x"}, {"format", "parquett"}}), "datasets.train.format",
               "did you mean parquet?");
 }

@@ -118,7 +118,7 @@ TEST_CASE("a schema-2 snapshot is migrated: definitions made from the stored spe
   REQUIRE(plain.ok());
   CHECK(plain->priority == 5);
   CHECK(plain->num_workers == 1);
-  // Parquet was accepted when it was stored and is refused now: no definition.
+  // A spec this release refuses (an s3:// dataset URI): no definition.
   CHECK(store.GetJob("cc03")->definition.empty());
   CHECK(store.GetJob("cc03")->state == kJobPending);
 

@@ -41,7 +41,7 @@ INSERT INTO jobs VALUES('aa01', 'mnist',
 INSERT INTO jobs VALUES('bb02', 'plain', '{"name":"plain","entrypoint":{"library":"/lib2.so"},"priority":5}',
   'PENDING', 0, 0, 5, 2000, NULL, NULL, '', 'waiting for the scheduler', '{}', 'ff', '/lib2.so',
   '/t/plain-bb02', 0, NULL, 0, 0, '', 0);
-INSERT INTO jobs VALUES('cc03', 'pq', '{"name":"pq","entrypoint":{"library":"/lib3.so"},"datasets":{"train":{"uri":"file:///d/t.parquet"}}}',
+INSERT INTO jobs VALUES('cc03', 'pq', '{"name":"pq","entrypoint":{"library":"/lib3.so"},"datasets":{"train":{"uri":"s3://d/t.csv"}}}',
   'PENDING', 0, 0, 0, 3000, NULL, NULL, '', 'waiting for the scheduler', '{}', '', '/lib3.so',
   '/t/pq-cc03', 0, NULL, 0, 0, '', 0);
 INSERT INTO attempts VALUES('aa01', 1, 'RUNNING', 1100, NULL, '', NULL, NULL, NULL, '', '', 'node-1', 'run1');

@@ -17,7 +17,8 @@
 //   }
 //
 // Bad data (a missing file, a glob matching nothing, a malformed row, a column missing in
-// a file, a value of the wrong type) throws DatasetError naming the file and line; when it
+// a file, a value of the wrong type, a null in a Parquet int or string column) throws
+// DatasetError naming the file and line (Parquet: row group and column); when it
 // ends the training function, the attempt fails without restarts, since retrying cannot
 // help.
 //
@@ -90,7 +91,9 @@ struct ShardOptions {
   // CSV files without a header row: the names of their columns. Default: none.
   std::vector<std::string> column_names;
   // Types replacing the inferred ones (CSV and JSON Lines infer int64, float64 or string
-  // from the first rows; .npy data keeps its dtype). Default: none.
+  // from the first rows; .npy data keeps its dtype; Parquet columns have the type of their
+  // physical type: BOOLEAN and INT64 int64, INT32 int32, FLOAT float32, DOUBLE float64,
+  // BYTE_ARRAY string, and numeric ones may be read as any numeric type). Default: none.
   std::map<std::string, DType> column_types;
 };
 
