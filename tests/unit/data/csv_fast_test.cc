@@ -23,14 +23,20 @@ namespace {
 
 const std::string kFile = "f.csv";
 
-// Sets whether ParseCsvRows uses the indexed path, for one scope.
-class IndexedRecords {
+using text_internal::CsvRecordPath;
+constexpr CsvRecordPath kSequential = CsvRecordPath::kSequential;
+constexpr CsvRecordPath kIndexed = CsvRecordPath::kIndexed;
+constexpr CsvRecordPath kBest = CsvRecordPath::kBest;
+
+// Sets how ParseCsvRows reads whole records, for one scope.
+class RecordPath {
  public:
-  explicit IndexedRecords(bool on) : was_(text_internal::CsvIndexedRecords().exchange(on)) {}
-  ~IndexedRecords() { text_internal::CsvIndexedRecords() = was_; }
+  explicit RecordPath(CsvRecordPath path)
+      : was_(text_internal::CsvRecordPathForTests().exchange(path)) {}
+  ~RecordPath() { text_internal::CsvRecordPathForTests() = was_; }
 
  private:
-  bool was_;
+  CsvRecordPath was_;
 };
 
 struct Parse {
@@ -39,9 +45,9 @@ struct Parse {
   int64_t lines = -1;
 };
 
-Parse Run(const std::string& text, int64_t rows, const Schema& schema, bool indexed,
+Parse Run(const std::string& text, int64_t rows, const Schema& schema, CsvRecordPath path,
           int64_t first_line = 1) {
-  IndexedRecords mode(indexed);
+  RecordPath mode(path);
   std::vector<FieldPlan> plan;
   for (size_t i = 0; i < schema.size(); ++i) plan.push_back({static_cast<int>(i), false});
   Parse p;
@@ -192,26 +198,28 @@ TEST_CASE("CSV indexed records: values as strtod/strtof give, fields across 16/3
       const Schema schema = Uniform(t, nf);
       for (size_t pad = 0; pad < 64; pad += 7) {
         const std::string padded = std::string(pad, '\n') + text;
-        Parse p = Run(padded, 400, schema, true);
-        INFO("fields " << nf << " pad " << pad);
-        REQUIRE(p.status.ok());
-        REQUIRE(p.block.num_rows == 400);
-        CHECK(p.lines == static_cast<int64_t>(pad) + 400);
-        for (size_t r = 0; r < 400; ++r) {
-          for (size_t f = 0; f < nf; ++f) {
-            const std::string& v = cells[r][f];
-            if (t == DType::kFloat32) {
-              const float want = std::strtof(v.c_str(), nullptr);
-              const float got = p.block.columns[f].As<float>()[r];
-              REQUIRE(std::memcmp(&want, &got, sizeof want) == 0);
-            } else {
-              const double want = std::strtod(v.c_str(), nullptr);
-              const double got = p.block.columns[f].As<double>()[r];
-              REQUIRE(std::memcmp(&want, &got, sizeof want) == 0);
+        for (CsvRecordPath path : {kIndexed, kBest}) {
+          Parse p = Run(padded, 400, schema, path);
+          INFO("fields " << nf << " pad " << pad);
+          REQUIRE(p.status.ok());
+          REQUIRE(p.block.num_rows == 400);
+          CHECK(p.lines == static_cast<int64_t>(pad) + 400);
+          for (size_t r = 0; r < 400; ++r) {
+            for (size_t f = 0; f < nf; ++f) {
+              const std::string& v = cells[r][f];
+              if (t == DType::kFloat32) {
+                const float want = std::strtof(v.c_str(), nullptr);
+                const float got = p.block.columns[f].As<float>()[r];
+                REQUIRE(std::memcmp(&want, &got, sizeof want) == 0);
+              } else {
+                const double want = std::strtod(v.c_str(), nullptr);
+                const double got = p.block.columns[f].As<double>()[r];
+                REQUIRE(std::memcmp(&want, &got, sizeof want) == 0);
+              }
             }
           }
+          RequireSame(p, Run(padded, 400, schema, kSequential), schema);
         }
-        RequireSame(p, Run(padded, 400, schema, false), schema);
       }
     }
   }
@@ -250,9 +258,9 @@ TEST_CASE("CSV indexed records: quotes, CRLF, empty fields and short rows as bef
         if (!odd.empty() && odd.back() != '\n' && after > 0) text += "\n";
         for (size_t i = 0; i < after; ++i) text += body;
         INFO(text);
-        Parse a = Run(text, -1, f32, true);
-        Parse b = Run(text, -1, f32, false);
-        RequireSame(a, b, f32);
+        Parse before = Run(text, -1, f32, kSequential);
+        RequireSame(Run(text, -1, f32, kIndexed), before, f32);
+        RequireSame(Run(text, -1, f32, kBest), before, f32);
       }
     }
   }
@@ -272,26 +280,91 @@ TEST_CASE("CSV indexed records: randomized differential against the path before 
     const DType types[] = {DType::kFloat32, DType::kFloat64, DType::kInt32, DType::kInt64};
     const Schema schema = Uniform(types[rng.Below(4)], nf);
     INFO("round " << round << " text:\n" << text);
-    Parse a = Run(text, -1, schema, true);
-    Parse b = Run(text, -1, schema, false);
-    RequireSame(a, b, schema);
-    (a.status.ok() ? oks : errors) += 1;
+    Parse before = Run(text, -1, schema, kSequential);
+    RequireSame(Run(text, -1, schema, kIndexed), before, schema);
+    RequireSame(Run(text, -1, schema, kBest), before, schema);
+    (before.status.ok() ? oks : errors) += 1;
     // With the rows counted (as the reader does for scanned blocks).
     auto scan = ScanRecords(text.data(), text.size(), INT64_MAX, /*at_eof=*/true, /*csv=*/true,
                             {&kFile, 1, 0});
     if (scan.ok() && scan->consumed == text.size()) {
-      RequireSame(Run(text, scan->rows, schema, true), Run(text, scan->rows, schema, false),
-                  schema);
+      Parse counted = Run(text, scan->rows, schema, kSequential);
+      RequireSame(Run(text, scan->rows, schema, kIndexed), counted, schema);
+      RequireSame(Run(text, scan->rows, schema, kBest), counted, schema);
     }
     // A prefix cut at a newline (a block the reader cut at its last newline).
     const size_t cut = rng.Below(text.size() + 1);
     const size_t nl = text.rfind('\n', cut);
     if (nl != std::string::npos) {
       const std::string head = text.substr(0, nl + 1);
-      RequireSame(Run(head, -1, schema, true), Run(head, -1, schema, false), schema);
+      Parse head_before = Run(head, -1, schema, kSequential);
+      RequireSame(Run(head, -1, schema, kIndexed), head_before, schema);
+      RequireSame(Run(head, -1, schema, kBest), head_before, schema);
     }
   }
   // Both outcomes were exercised.
   CHECK(oks > 300);
   CHECK(errors > 100);
+}
+
+TEST_CASE("CSV indexed records: bit-identical to strtod/strtof, float midpoints included") {
+  // Random decimals of up to 16 digits with the point anywhere, and decimals on and next to
+  // the midpoint between two floats (where rounding to double first and then to float would
+  // go wrong if it ever could): each in a record of 3 fields of one type, read by
+  // every record path, must give strtof's float and strtod's double.
+  SplitMix rng(424242);
+  std::vector<std::string> values;
+  for (int i = 0; i < 60000; ++i) {
+    std::string v = rng.Below(2) ? "-" : "";
+    const int digits = 1 + static_cast<int>(rng.Below(16));
+    std::string d;
+    for (int k = 0; k < digits; ++k) d += static_cast<char>('0' + rng.Below(10));
+    const size_t point = rng.Below(d.size() + 2);
+    if (point <= d.size()) d.insert(point, ".");
+    values.push_back(v + d);
+  }
+  char buf[64];
+  for (int i = 0; i < 60000; ++i) {
+    // A float in [2^16, 2^24): the midpoint above it has at most 8 decimals, exactly.
+    const int e = 16 + static_cast<int>(rng.Below(8));
+    const float lo = static_cast<float>(std::ldexp(1.0 + rng.Below(1 << 23) / 8388608.0, e));
+    const double mid =
+        (static_cast<double>(lo) + static_cast<double>(std::nextafter(lo, 1e30f))) / 2;
+    const int decimals = 24 - e;  // exact
+    const double nudge = (static_cast<int>(rng.Below(3)) - 1) * 1e-8;
+    std::snprintf(buf, sizeof buf, "%.*f", nudge == 0 ? decimals : 8, mid + nudge);
+    values.push_back((rng.Below(2) ? "-" : "") + std::string(buf));
+  }
+  for (const char* v : {"8388608.5", "8388609.5", "4194304.25", "4194304.75", "65536.00390625",
+                        "65536.01171875", "16777215.5", "0.00000001", "99999999.5",
+                        "9999999.99999999", "1.00000005960464477539", "0.000000059604644775"}) {
+    values.push_back(v);
+  }
+  std::string text;
+  for (const auto& v : values) text += v + "," + v + "," + v + "\n";
+  const int64_t rows = static_cast<int64_t>(values.size());
+  for (CsvRecordPath path : {kSequential, kIndexed, kBest}) {
+    for (DType t : {DType::kFloat32, DType::kFloat64}) {
+      const Schema schema = Uniform(t, 3);
+      Parse p = Run(text, rows, schema, path);
+      INFO("path " << static_cast<int>(path) << " type " << DTypeName(t));
+      REQUIRE(p.status.ok());
+      int64_t mismatches = 0;
+      for (int64_t i = 0; i < rows; ++i) {
+        const std::string& v = values[static_cast<size_t>(i)];
+        for (size_t c = 0; c < 3; ++c) {
+          bool same;
+          if (t == DType::kFloat32) {
+            const float want = std::strtof(v.c_str(), nullptr);
+            same = std::memcmp(&want, p.block.columns[c].As<float>() + i, sizeof want) == 0;
+          } else {
+            const double want = std::strtod(v.c_str(), nullptr);
+            same = std::memcmp(&want, p.block.columns[c].As<double>() + i, sizeof want) == 0;
+          }
+          if (!same && ++mismatches <= 10) UNSCOPED_INFO(v << " column " << c);
+        }
+      }
+      CHECK(mismatches == 0);
+    }
+  }
 }
