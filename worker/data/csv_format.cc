@@ -484,6 +484,9 @@ Status ParseCsvRows(const char* buf, size_t len, int64_t rows, const std::vector
 #if defined(TRAINTL_CSV_SSE41)
     if (sse41) return FastRecordSse41<T>(q, end, values, nf, row);
 #endif
+    if (!text_internal::kSeparatorMaskVectorized && path == CsvRecordPath::kBest) {
+      return FastRecord<T>(q, end, values, nf, row);
+    }
     return FastRecordIndexed<T>(q, end, values, nf, row);
   };
   auto fast_record = [&](const char*& q) {

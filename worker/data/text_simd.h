@@ -1,7 +1,8 @@
 // Vector helpers for the CSV parser (csv_format.cc): where the field separators of a
 // 64-byte window are, as a bitmask, so that the fields of a record can be found without
 // parsing the ones before them. SSE2 (the x86-64 baseline) where available, else a
-// portable loop with the same result. Internal to worker/data.
+// portable loop with the same result (also on x86 when TRAINTL_CSV_PORTABLE is defined,
+// to test it). Internal to worker/data.
 //
 // Thread-safety: pure functions.
 #pragma once
@@ -12,10 +13,10 @@
 #include <cstring>
 #include <type_traits>
 
-#if defined(__SSE2__)
+#if defined(__SSE2__) && !defined(TRAINTL_CSV_PORTABLE)
 #include <emmintrin.h>
 #endif
-#if defined(__x86_64__) && defined(__GNUC__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(TRAINTL_CSV_PORTABLE)
 #include <immintrin.h>
 #define TRAINTL_CSV_SSE41 1
 #endif
@@ -23,6 +24,14 @@
 namespace traintl {
 namespace data {
 namespace text_internal {
+
+// Whether SeparatorMask64 is vectorized; the portable loop is slower than reading the
+// fields one after the other (FastRecord), so ParseCsvRows then does not use it.
+#if defined(__SSE2__) && !defined(TRAINTL_CSV_PORTABLE)
+inline constexpr bool kSeparatorMaskVectorized = true;
+#else
+inline constexpr bool kSeparatorMaskVectorized = false;
+#endif
 
 // Bytes that SeparatorMask64 reads from where it starts.
 inline constexpr int kSeparatorWindow = 64;
@@ -38,7 +47,7 @@ inline uint64_t SeparatorMask64Scalar(const char* p) {
 
 // Bit i (0..63) set where p[i] is ',' or '\n'. Reads p[0, 64).
 [[gnu::always_inline]] inline uint64_t SeparatorMask64(const char* p) {
-#if defined(__SSE2__)
+#if defined(__SSE2__) && !defined(TRAINTL_CSV_PORTABLE)
   const __m128i comma = _mm_set1_epi8(',');
   const __m128i newline = _mm_set1_epi8('\n');
   uint64_t mask = 0;
@@ -145,7 +154,8 @@ __attribute__((target("sse4.1"), always_inline)) inline bool DecimalSse41(const 
 // How ParseCsvRows reads whole records of one numeric type: as before the separator
 // bitmasks (FastRecord, one field after the other), with them (FastRecordIndexed, SWAR
 // conversions), or the fastest the CPU has (the default: FastRecordSse41 where SSE4.1 is
-// available, else FastRecordIndexed). For tests, which compare them.
+// available, else FastRecordIndexed where SeparatorMask64 is vectorized, else FastRecord).
+// For tests, which compare them.
 enum class CsvRecordPath { kSequential = 0, kIndexed = 1, kBest = 2 };
 std::atomic<CsvRecordPath>& CsvRecordPathForTests();
 
