@@ -5,13 +5,21 @@
 #include <cstring>
 #include <set>
 #include <string>
+#include <type_traits>
 
 #include "worker/data/text_format_internal.h"
 #include "worker/data/text_formats.h"
 #include "worker/data/text_numbers.h"
+#include "worker/data/text_simd.h"
 
 namespace traintl {
 namespace data {
+
+std::atomic<text_internal::CsvRecordPath>& text_internal::CsvRecordPathForTests() {
+  static std::atomic<CsvRecordPath> path{CsvRecordPath::kBest};
+  return path;
+}
+
 namespace {
 
 using text_internal::FastDecimal;
@@ -24,6 +32,7 @@ using text_internal::OverrideHint;
 using text_internal::ParseFloat;
 using text_internal::ParseInt;
 using text_internal::Quote;
+using text_internal::SeparatorMask64;
 using text_internal::Trim;
 
 // Where ParseCsvRows puts one field's values.
@@ -88,6 +97,89 @@ inline bool FastRecord(const char*& p, const char* end, char* const* values, siz
   p = q + 1;
   return true;
 }
+
+// FastRecord with the fields found first: the separators (',' and '\n') of the record come
+// from 64-byte bitmasks (SeparatorMask64), so each field's start is known without parsing
+// the field before it, and the fields' FastDecimal conversions do not wait on each other
+// (FastRecord's next field starts where its last conversion ended, a chain of dependent
+// loads through every field of the record). The same values and the same fallback:
+// FastDecimal<T, kComma> accepts a field only when a ',' follows its digits, and digits
+// hold no separator, so that ',' is the field's separator in the mask (and likewise the
+// line end of the last field, '\r' not being a separator); anything else returns false
+// (the general path then reads the record from its start). Needs the window's 64 bytes
+// and FastDecimal's reach from each field start readable; returns false where the buffer
+// ends sooner.
+template <typename T>
+inline bool FastRecordIndexed(const char*& p, const char* end, char* const* values, size_t nf,
+                              int64_t row) {
+  constexpr ptrdiff_t kNeed = text_internal::kSeparatorWindow + kFastDecimalReach;
+  const char* window = p;
+  if (end - window < kNeed) return false;
+  uint64_t mask = SeparatorMask64(window);
+  const char* field = p;
+  const char* sep = p;
+  for (size_t f = 0; f < nf; ++f) {
+    while (mask == 0) {
+      window += text_internal::kSeparatorWindow;
+      if (end - window < kNeed) return false;
+      mask = SeparatorMask64(window);
+    }
+    sep = window + __builtin_ctzll(mask);
+    mask &= mask - 1;
+    const char* q = field;
+    T* out = reinterpret_cast<T*>(values[f]) + row;
+    if (f + 1 < nf) {
+      if (!FastDecimal<T, FieldEnd::kComma>(q, out)) return false;
+    } else {
+      if (!FastDecimal<T, FieldEnd::kLine>(q, out)) return false;
+    }
+    field = sep + 1;
+  }
+  p = field;
+  return true;
+}
+
+#if defined(TRAINTL_CSV_SSE41)
+// FastRecordIndexed with each field converted by DecimalSse41 from its bounds (which the
+// separator bitmask gives): a ',' must end every field but the last, a line end the last.
+// For CPUs with SSE4.1 (checked at run time: the build targets baseline x86-64). Needs the
+// same bytes readable as FastRecordIndexed, which covers DecimalSse41's 16 from a field
+// start. The values are FastDecimal's / the general path's (see DecimalSse41); false
+// (the general path then reads the record) for anything else.
+template <typename T>
+__attribute__((target("sse4.1"), noinline)) bool FastRecordSse41(const char*& p, const char* end,
+                                                                 char* const* values, size_t nf,
+                                                                 int64_t row) {
+  constexpr ptrdiff_t kNeed = text_internal::kSeparatorWindow + kFastDecimalReach;
+  static_assert(kFastDecimalReach >= 17, "DecimalSse41 reads 16 bytes after a '-'");
+  const char* window = p;
+  if (end - window < kNeed) return false;
+  uint64_t mask = SeparatorMask64(window);
+  const char* field = p;
+  for (size_t f = 0; f < nf; ++f) {
+    while (mask == 0) {
+      window += text_internal::kSeparatorWindow;
+      if (end - window < kNeed) return false;
+      mask = SeparatorMask64(window);
+    }
+    const char* sep = window + __builtin_ctzll(mask);
+    mask &= mask - 1;
+    const char* e = sep;
+    if (f + 1 < nf) {
+      if (*sep != ',') return false;
+    } else {
+      if (*sep != '\n') return false;
+      if (e > field && e[-1] == '\r') --e;
+    }
+    if (!text_internal::DecimalSse41(field, e, reinterpret_cast<T*>(values[f]) + row)) {
+      return false;
+    }
+    field = sep + 1;
+  }
+  p = field;
+  return true;
+}
+#endif
 
 // The fast path for column `col` at `row`; false when the field needs the general path.
 inline bool FastValue(DType dtype, const char*& p, const char* end, ColumnData* col, int64_t row) {
@@ -375,21 +467,43 @@ Status ParseCsvRows(const char* buf, size_t len, int64_t rows, const std::vector
   }
   char* const* values = uniform_values.data();
   int64_t fast_misses = 0;
+  // Far enough from the end of the buffer, FastRecordSse41 or FastRecordIndexed; near it
+  // (and for records longer than what is left), FastRecord, which reads less ahead.
+  constexpr ptrdiff_t kIndexedReach = text_internal::kSeparatorWindow + kFastDecimalReach;
+  using text_internal::CsvRecordPath;
+  const CsvRecordPath path = text_internal::CsvRecordPathForTests().load(std::memory_order_relaxed);
+#if defined(TRAINTL_CSV_SSE41)
+  static const bool have_sse41 = __builtin_cpu_supports("sse4.1");
+  const bool sse41 = have_sse41 && path == CsvRecordPath::kBest;
+#endif
+  auto record = [&](auto* type, const char*& q) {
+    using T = std::remove_pointer_t<decltype(type)>;
+    if (path == CsvRecordPath::kSequential || end - q < kIndexedReach) {
+      return FastRecord<T>(q, end, values, nf, row);
+    }
+#if defined(TRAINTL_CSV_SSE41)
+    if (sse41) return FastRecordSse41<T>(q, end, values, nf, row);
+#endif
+    if (!text_internal::kSeparatorMaskVectorized && path == CsvRecordPath::kBest) {
+      return FastRecord<T>(q, end, values, nf, row);
+    }
+    return FastRecordIndexed<T>(q, end, values, nf, row);
+  };
   auto fast_record = [&](const char*& q) {
     if (fast_misses > 64 && fast_misses * 8 > row) return false;
     bool ok = false;
     switch (uniform) {
       case DType::kFloat32:
-        ok = FastRecord<float>(q, end, values, nf, row);
+        ok = record(static_cast<float*>(nullptr), q);
         break;
       case DType::kFloat64:
-        ok = FastRecord<double>(q, end, values, nf, row);
+        ok = record(static_cast<double*>(nullptr), q);
         break;
       case DType::kInt64:
-        ok = FastRecord<int64_t>(q, end, values, nf, row);
+        ok = record(static_cast<int64_t*>(nullptr), q);
         break;
       case DType::kInt32:
-        ok = FastRecord<int32_t>(q, end, values, nf, row);
+        ok = record(static_cast<int32_t*>(nullptr), q);
         break;
       case DType::kString:
         return false;
