@@ -46,6 +46,9 @@ unshare -m bash -c 'mount --make-rprivate / && exec systemd-nspawn -q -D "$1" \
 rc=$?
 set -e
 end=$(date +%s.%N)
+# Kept for the next analysis: which steps the build spent its time on.
+cp "$WORK/root/src/build/.ninja_log" "${BASE}/last.ninja_log" 2>/dev/null &&
+  echo "(the build's step timings: ${BASE}/last.ninja_log)"
 grep -E "^== |install-deps|SUCCEEDED|FAILED|accuracy" "$WORK/quickstart.log" | head -40 || true
 tail -5 "$WORK/quickstart.log"
 awk -v s="$start" -v e="$end" -v rc="$rc" \
