@@ -424,6 +424,12 @@ void ShmCommunicator::Abort(const std::string& reason) {
 
 Status ShmCommunicator::Failed(const std::string& what) {
   std::string reason = what;
+  // A peer's Abort() publishes its reason between two stores (1, then 2): a rank that saw
+  // the 1 waits for the reason, briefly, since a peer killed in between never writes it.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(10);
+  while (header_->aborted.load() == 1 && std::chrono::steady_clock::now() < give_up) {
+    sched_yield();
+  }
   if (header_->aborted.load() == 2) reason = header_->reason;
   return Status::Unavailable("shared-memory collective of local rank " +
                              std::to_string(options_.local_rank) + " failed: " + reason);
