@@ -22,15 +22,14 @@ if [ "$installed" -ne ${#TORCH_PACKAGES[@]} ]; then
   mkdir -p "$BUILD_DIR"
   scripts/install-deps.sh --quickstart-torch >"$BUILD_DIR/install-torch.log" 2>&1 &
   apt_pid=$!
-  TARGETS="traintl traintl-worker" scripts/build.sh -DTRAINTL_BUILD_TORCH=OFF
+  TRAINTL_BUILD_TORCH=OFF TARGETS="traintl traintl-worker" scripts/build.sh
   if ! wait "$apt_pid"; then
     cat "$BUILD_DIR/install-torch.log"
     exit 1
   fi
   echo "== LibTorch installed ($(($(date +%s) - t1)) s after the compiler)"
 fi
-TARGETS="digits_train traintl_torch traintld traintl traintl-worker" \
-  scripts/build.sh -DTRAINTL_BUILD_TORCH=ON
+TARGETS="digits_train traintl_torch traintld traintl traintl-worker" scripts/build.sh
 t2=$(date +%s)
 echo "== dependencies took $((t1 - t0)) s before the build started, the build $((t2 - t1)) s"
 BIN="$ROOT/$BUILD_DIR/bin"
