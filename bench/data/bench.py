@@ -88,14 +88,15 @@ def raw_read(path, cold):
 
 
 def traintl_run(worker, lib, path, world, tmp, cold=False, threads=0, stack="columns",
-                share_index=True):
+                share_index=True, fmt="csv"):
     """Runs `world` traintl-worker ranks (this script plays the agent); their metrics.
 
     cold: evicts the file from the page cache first (and caches it again afterwards).
     threads: parser threads per rank (0 = the reader's default).
     stack: how the library makes each batch one [rows, 17] tensor (bench_train.cc).
     share_index: the ranks get a (fresh) trial dir, where they share the row index; without
-    it none, so that each rank counts the rows itself."""
+    it none, so that each rank counts the rows itself.
+    fmt: the dataset's format (csv, or parquet for the --parquet rows)."""
     trial_dir = tempfile.mkdtemp(dir=tmp, prefix="trial-") if share_index else ""
     if cold:
         evict(path)
@@ -108,7 +109,7 @@ def traintl_run(worker, lib, path, world, tmp, cold=False, threads=0, stack="col
                "trial_dir": trial_dir,
                "staging_dir": os.path.join(tmp, f"staging{rank}"), "master_addr": "127.0.0.1",
                "master_port": 0, "use_gpu": False,
-               "datasets": {"bench": {"uri": "file://" + path, "format": "csv", "split": True}}}
+               "datasets": {"bench": {"uri": "file://" + path, "format": fmt, "split": True}}}
         ctx_path = os.path.join(tmp, f"rank{rank}.json")
         with open(ctx_path, "w") as f:
             json.dump(ctx, f)
@@ -183,6 +184,9 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--python", default="/usr/bin/python3", help="an interpreter with pandas")
     ap.add_argument("--results", default=os.path.join(HERE, "RESULTS.md"))
+    ap.add_argument("--parquet", default="",
+                    help="a directory with bench-snappy.parquet and bench-zstd.parquet, the "
+                         "same rows (bench_parquet.py writes them): adds their 1-rank rows")
     args = ap.parse_args()
 
     if not os.path.exists(args.data):
@@ -199,6 +203,14 @@ def main():
                                    "traintl1_k1", "traintl1_rows", "pandas")}
     memory = {}
     rows_seen = None
+    parquet = {}
+    if args.parquet:
+        parquet = {"traintl1_pq_snappy": os.path.join(args.parquet, "bench-snappy.parquet"),
+                   "traintl1_pq_zstd": os.path.join(args.parquet, "bench-zstd.parquet")}
+        for k, path in parquet.items():
+            if not os.path.exists(path):
+                raise SystemExit(f"{path} is missing (bench/data/bench_parquet.py writes it)")
+            samples[k], cpu_samples[k] = [], []
     with tempfile.TemporaryDirectory(prefix="traintl-bench-data-") as tmp:
         for r in range(args.rounds):
             print(f"round {r + 1}/{args.rounds}", file=sys.stderr)
@@ -229,6 +241,13 @@ def main():
             samples["traintl1_rows"].append(rm["seconds"])
             cpu_samples["traintl1_rows"].append(rm["cpu_seconds"])
             memory["traintl1_rows"] = rm
+            for k, path in parquet.items():
+                pq = traintl_run(worker, args.lib, path, 1, tmp, fmt="parquet")[0]
+                if pq["rows"] != rows_seen:
+                    raise RuntimeError(f"{path}: {pq['rows']} rows, the CSV {rows_seen}")
+                samples[k].append(pq["seconds"])
+                cpu_samples[k].append(pq["cpu_seconds"])
+                memory[k] = pq
             pd_result = pandas_run(args.python, args.data)
             samples["pandas"].append(pd_result["seconds"])
             cpu_samples["pandas"].append(pd_result["cpu_seconds"])
@@ -268,11 +287,13 @@ def main():
              "traintl1_cold": "traintl, 1 rank, file evicted first (cold)",
              "traintl1_k1": "traintl, 1 rank, 1 parser thread (num_threads=1)",
              "traintl1_rows": "traintl, 1 rank, row-major [B, 17] (torch::stack(dim=1))",
+             "traintl1_pq_snappy": "traintl, 1 rank, the rows as Parquet SNAPPY (MB/s of the CSV)",
+             "traintl1_pq_zstd": "traintl, 1 rank, the rows as Parquet ZSTD (MB/s of the CSV)",
              "pandas": "pandas read_csv().to_numpy(float32)",
              "raw_warm": "raw read: cat > /dev/null, page cache (warm)",
              "raw_cold": "raw read: cat > /dev/null, evicted first (cold)"}
     for k in ("traintl1", "traintl2", "traintl2_own", "traintl1_cold", "traintl1_k1",
-              "traintl1_rows", "pandas", "raw_warm", "raw_cold"):
+              "traintl1_rows", *parquet, "pandas", "raw_warm", "raw_cold"):
         lines.append(f"| {names[k]} | {med[k]:.3f} | {mbps[k]:.0f} | "
                      f"{mbps[k] / mbps['pandas']:.2f}x | {mbps[k] / mbps['raw_warm']:.3f}x | "
                      f"{mbps[k] / mbps['raw_cold']:.3f}x |")
@@ -294,7 +315,7 @@ def main():
         "|---|---|---|---|",
     ]
     for k in ("traintl1", "traintl2", "traintl2_own", "traintl1_cold", "traintl1_k1",
-              "traintl1_rows", "pandas"):
+              "traintl1_rows", *parquet, "pandas"):
         per_cpu = size / cpu_med[k] / 1e6
         lines.append(f"| {names[k]} | {cpu_med[k]:.3f} | {per_cpu:.0f} | "
                      f"{cpu_med['pandas'] / cpu_med[k]:.2f}x |")
@@ -305,6 +326,18 @@ def main():
         f"splitting the file against 1 rank {cpu_med['traintl2'] / cpu_med['traintl1']:.3f}x "
         f"(target <= 1.1x; {cpu_med['traintl2_own'] / cpu_med['traintl1']:.3f}x with each rank "
         "counting the rows itself).",
+    ]
+    if parquet:
+        lines += [
+            "",
+            "Parquet (the same rows; f* DOUBLE, label INT64) against the CSV path, 1 rank, "
+            "both through iter_torch_batches (target >= 2x): SNAPPY "
+            f"{med['traintl1'] / med['traintl1_pq_snappy']:.2f}x, ZSTD "
+            f"{med['traintl1'] / med['traintl1_pq_zstd']:.2f}x in wall time; "
+            f"{cpu_med['traintl1'] / cpu_med['traintl1_pq_snappy']:.2f}x and "
+            f"{cpu_med['traintl1'] / cpu_med['traintl1_pq_zstd']:.2f}x in CPU time.",
+        ]
+    lines += [
         "",
         "Peak memory (VmHWM of the reading process; \"before\" is its VmRSS just before "
         "reading, with LibTorch or pandas loaded):",

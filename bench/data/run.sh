@@ -35,4 +35,4 @@ cmake --build "$libs" -j"${JOBS:-2}" >&2
 export PYTHONDONTWRITEBYTECODE=1
 python3 "$here/bench.py" --bin "$build/bin" --lib "$libs/libdata_bench_train.so" \
   --data "${BENCH_DATA:-$libs/bench.csv}" --rows "${BENCH_ROWS:-2000000}" \
-  --rounds "${BENCH_ROUNDS:-3}" --python "$python"
+  --rounds "${BENCH_ROUNDS:-3}" --python "$python" ${BENCH_PARQUET:+--parquet "$BENCH_PARQUET"}
