@@ -229,7 +229,10 @@ class Builder {
 
   Result<std::vector<Chunk>> Run(const std::string& dir) {
     std::vector<std::optional<std::vector<Chunk>>> done(files_.size());
-    const bool shared = !dir.empty() && format_ != Format::kNpy && MakeDirs(dir, 0700).ok();
+    // Only the text formats' index takes a scan; .npy and Parquet chunks come from the
+    // header or footer each rank has read already.
+    const bool needs_scan = format_ == Format::kCsv || format_ == Format::kJsonl;
+    const bool shared = !dir.empty() && needs_scan && MakeDirs(dir, 0700).ok();
     std::vector<FileEntry> entries;
     if (shared) {
       const std::string host = HostName();

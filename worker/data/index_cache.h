@@ -3,6 +3,9 @@
 // <trial_dir>/.data_index), so that one rank scans (line-counts) a file and the others of
 // its node load what it found instead of each scanning the whole file again.
 //
+// Only CSV and JSON Lines files have entries: their index takes a scan, while .npy and
+// Parquet chunks come from the header or footer every rank reads anyway.
+//
 // One entry per data file: "<sha256(key)[0:32]>.idx", written to a temporary name and
 // renamed into place (readers see a whole entry or none). The key names everything the
 // chunk list depends on: the format, chunk_bytes, the file's data offset and first line,

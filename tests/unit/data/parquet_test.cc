@@ -232,6 +232,24 @@ TEST_CASE("parquet: 2 and 3 ranks get equal row counts over row groups and read 
   }
 }
 
+TEST_CASE("parquet: a split dataset's index comes from the footer, never the shared index") {
+  // The shared row index (index_cache.h) saves the text formats' scans; a Parquet index is
+  // the footer every rank reads anyway, so nothing is locked, scanned or stored for it.
+  TempDir dir;
+  ShardOptions so;
+  so.index_dir = dir.path() + "/.data_index";
+  for (int rank = 0; rank < 2; ++rank) {
+    auto ds = OpenDataset(Uri("types_snappy_dict_v1"), rank, 2, true, so);
+    auto index = ds->Index(nullptr);
+    REQUIRE(index.ok());
+    CHECK((*index)->size() == 3);  // its row groups
+    CHECK(ds->index_stats().files_stored == 0);
+    CHECK(ds->index_stats().files_loaded == 0);
+  }
+  auto left = traintl::ListFilesRecursive(so.index_dir);
+  CHECK((!left.ok() || left->empty()));
+}
+
 TEST_CASE("parquet: a rank's plan starts and stops inside row groups") {
   // 60 rows in row groups of 25, 25, 10 over 4 ranks: 15 rows each, so rank 1 reads rows
   // 15..29 (the end of row group 0 and the start of row group 1).
