@@ -34,14 +34,6 @@ Status WriteAll(int fd, const char* p, size_t n, const std::string& path) {
   return Status::Ok();
 }
 
-std::string TempSuffix() {
-  static thread_local std::mt19937_64 rng(std::random_device{}());
-  char buf[32];
-  std::snprintf(buf, sizeof buf, ".tmp-%d-%08llx", static_cast<int>(getpid()),
-                static_cast<unsigned long long>(rng() & 0xffffffffULL));
-  return buf;
-}
-
 // Reads `fd` to its end (closing it), refusing more than `max_bytes`.
 Result<std::string> ReadToEnd(int fd, const std::string& path, size_t max_bytes,
                               size_t expected = 0) {
@@ -323,6 +315,14 @@ std::string TailFile(const std::string& path, size_t max_bytes) {
     if (nl != std::string::npos && nl + 1 < out.size()) out = out.substr(nl + 1);
   }
   return out;
+}
+
+std::string TempSuffix() {
+  static thread_local std::mt19937_64 rng(std::random_device{}());
+  char buf[40];
+  std::snprintf(buf, sizeof buf, ".tmp-%d-%08llx", static_cast<int>(::getpid()),
+                static_cast<unsigned long long>(rng() & 0xffffffffULL));
+  return buf;
 }
 
 }  // namespace traintl

@@ -53,6 +53,9 @@ std::string DirName(const std::string& path);
 std::string JoinPath(const std::string& a, const std::string& b);
 // Absolute form of `path` (relative to the cwd); does not resolve symlinks.
 std::string AbsolutePath(const std::string& path);
+// A suffix that makes a temporary file's name unique (".tmp-<pid>-<random>"): written
+// beside its final path, then renamed over it.
+std::string TempSuffix();
 // Last `max_bytes` of a file, starting at a line boundary where possible.
 std::string TailFile(const std::string& path, size_t max_bytes);
 

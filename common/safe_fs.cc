@@ -11,7 +11,6 @@
 #include <cstring>
 #include <deque>
 #include <functional>
-#include <random>
 
 #include "common/file_util.h"
 
@@ -235,14 +234,6 @@ Status ChownFd(int fd, const std::string& shown, uid_t uid, gid_t gid, const Own
   if (::fchownat(fd, "", uid, gid, AT_EMPTY_PATH) != 0)
     return ErrnoStatus(errno, "chown", shown + " to " + std::to_string(uid));
   return Status::Ok();
-}
-
-std::string TempSuffix() {
-  static thread_local std::mt19937_64 rng(std::random_device{}());
-  char buf[40];
-  std::snprintf(buf, sizeof buf, ".tmp-%d-%08llx", static_cast<int>(::getpid()),
-                static_cast<unsigned long long>(rng() & 0xffffffffULL));
-  return buf;
 }
 
 Status WriteAllFd(int fd, const std::string& data, const std::string& shown) {

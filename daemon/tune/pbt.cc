@@ -12,7 +12,7 @@ using json = nlohmann::json;
 using sched_internal::FormatNumber;
 using sched_internal::NumberAt;
 
-Status Fail(const std::string& where, const std::string& what) {
+Status PbtError(const std::string& where, const std::string& what) {
   return Status::InvalidArgument(where + ": " + what);
 }
 
@@ -24,12 +24,12 @@ double RankKey(double score) {
 
 Result<std::vector<PbtMutation>> ParsePbtMutations(const json& v, const std::string& where) {
   if (!v.is_object()) {
-    return Fail(where, "must be an object mapping config keys to a domain or a list of values");
+    return PbtError(where, "must be an object mapping config keys to a domain or a list of values");
   }
-  if (v.empty()) return Fail(where, "must name at least one key to mutate");
+  if (v.empty()) return PbtError(where, "must name at least one key to mutate");
   // A distribution here would read as a config key named after it: surely a mistake.
   if (IsDomain(v)) {
-    return Fail(where, "must map config keys to mutations, not be a distribution itself");
+    return PbtError(where, "must map config keys to mutations, not be a distribution itself");
   }
   std::vector<PbtMutation> out;
   for (auto it = v.begin(); it != v.end(); ++it) {
@@ -40,21 +40,21 @@ Result<std::vector<PbtMutation>> ParsePbtMutations(const json& v, const std::str
     if (IsDomain(spec)) {
       TRAINTL_ASSIGN_OR_RETURN(Domain d, ParseDomain(spec, at));
       if (d.kind == Domain::Kind::kGridSearch) {
-        return Fail(at, "grid_search cannot be mutated: give a list of values instead");
+        return PbtError(at, "grid_search cannot be mutated: give a list of values instead");
       }
       m.kind = PbtMutation::Kind::kDomain;
       m.domain = std::move(d);
     } else if (spec.is_array()) {
-      if (spec.empty()) return Fail(at, "needs a non-empty list of values");
+      if (spec.empty()) return PbtError(at, "needs a non-empty list of values");
       m.kind = PbtMutation::Kind::kList;
       m.values = spec;
     } else if (spec.is_object()) {
       TRAINTL_ASSIGN_OR_RETURN(m.children, ParsePbtMutations(spec, at));
       m.kind = PbtMutation::Kind::kNested;
     } else {
-      return Fail(at,
-                  "must be a domain (e.g. {\"uniform\": [lo, hi]}), a list of values, or an "
-                  "object of them for nested keys");
+      return PbtError(at,
+                      "must be a domain (e.g. {\"uniform\": [lo, hi]}), a list of values, or an "
+                      "object of them for nested keys");
     }
     out.push_back(std::move(m));
   }

@@ -31,7 +31,7 @@ class FifoScheduler : public TrialScheduler {
 
 const char kPrefix[] = "tune_config.scheduler";
 
-Status Fail(const std::string& field, const std::string& what) {
+Status SchedulerError(const std::string& field, const std::string& what) {
   return Status::InvalidArgument(std::string(kPrefix) + (field.empty() ? "" : ".") + field + ": " +
                                  what);
 }
@@ -67,11 +67,12 @@ Status CheckFields(const json& obj, std::vector<std::string> known) {
     for (const auto& k : known) found = found || k == it.key();
     if (found) continue;
     if (auto u = Unsupported().find(it.key()); u != Unsupported().end()) {
-      return Fail(it.key(), u->second);
+      return SchedulerError(it.key(), u->second);
     }
     std::string near = Closest(it.key(), known);
-    if (!near.empty()) return Fail(it.key(), "unknown field (did you mean \"" + near + "\"?)");
-    return Fail(it.key(), "unknown field (known: " + Join(known) + ")");
+    if (!near.empty())
+      return SchedulerError(it.key(), "unknown field (did you mean \"" + near + "\"?)");
+    return SchedulerError(it.key(), "unknown field (known: " + Join(known) + ")");
   }
   return Status::Ok();
 }
@@ -80,7 +81,7 @@ Status GetNumber(const json& obj, const char* field, double* out) {
   auto it = obj.find(field);
   if (it == obj.end()) return Status::Ok();
   if (!it->is_number() || !std::isfinite(it->get<double>())) {
-    return Fail(field, "must be a number, got " + it->dump());
+    return SchedulerError(field, "must be a number, got " + it->dump());
   }
   *out = it->get<double>();
   return Status::Ok();
@@ -89,7 +90,7 @@ Status GetNumber(const json& obj, const char* field, double* out) {
 Status GetBool(const json& obj, const char* field, bool* out) {
   auto it = obj.find(field);
   if (it == obj.end()) return Status::Ok();
-  if (!it->is_boolean()) return Fail(field, "must be true or false, got " + it->dump());
+  if (!it->is_boolean()) return SchedulerError(field, "must be true or false, got " + it->dump());
   *out = it->get<bool>();
   return Status::Ok();
 }
@@ -98,7 +99,7 @@ Status GetTimeAttr(const json& obj, std::string* out) {
   auto it = obj.find("time_attr");
   if (it == obj.end()) return Status::Ok();
   if (!it->is_string() || it->get<std::string>().empty()) {
-    return Fail("time_attr", "must be the name of a reported result, got " + it->dump());
+    return SchedulerError("time_attr", "must be the name of a reported result, got " + it->dump());
   }
   *out = it->get<std::string>();
   return Status::Ok();
@@ -107,7 +108,7 @@ Status GetTimeAttr(const json& obj, std::string* out) {
 std::string FormatNum(double v) { return sched_internal::FormatNumber(v); }
 
 Status CheckReductionFactor(double rf) {
-  if (!(rf > 1)) return Fail("reduction_factor", "must be > 1, got " + FormatNum(rf));
+  if (!(rf > 1)) return SchedulerError("reduction_factor", "must be > 1, got " + FormatNum(rf));
   return Status::Ok();
 }
 
@@ -126,17 +127,17 @@ Result<std::unique_ptr<TrialScheduler>> MakeAsha(const json& p, const std::strin
         it->is_number_integer() ||
         (it->is_number_float() && std::floor(it->get<double>()) == it->get<double>());
     if (!integral || it->get<double>() < 1 || it->get<double>() > 1000) {
-      return Fail("brackets", "must be an integer from 1 to 1000, got " + it->dump());
+      return SchedulerError("brackets", "must be an integer from 1 to 1000, got " + it->dump());
     }
     o.brackets = static_cast<int64_t>(it->get<double>());
   }
-  if (!(o.max_t > 0)) return Fail("max_t", "must be > 0, got " + FormatNum(o.max_t));
+  if (!(o.max_t > 0)) return SchedulerError("max_t", "must be > 0, got " + FormatNum(o.max_t));
   if (!(o.grace_period > 0)) {
-    return Fail("grace_period", "must be > 0, got " + FormatNum(o.grace_period));
+    return SchedulerError("grace_period", "must be > 0, got " + FormatNum(o.grace_period));
   }
   if (o.grace_period > o.max_t) {
-    return Fail("grace_period",
-                "must be <= max_t (" + FormatNum(o.max_t) + "), got " + FormatNum(o.grace_period));
+    return SchedulerError("grace_period", "must be <= max_t (" + FormatNum(o.max_t) + "), got " +
+                                              FormatNum(o.grace_period));
   }
   TRAINTL_RETURN_IF_ERROR(CheckReductionFactor(o.reduction_factor));
   return std::unique_ptr<TrialScheduler>(
@@ -153,11 +154,11 @@ Result<std::unique_ptr<TrialScheduler>> MakeHyperBand(const json& p, const std::
   TRAINTL_RETURN_IF_ERROR(GetNumber(p, "reduction_factor", &o.reduction_factor));
   TRAINTL_RETURN_IF_ERROR(GetBool(p, "stop_last_trials", &o.stop_last_trials));
   // Ray asserts max_t > 0, but below 1 no bracket has a first milestone and it loops.
-  if (!(o.max_t >= 1)) return Fail("max_t", "must be >= 1, got " + FormatNum(o.max_t));
+  if (!(o.max_t >= 1)) return SchedulerError("max_t", "must be >= 1, got " + FormatNum(o.max_t));
   TRAINTL_RETURN_IF_ERROR(CheckReductionFactor(o.reduction_factor));
   if (std::log(o.max_t) / std::log(o.reduction_factor) > 64) {
-    return Fail("reduction_factor",
-                "too close to 1 for max_t " + FormatNum(o.max_t) + " (more than 64 halvings)");
+    return SchedulerError("reduction_factor", "too close to 1 for max_t " + FormatNum(o.max_t) +
+                                                  " (more than 64 halvings)");
   }
   return std::unique_ptr<TrialScheduler>(
       std::make_unique<HyperBandScheduler>(std::move(o), metric, mode));
@@ -176,30 +177,31 @@ Result<std::unique_ptr<TrialScheduler>> MakePbt(const json& p, const std::string
   TRAINTL_RETURN_IF_ERROR(GetNumber(p, "resample_probability", &o.resample_probability));
   bool synch = false;
   TRAINTL_RETURN_IF_ERROR(GetBool(p, "synch", &synch));
-  if (synch) return Fail("synch", "true is not supported: PBT runs asynchronously here");
+  if (synch) return SchedulerError("synch", "true is not supported: PBT runs asynchronously here");
   if (!(o.perturbation_interval > 0)) {
-    return Fail("perturbation_interval", "must be > 0, got " + FormatNum(o.perturbation_interval));
+    return SchedulerError("perturbation_interval",
+                          "must be > 0, got " + FormatNum(o.perturbation_interval));
   }
   if (!(o.burn_in_period >= 0)) {
-    return Fail("burn_in_period", "must be >= 0, got " + FormatNum(o.burn_in_period));
+    return SchedulerError("burn_in_period", "must be >= 0, got " + FormatNum(o.burn_in_period));
   }
   if (!(o.quantile_fraction >= 0 && o.quantile_fraction <= 0.5)) {
-    return Fail("quantile_fraction",
-                "must be between 0 and 0.5, got " + FormatNum(o.quantile_fraction));
+    return SchedulerError("quantile_fraction",
+                          "must be between 0 and 0.5, got " + FormatNum(o.quantile_fraction));
   }
   if (!(o.resample_probability >= 0 && o.resample_probability <= 1)) {
-    return Fail("resample_probability",
-                "must be between 0 and 1, got " + FormatNum(o.resample_probability));
+    return SchedulerError("resample_probability",
+                          "must be between 0 and 1, got " + FormatNum(o.resample_probability));
   }
   if (auto it = p.find("perturbation_factors"); it != p.end()) {
     bool ok = it->is_array() && !it->empty();
     for (const auto& f : *it) ok = ok && f.is_number() && std::isfinite(f.get<double>());
-    if (!ok) return Fail("perturbation_factors", "must be a non-empty list of numbers");
+    if (!ok) return SchedulerError("perturbation_factors", "must be a non-empty list of numbers");
     o.perturbation_factors = it->get<std::vector<double>>();
   }
   auto m = p.find("hyperparam_mutations");
   if (m == p.end() || m->is_null()) {
-    return Fail("hyperparam_mutations", "required: the config keys PBT may mutate");
+    return SchedulerError("hyperparam_mutations", "required: the config keys PBT may mutate");
   }
   TRAINTL_ASSIGN_OR_RETURN(o.mutations,
                            ParsePbtMutations(*m, std::string(kPrefix) + ".hyperparam_mutations"));
@@ -216,8 +218,9 @@ Result<std::unique_ptr<TrialScheduler>> MakeScheduler(const json& scheduler,
   json spec = scheduler;
   if (spec.is_string()) spec = {{"type", scheduler}};  // Ray's create_scheduler("asha")
   if (!spec.is_object()) {
-    return Fail("", "must be an object like {\"type\": \"asha\", ...} or null (FIFO), got " +
-                        scheduler.dump());
+    return SchedulerError(
+        "",
+        "must be an object like {\"type\": \"asha\", ...} or null (FIFO), got " + scheduler.dump());
   }
   static const std::vector<std::string> kTypes = {"fifo", "asha", "async_hyperband", "hyperband",
                                                   "pbt"};
@@ -225,7 +228,7 @@ Result<std::unique_ptr<TrialScheduler>> MakeScheduler(const json& scheduler,
       "median_stopping_rule", "hb_bohb", "bohb", "pb2", "pbt_replay", "resource_changing"};
   auto t = spec.find("type");
   if (t == spec.end() || !t->is_string()) {
-    return Fail("type", "required: one of " + Join(kTypes));
+    return SchedulerError("type", "required: one of " + Join(kTypes));
   }
   const std::string type = t->get<std::string>();
   bool known = false;
@@ -233,14 +236,17 @@ Result<std::unique_ptr<TrialScheduler>> MakeScheduler(const json& scheduler,
   if (!known) {
     for (const auto& k : kRayOthers) {
       if (k == type) {
-        return Fail("type", "\"" + type + "\" is not supported (supported: " + Join(kTypes) + ")");
+        return SchedulerError(
+            "type", "\"" + type + "\" is not supported (supported: " + Join(kTypes) + ")");
       }
     }
     std::string near = Closest(type, kTypes);
     if (!near.empty()) {
-      return Fail("type", "unknown scheduler \"" + type + "\" (did you mean \"" + near + "\"?)");
+      return SchedulerError("type",
+                            "unknown scheduler \"" + type + "\" (did you mean \"" + near + "\"?)");
     }
-    return Fail("type", "unknown scheduler \"" + type + "\" (supported: " + Join(kTypes) + ")");
+    return SchedulerError("type",
+                          "unknown scheduler \"" + type + "\" (supported: " + Join(kTypes) + ")");
   }
   if (type == "fifo") {
     TRAINTL_RETURN_IF_ERROR(CheckFields(spec, {}));

@@ -14,7 +14,7 @@ namespace {
 
 using json = nlohmann::json;
 
-Status Fail(const std::string& field, const std::string& what) {
+Status SpecError(const std::string& field, const std::string& what) {
   return Status::InvalidArgument(field + ": " + what);
 }
 
@@ -35,7 +35,7 @@ Status CheckKnown(const json& obj, const std::string& prefix,
       for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
       msg += " (known: " + list + ")";
     }
-    return Fail(prefix + it.key(), msg);
+    return SpecError(prefix + it.key(), msg);
   }
   return Status::Ok();
 }
@@ -72,7 +72,7 @@ Status ParseSearchAlg(const json& v, TuneConfig* c) {
     TRAINTL_RETURN_IF_ERROR(CheckKnown(v, "tune_config.search_alg.", {"type", "seed"}));
     if (const json* type = Find(v, "type")) {
       if (!type->is_string()) {
-        return Fail("tune_config.search_alg.type", "must be \"random\" or \"grid\"");
+        return SpecError("tune_config.search_alg.type", "must be \"random\" or \"grid\"");
       }
       c->search_alg = type->get<std::string>();
     }
@@ -83,18 +83,20 @@ Status ParseSearchAlg(const json& v, TuneConfig* c) {
       } else if (AsInt64(*seed, &s) && s >= 0) {
         c->seed = static_cast<uint64_t>(s);
       } else {
-        return Fail("tune_config.search_alg.seed", "must be an integer >= 0, got " + seed->dump());
+        return SpecError("tune_config.search_alg.seed",
+                         "must be an integer >= 0, got " + seed->dump());
       }
     }
   } else {
-    return Fail("tune_config.search_alg",
-                "must be \"random\", \"grid\" or {\"type\": ..., \"seed\": N}, got " + v.dump());
+    return SpecError(
+        "tune_config.search_alg",
+        "must be \"random\", \"grid\" or {\"type\": ..., \"seed\": N}, got " + v.dump());
   }
   if (c->search_alg != "random" && c->search_alg != "grid") {
     std::string near = Closest(c->search_alg, {"random", "grid"});
-    return Fail(v.is_object() ? "tune_config.search_alg.type" : "tune_config.search_alg",
-                "must be \"random\" or \"grid\", got \"" + c->search_alg + "\"" +
-                    (near.empty() ? "" : " (did you mean \"" + near + "\"?)"));
+    return SpecError(v.is_object() ? "tune_config.search_alg.type" : "tune_config.search_alg",
+                     "must be \"random\" or \"grid\", got \"" + c->search_alg + "\"" +
+                         (near.empty() ? "" : " (did you mean \"" + near + "\"?)"));
   }
   return Status::Ok();
 }
@@ -104,43 +106,43 @@ Status ParseTuneConfig(const json& tc, TuneConfig* c) {
                                      {"metric", "mode", "num_samples", "max_concurrent_trials",
                                       "time_budget_s", "search_alg", "scheduler"}));
   const json* metric = Find(tc, "metric");
-  if (metric == nullptr) return Fail("tune_config.metric", "required");
+  if (metric == nullptr) return SpecError("tune_config.metric", "required");
   if (!metric->is_string() || metric->get<std::string>().empty()) {
-    return Fail("tune_config.metric", "must be a non-empty string (a reported metric's name)");
+    return SpecError("tune_config.metric", "must be a non-empty string (a reported metric's name)");
   }
   c->metric = metric->get<std::string>();
 
   const json* mode = Find(tc, "mode");
-  if (mode == nullptr) return Fail("tune_config.mode", "required (\"min\" or \"max\")");
+  if (mode == nullptr) return SpecError("tune_config.mode", "required (\"min\" or \"max\")");
   if (!mode->is_string() || (*mode != "min" && *mode != "max")) {
-    return Fail("tune_config.mode", "must be \"min\" or \"max\", got " + mode->dump());
+    return SpecError("tune_config.mode", "must be \"min\" or \"max\", got " + mode->dump());
   }
   c->mode = mode->get<std::string>();
 
   if (const json* t = Find(tc, "time_budget_s")) {
     if (!t->is_number() || !std::isfinite(t->get<double>()) || t->get<double>() < 0) {
-      return Fail("tune_config.time_budget_s",
-                  "must be a number of seconds >= 0 (0: no budget), got " + t->dump());
+      return SpecError("tune_config.time_budget_s",
+                       "must be a number of seconds >= 0 (0: no budget), got " + t->dump());
     }
     c->time_budget_s = t->get<double>();
   }
 
   if (const json* n = Find(tc, "num_samples")) {
     if (!AsInt64(*n, &c->num_samples) || (c->num_samples < 1 && c->num_samples != -1)) {
-      return Fail(
+      return SpecError(
           "tune_config.num_samples",
           "must be an integer >= 1, or -1 (as many as time_budget_s allows), got " + n->dump());
     }
     if (c->num_samples == -1 && !(c->time_budget_s > 0)) {
-      return Fail("tune_config.num_samples", "-1 needs time_budget_s > 0");
+      return SpecError("tune_config.num_samples", "-1 needs time_budget_s > 0");
     }
   }
 
   if (const json* m = Find(tc, "max_concurrent_trials")) {
     int64_t v = 0;
     if (!AsInt64(*m, &v) || v < 0 || v > std::numeric_limits<int>::max()) {
-      return Fail("tune_config.max_concurrent_trials",
-                  "must be an integer >= 0 (0: no limit), got " + m->dump());
+      return SpecError("tune_config.max_concurrent_trials",
+                       "must be an integer >= 0 (0: no limit), got " + m->dump());
     }
     c->max_concurrent_trials = static_cast<int>(v);
   }
@@ -150,8 +152,8 @@ Status ParseTuneConfig(const json& tc, TuneConfig* c) {
   c->scheduler = nullptr;
   if (const json* s = Find(tc, "scheduler")) {
     if (!s->is_null() && !s->is_object()) {
-      return Fail("tune_config.scheduler",
-                  "must be an object ({\"type\": \"asha\", ...}) or null, got " + s->dump());
+      return SpecError("tune_config.scheduler",
+                       "must be an object ({\"type\": \"asha\", ...}) or null, got " + s->dump());
     }
     c->scheduler = *s;
   }
@@ -173,8 +175,8 @@ Result<TuneSpec> ParseTuneSpec(const json& doc) {
   TuneSpec spec;
 
   const json* trainer = Find(doc, "trainer");
-  if (trainer == nullptr) return Fail("trainer", "required (the job spec each trial runs)");
-  if (!trainer->is_object()) return Fail("trainer", "must be an object (a job spec)");
+  if (trainer == nullptr) return SpecError("trainer", "required (the job spec each trial runs)");
+  if (!trainer->is_object()) return SpecError("trainer", "must be an object (a job spec)");
   spec.trainer = *trainer;
 
   spec.param_space = json::object();
@@ -184,24 +186,25 @@ Result<TuneSpec> ParseTuneSpec(const json& doc) {
   spec.space = std::move(space).value();
 
   const json* tc = Find(doc, "tune_config");
-  if (tc == nullptr) return Fail("tune_config", "required (at least metric and mode)");
-  if (!tc->is_object()) return Fail("tune_config", "must be an object");
+  if (tc == nullptr) return SpecError("tune_config", "required (at least metric and mode)");
+  if (!tc->is_object()) return SpecError("tune_config", "must be an object");
   TRAINTL_RETURN_IF_ERROR(ParseTuneConfig(*tc, &spec.config));
 
   if (spec.config.search_alg == "grid") {
     if (!spec.space.has_grid()) {
-      return Fail("tune_config.search_alg", "\"grid\" needs grid_search values in param_space");
+      return SpecError("tune_config.search_alg",
+                       "\"grid\" needs grid_search values in param_space");
     }
     for (const auto& p : spec.space.params()) {
       if (p.domain.kind == Domain::Kind::kGridSearch) continue;
       std::string where = "param_space";
       for (const auto& k : p.path) where += "." + k;
-      return Fail("tune_config.search_alg",
-                  "\"grid\" cannot sample " + where + " (not a grid_search); use \"random\"");
+      return SpecError("tune_config.search_alg",
+                       "\"grid\" cannot sample " + where + " (not a grid_search); use \"random\"");
     }
   }
   if (spec.config.num_samples > std::numeric_limits<int64_t>::max() / spec.space.GridSize()) {
-    return Fail("tune_config.num_samples", "times the grid's points is too many trials");
+    return SpecError("tune_config.num_samples", "times the grid's points is too many trials");
   }
   return spec;
 }

@@ -17,9 +17,6 @@
 namespace traintl {
 namespace data {
 
-// Longest record (or carried start of one) a text block may hold.
-inline constexpr size_t kMaxRecordBytes = 64u << 20;
-
 // Unit::line of a block whose first line the reader did not count: the line after the
 // previous block's records (the batcher, which sees the blocks in order, knows it).
 inline constexpr int64_t kLineAfterPrevious = -1;

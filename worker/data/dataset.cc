@@ -15,8 +15,6 @@ namespace {
 
 // Bytes read from the head of every file but the first (which is read for inference).
 constexpr size_t kHeadBytes = 64 << 10;
-// A record (or a header) longer than this is refused rather than buffered.
-constexpr size_t kMaxRecordBytes = 64u << 20;
 
 Result<std::string> ReadHead(const DataFile& file, size_t max_bytes, const HttpOptions& http,
                              const std::atomic<bool>* cancel, bool* whole) {
@@ -125,8 +123,13 @@ Result<std::shared_ptr<Dataset>> Dataset::Open(const DatasetConfig& config,
   TRAINTL_ASSIGN_OR_RETURN(files, ResolveDataFiles(config.uri));
 
   std::string format = config.format;
-  if (format.empty()) format = InferDatasetFormat(DatasetSpec{config.uri, "", false});
-  if (format.empty()) format = InferDatasetFormat(DatasetSpec{files.front().name, "", false});
+  const auto infer = [](const std::string& name) {
+    DatasetSpec by_name;
+    by_name.uri = name;
+    return InferDatasetFormat(by_name);
+  };
+  if (format.empty()) format = infer(config.uri);
+  if (format.empty()) format = infer(files.front().name);
   if (format == "csv") {
     ds->format_ = Format::kCsv;
   } else if (format == "jsonl") {

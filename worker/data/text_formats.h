@@ -30,6 +30,10 @@
 namespace traintl {
 namespace data {
 
+// Longest record (or header, or carried start of one) a reader buffers: a longer one is
+// refused rather than read into memory without bound.
+inline constexpr size_t kMaxRecordBytes = 64u << 20;
+
 // Where a buffer starts in its file, for messages.
 struct TextPos {
   const std::string* file = nullptr;

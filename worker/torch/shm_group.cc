@@ -74,7 +74,7 @@ c10d::ReduceOp ToGloo(ShmOp op) {
 }
 
 std::string Str(const std::vector<uint8_t>& v) { return std::string(v.begin(), v.end()); }
-std::vector<uint8_t> Bytes(const std::string& s) {
+std::vector<uint8_t> ToBytes(const std::string& s) {
   return std::vector<uint8_t>(s.begin(), s.end());
 }
 
@@ -444,11 +444,11 @@ std::unique_ptr<ProcessGroup> MakeShmGroup(const c10::intrusive_ptr<c10d::Store>
     if (created.ok()) {
       segment = std::move(created).value();
       store->set(seg_key,
-                 Bytes(std::to_string(getpid()) + " " + std::to_string(segment.fd()) + " " +
-                       std::to_string(segment.size()) + " " + std::to_string(chunk)));
+                 ToBytes(std::to_string(getpid()) + " " + std::to_string(segment.fd()) + " " +
+                         std::to_string(segment.size()) + " " + std::to_string(chunk)));
     } else {
       failure = created.status().message();
-      store->set(seg_key, Bytes("none"));
+      store->set(seg_key, ToBytes("none"));
     }
   } else {
     std::istringstream in(Str(store->get(seg_key)));
@@ -467,13 +467,13 @@ std::unique_ptr<ProcessGroup> MakeShmGroup(const c10::intrusive_ptr<c10d::Store>
     }
   }
   const std::string me = std::to_string(o.rank);
-  store->set("where/" + me, Bytes(node + " " + std::to_string(o.local_rank)));
+  store->set("where/" + me, ToBytes(node + " " + std::to_string(o.local_rank)));
   store->set("local/" + node + "/" + std::to_string(o.local_rank),
-             Bytes(me + " " + std::to_string(getpid())));
+             ToBytes(me + " " + std::to_string(getpid())));
   if (!failure.empty()) LOG_WARN << "traintl::torch: no shared-memory collectives: " << failure;
   store->add("failed", failure.empty() ? 0 : 1);
   if (leader) store->add("nodes", 1);
-  if (store->add("arrived", 1) == o.world_size) store->set("ready", Bytes("1"));
+  if (store->add("arrived", 1) == o.world_size) store->set("ready", ToBytes("1"));
   store->wait({"ready"});
   const int64_t failed = store->add("failed", 0);
   const int64_t nodes = store->add("nodes", 0);
