@@ -185,8 +185,10 @@ def main():
     ap.add_argument("--python", default="/usr/bin/python3", help="an interpreter with pandas")
     ap.add_argument("--results", default=os.path.join(HERE, "RESULTS.md"))
     ap.add_argument("--parquet", default="",
-                    help="a directory with bench-snappy.parquet and bench-zstd.parquet, the "
-                         "same rows (bench_parquet.py writes them): adds their 1-rank rows")
+                    help="a directory with bench-snappy.parquet and bench-zstd.parquet (f* "
+                         "DOUBLE), and bench-float-snappy.parquet and bench-float-zstd.parquet "
+                         "(f* FLOAT) when there, the same rows (bench_parquet.py writes them): "
+                         "adds their 1-rank rows")
     args = ap.parse_args()
 
     if not os.path.exists(args.data):
@@ -210,6 +212,11 @@ def main():
         for k, path in parquet.items():
             if not os.path.exists(path):
                 raise SystemExit(f"{path} is missing (bench/data/bench_parquet.py writes it)")
+        for k, name in (("traintl1_pq_snappy_f32", "bench-float-snappy.parquet"),
+                        ("traintl1_pq_zstd_f32", "bench-float-zstd.parquet")):
+            if os.path.exists(os.path.join(args.parquet, name)):
+                parquet[k] = os.path.join(args.parquet, name)
+        for k in parquet:
             samples[k], cpu_samples[k] = [], []
     with tempfile.TemporaryDirectory(prefix="traintl-bench-data-") as tmp:
         for r in range(args.rounds):
@@ -289,6 +296,10 @@ def main():
              "traintl1_rows": "traintl, 1 rank, row-major [B, 17] (torch::stack(dim=1))",
              "traintl1_pq_snappy": "traintl, 1 rank, the rows as Parquet SNAPPY (MB/s of the CSV)",
              "traintl1_pq_zstd": "traintl, 1 rank, the rows as Parquet ZSTD (MB/s of the CSV)",
+             "traintl1_pq_snappy_f32":
+                 "traintl, 1 rank, the rows as Parquet SNAPPY, f* FLOAT (MB/s of the CSV)",
+             "traintl1_pq_zstd_f32":
+                 "traintl, 1 rank, the rows as Parquet ZSTD, f* FLOAT (MB/s of the CSV)",
              "pandas": "pandas read_csv().to_numpy(float32)",
              "raw_warm": "raw read: cat > /dev/null, page cache (warm)",
              "raw_cold": "raw read: cat > /dev/null, evicted first (cold)"}
@@ -328,14 +339,16 @@ def main():
         "counting the rows itself).",
     ]
     if parquet:
+        short = {"traintl1_pq_snappy": "SNAPPY (f* DOUBLE)", "traintl1_pq_zstd": "ZSTD (f* DOUBLE)",
+                 "traintl1_pq_snappy_f32": "SNAPPY (f* FLOAT)",
+                 "traintl1_pq_zstd_f32": "ZSTD (f* FLOAT)"}
         lines += [
             "",
-            "Parquet (the same rows; f* DOUBLE, label INT64) against the CSV path, 1 rank, "
-            "both through iter_torch_batches (target >= 2x): SNAPPY "
-            f"{med['traintl1'] / med['traintl1_pq_snappy']:.2f}x, ZSTD "
-            f"{med['traintl1'] / med['traintl1_pq_zstd']:.2f}x in wall time; "
-            f"{cpu_med['traintl1'] / cpu_med['traintl1_pq_snappy']:.2f}x and "
-            f"{cpu_med['traintl1'] / cpu_med['traintl1_pq_zstd']:.2f}x in CPU time.",
+            "Parquet (the same rows; label INT64; f* DOUBLE, or FLOAT: each CSV decimal "
+            "rounded to float32 once, the values the CSV path gives) against the CSV path, "
+            "1 rank, both through iter_torch_batches (target >= 2x), wall / CPU time: " +
+            "; ".join(f"{short[k]} {med['traintl1'] / med[k]:.2f}x / "
+                      f"{cpu_med['traintl1'] / cpu_med[k]:.2f}x" for k in parquet) + ".",
         ]
     lines += [
         "",

@@ -6,6 +6,7 @@
 
 #include "worker/data/batch_reader_internal.h"
 #include "worker/data/parquet_format.h"
+#include "worker/data/parquet_pages.h"
 #include "worker/data/shuffle_buffer.h"
 #include "worker/data/text_formats.h"
 
@@ -19,10 +20,21 @@ std::string Names(const Schema& schema) {
   return s;
 }
 
+int ParserThreads(const IterOptions& options) {
+  if (options.num_threads > 0) return options.num_threads;
+  return static_cast<int>(std::min(4u, std::max(1u, std::thread::hardware_concurrency())));
+}
+
 }  // namespace
 
 BatchReader::BatchReader(std::shared_ptr<Dataset> dataset, IterOptions options)
-    : dataset_(std::move(dataset)), options_(std::move(options)) {}
+    : dataset_(std::move(dataset)),
+      options_(std::move(options)),
+      max_in_flight_(ParserThreads(options_) + 2),
+      unit_bytes_(static_cast<size_t>(max_in_flight_) + 1),
+      parsed_blocks_(static_cast<size_t>(max_in_flight_)),
+      batch_pool_(std::make_shared<FreeList<RowBlock>>(
+          static_cast<size_t>(std::max(options_.prefetch_batches, 1)) + 2)) {}
 
 Result<std::unique_ptr<BatchReader>> BatchReader::Start(std::shared_ptr<Dataset> dataset,
                                                         const IterOptions& options) {
@@ -91,11 +103,7 @@ Result<std::unique_ptr<BatchReader>> BatchReader::Start(std::shared_ptr<Dataset>
       r->field_plans_.push_back(std::move(plan));
     }
   }
-  int threads = options.num_threads;
-  if (threads == 0) {
-    threads = static_cast<int>(std::min(4u, std::max(1u, std::thread::hardware_concurrency())));
-  }
-  r->max_in_flight_ = threads + 2;
+  const int threads = ParserThreads(options);
   r->threads_.emplace_back(&BatchReader::ReaderMain, r.get());
   for (int i = 0; i < threads; ++i) r->threads_.emplace_back(&BatchReader::ParserMain, r.get());
   r->threads_.emplace_back(&BatchReader::BatcherMain, r.get());
@@ -107,7 +115,7 @@ BatchReader::~BatchReader() {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  for (auto* cv : {&work_cv_, &parsed_cv_, &space_cv_, &ready_cv_, &room_cv_}) cv->notify_all();
   for (auto& t : threads_) t.join();
 }
 
@@ -130,7 +138,8 @@ IterStats BatchReader::stats() const {
 
 // ---- parsers
 
-Status BatchReader::ParseUnit(const Unit& unit, int64_t line, RowBlock* out, int64_t* lines) const {
+Status BatchReader::ParseUnit(const Unit& unit, int64_t line, RowBlock* out, int64_t* lines,
+                              parquet::DecodeScratch* scratch) const {
   const FileInfo& fi = dataset_->files()[static_cast<size_t>(unit.file)];
   out->Reset(schema_, std::max<int64_t>(unit.rows, 0));
   const char* data = unit.bytes.data() + unit.begin;
@@ -151,28 +160,30 @@ Status BatchReader::ParseUnit(const Unit& unit, int64_t line, RowBlock* out, int
       return Status::Ok();
     case Format::kParquet:
       return DecodeParquetRows(fi, unit.row_group, ParquetLeaves(unit.file), data, len,
-                               unit.skip_rows, unit.rows, schema_, out);
+                               unit.skip_rows, unit.rows, schema_, out, scratch);
   }
   return Status::Internal("unknown format");
 }
 
 void BatchReader::ParserMain() {
+  parquet::DecodeScratch scratch;  // kept across units: no fresh pages to fault in
   for (;;) {
     std::unique_ptr<Unit> unit;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || !work_.empty(); });
+      work_cv_.wait(lock, [&] { return stop_ || !work_.empty(); });
       if (stop_) return;
       unit = std::move(work_.front());
       work_.pop_front();
     }
     auto p = std::make_unique<Parsed>();
+    p->block = parsed_blocks_.Take();
     p->line = unit->line;
     Status st;
     try {
       // An unknown first line is given as 1 here; see Parsed::failed.
-      st =
-          ParseUnit(*unit, unit->line == kLineAfterPrevious ? 1 : unit->line, &p->block, &p->lines);
+      st = ParseUnit(*unit, unit->line == kLineAfterPrevious ? 1 : unit->line, &p->block, &p->lines,
+                     &scratch);
     } catch (const std::exception& e) {  // bad_alloc
       st = Status::ResourceExhausted(std::string("parsing a block: ") + e.what());
     }
@@ -184,12 +195,13 @@ void BatchReader::ParserMain() {
       p->status = std::move(st);
       if (unit->line == kLineAfterPrevious) p->failed = std::move(unit);
     }
+    if (unit != nullptr) unit_bytes_.Give(std::move(unit->bytes));
     unit.reset();
     {
       std::lock_guard<std::mutex> lock(mu_);
       parsed_[seq] = std::move(p);
     }
-    cv_.notify_all();
+    parsed_cv_.notify_one();
   }
 }
 
@@ -198,7 +210,7 @@ void BatchReader::ParserMain() {
 bool BatchReader::Deliver(std::unique_ptr<RowBlock> batch, Status status, bool end) {
   std::unique_lock<std::mutex> lock(mu_);
   if (batch) {
-    cv_.wait(lock, [&] {
+    room_cv_.wait(lock, [&] {
       return stop_ || static_cast<int64_t>(ready_.size()) < options_.prefetch_batches;
     });
     if (stop_) return false;
@@ -206,7 +218,8 @@ bool BatchReader::Deliver(std::unique_ptr<RowBlock> batch, Status status, bool e
     ++batches_;
   }
   ready_.push_back({std::move(batch), std::move(status), end});
-  cv_.notify_all();
+  lock.unlock();
+  ready_cv_.notify_one();
   return true;
 }
 
@@ -224,7 +237,7 @@ void BatchReader::BatcherMain() {
   std::unique_ptr<RowBlock> batch;
   int64_t batch_accounted = 0;
   auto new_batch = [&] {
-    batch = std::make_unique<RowBlock>();
+    batch = std::make_unique<RowBlock>(batch_pool_->Take());
     batch->Reset(schema_, options_.batch_size);
     batch_accounted = static_cast<int64_t>(batch->ByteSize());
     Account(batch_accounted);
@@ -245,14 +258,14 @@ void BatchReader::BatcherMain() {
     std::unique_ptr<Parsed> p;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || parsed_.count(next) > 0; });
+      parsed_cv_.wait(lock, [&] { return stop_ || parsed_.count(next) > 0; });
       if (stop_) break;
       auto it = parsed_.find(next);
       p = std::move(it->second);
       parsed_.erase(it);
       --in_flight_;
     }
-    cv_.notify_all();
+    space_cv_.notify_one();
     if (p->end_marker) {
       if (shuffle) {
         while (shuffle->size() > 0) {
@@ -304,6 +317,7 @@ void BatchReader::BatcherMain() {
       }
     }
     Account(-p->accounted);
+    parsed_blocks_.Give(std::move(p->block));
     if (!p->status.ok()) {
       finish(std::move(p->status), false);
       return;
@@ -319,11 +333,11 @@ Result<std::unique_ptr<RowBlock>> BatchReader::Next() {
   Ready item;
   {
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return !ready_.empty(); });
+    ready_cv_.wait(lock, [&] { return !ready_.empty(); });
     item = std::move(ready_.front());
     ready_.pop_front();
   }
-  cv_.notify_all();
+  room_cv_.notify_one();
   if (item.batch) {
     Account(-static_cast<int64_t>(item.batch->ByteSize()));
     return std::move(item.batch);

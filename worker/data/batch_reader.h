@@ -41,10 +41,15 @@
 #include "common/thread_annotations.h"
 #include "worker/data/columns.h"
 #include "worker/data/dataset.h"
+#include "worker/data/free_list.h"
 #include "worker/data/text_formats.h"
 
 namespace traintl {
 namespace data {
+
+namespace parquet {
+struct DecodeScratch;
+}
 
 struct IterOptions {
   // Rows per batch (the last one may be smaller). Default: 256.
@@ -98,6 +103,10 @@ class BatchReader {
   // The next batch; nullptr at the end of the epoch.
   Result<std::unique_ptr<RowBlock>> Next();
   IterStats stats() const;
+  // Where a caller may give a batch it is done with (from any thread, also after the
+  // reader is gone), so that later batches reuse its memory rather than fault in fresh
+  // pages. Optional: a batch simply destroyed is fine.
+  std::shared_ptr<FreeList<RowBlock>> batch_pool() const { return batch_pool_; }
 
  private:
   struct Unit;
@@ -118,8 +127,10 @@ class BatchReader {
   // Hands a block (or the end, or an error) to the parsers; false when stopping.
   bool Emit(std::unique_ptr<Unit> unit);
   // Parses `unit` as if its first line were `line`; *lines (when not null) gets the lines
-  // its records took (CSV; 0 otherwise).
-  Status ParseUnit(const Unit& unit, int64_t line, RowBlock* out, int64_t* lines) const;
+  // its records took (CSV; 0 otherwise). `scratch` (may be null): the calling parser's
+  // buffers for decoding Parquet pages.
+  Status ParseUnit(const Unit& unit, int64_t line, RowBlock* out, int64_t* lines,
+                   parquet::DecodeScratch* scratch = nullptr) const;
   // Queues a finished batch (or the end / an error) for Next(); false when stopping.
   bool Deliver(std::unique_ptr<RowBlock> batch, Status status, bool end);
   void Account(int64_t delta);
@@ -135,12 +146,19 @@ class BatchReader {
   std::vector<std::thread> threads_;
 
   std::mutex mu_;
-  std::condition_variable cv_;                                      // any change below
+  // One per kind of waiter, so that a change wakes only the thread that waits for it (a
+  // single condition variable woke all five kinds of threads on every block and batch:
+  // thousands of needless context switches per epoch on a machine with few cores).
+  std::condition_variable work_cv_;    // parsers: work_ not empty
+  std::condition_variable parsed_cv_;  // batcher: parsed_ has the next block
+  std::condition_variable space_cv_;   // reader: in_flight_ below max_in_flight_
+  std::condition_variable ready_cv_;   // Next(): ready_ not empty
+  std::condition_variable room_cv_;    // batcher: ready_ below prefetch_batches
   std::deque<std::unique_ptr<Unit>> work_ TRAINTL_GUARDED_BY(mu_);  // blocks for the parsers
   std::map<int64_t, std::unique_ptr<Parsed>> parsed_ TRAINTL_GUARDED_BY(mu_);  // by seq number
   int64_t next_seq_ TRAINTL_GUARDED_BY(mu_) = 0;   // of the next block the reader emits
   int64_t in_flight_ TRAINTL_GUARDED_BY(mu_) = 0;  // blocks emitted, not yet batched
-  int64_t max_in_flight_ = 3;  // set by Start before the threads exist, then constant
+  const int64_t max_in_flight_;                    // blocks: parser threads + 2
   struct Ready {
     std::unique_ptr<RowBlock> batch;
     Status status;
@@ -150,6 +168,15 @@ class BatchReader {
   // Touched by Next() only (one caller at a time), never under mu_.
   bool finished_ = false;  // Next() saw the end or an error
   Status final_status_;
+
+  // The memory of blocks the pipeline is done with, for the next ones: the reader takes
+  // its blocks' bytes from unit_bytes_ and the parsers give them back; the parsers take
+  // their output from parsed_blocks_ and the batcher gives it back. Both are taken before
+  // anything new is made, so no more exist than are in flight at once.
+  FreeList<Buffer> unit_bytes_;
+  FreeList<RowBlock> parsed_blocks_;
+  // Batches given back by the caller (batch_pool()); the batcher takes its new ones here.
+  const std::shared_ptr<FreeList<RowBlock>> batch_pool_;
 
   std::atomic<int64_t> buffered_bytes_{0};
   std::atomic<int64_t> peak_bytes_{0};

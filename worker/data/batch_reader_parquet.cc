@@ -53,6 +53,7 @@ Status BatchReader::ReadParquetSegment(const Segment& seg) {
       total += r.size;
     }
     auto unit = std::make_unique<Unit>();
+    unit->bytes = unit_bytes_.Take();
     unit->bytes.Resize(static_cast<size_t>(total));
     unit->accounted = static_cast<int64_t>(unit->bytes.capacity());
     Account(unit->accounted);

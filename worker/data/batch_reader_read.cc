@@ -59,7 +59,7 @@ void BatchReader::ReaderMain() {
 
 bool BatchReader::Emit(std::unique_ptr<Unit> unit) {
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return stop_ || in_flight_ < max_in_flight_; });
+  space_cv_.wait(lock, [&] { return stop_ || in_flight_ < max_in_flight_; });
   if (stop_) {
     lock.unlock();
     Account(-unit->accounted);
@@ -72,10 +72,13 @@ bool BatchReader::Emit(std::unique_ptr<Unit> unit) {
     p->end_marker = unit->end_marker;
     p->status = unit->status;
     parsed_[unit->seq] = std::move(p);
+    lock.unlock();
+    parsed_cv_.notify_one();
   } else {
     work_.push_back(std::move(unit));
+    lock.unlock();
+    work_cv_.notify_one();
   }
-  cv_.notify_all();
   return true;
 }
 
@@ -134,6 +137,7 @@ Status BatchReader::ReadTextSegment(const Segment& seg, uint64_t end) {
   bool line_known = true;
   while (left > 0 && !stop_ && !(eof && carry.size() == 0)) {
     auto unit = std::make_unique<Unit>();
+    unit->bytes = unit_bytes_.Take();
     // Up to `end` at most (a record boundary, so reaching it is like the end of the file).
     const uint64_t at = offset + carry.size();  // where the source is
     const size_t want = eof ? 0
@@ -288,6 +292,7 @@ Status BatchReader::ReadNpySegment(const Segment& seg) {
     const int64_t rows = std::min(per_unit, left);
     const size_t bytes = static_cast<size_t>(rows) * row_bytes;
     auto unit = std::make_unique<Unit>();
+    unit->bytes = unit_bytes_.Take();
     unit->bytes.Resize(bytes);
     unit->accounted = static_cast<int64_t>(unit->bytes.capacity());
     Account(unit->accounted);

@@ -111,7 +111,8 @@ void CopyMessage(const std::string& message, char* buf, size_t len) {
 struct DatasetService::BatchHolder {
   traintl_batch batch;
   std::unique_ptr<RowBlock> block;
-  std::shared_ptr<const Schema> schema;  // owns the names and shapes columns point at
+  std::weak_ptr<FreeList<RowBlock>> pool;  // the reader's, for the block's memory
+  std::shared_ptr<const Schema> schema;    // owns the names and shapes columns point at
   std::vector<traintl_column> columns;
 };
 
@@ -361,6 +362,7 @@ int DatasetService::IterNext(void* ctx, traintl_batch_iter* iter, const traintl_
     if (!*next) return TRAINTL_DATA_END;
     auto holder = std::make_unique<BatchHolder>();
     holder->block = std::move(next).value();
+    holder->pool = iter->reader->batch_pool();
     holder->schema = iter->schema;
     const Schema& schema = *holder->schema;
     holder->columns.resize(schema.size());
@@ -404,6 +406,7 @@ void DatasetService::BatchRelease(void* ctx, const traintl_batch* batch) {
     holder = std::move(it->second);
     self->batches_.erase(it);
   }
+  if (auto pool = holder->pool.lock()) pool->Give(std::move(*holder->block));
 }
 
 }  // namespace data

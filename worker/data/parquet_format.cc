@@ -335,7 +335,7 @@ std::vector<Chunk> ParquetChunks(int file_index, const ParquetLayout& layout) {
 
 Status DecodeParquetRows(const FileInfo& file, int row_group, const std::vector<int>& leaves,
                          const char* bytes, size_t len, int64_t skip, int64_t rows,
-                         const Schema& schema, RowBlock* out) {
+                         const Schema& schema, RowBlock* out, parquet::DecodeScratch* scratch) {
   const ParquetLayout& layout = *file.parquet;
   const auto& rg = layout.meta.row_groups[static_cast<size_t>(row_group)];
   size_t at = 0;
@@ -351,7 +351,7 @@ Status DecodeParquetRows(const FileInfo& file, int row_group, const std::vector<
     desc.num_values = md.num_values;
     Status st = parquet::DecodeColumnChunk(reinterpret_cast<const uint8_t*>(bytes + at),
                                            static_cast<size_t>(r.size), desc, skip, rows,
-                                           schema[k].dtype, &out->columns[k]);
+                                           schema[k].dtype, &out->columns[k], scratch);
     if (!st.ok()) {
       return Status::InvalidArgument(file.file.name + ": row group " + std::to_string(row_group) +
                                      ", column '" + layout.columns[leaf].name +

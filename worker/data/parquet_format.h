@@ -34,6 +34,7 @@
 
 #include "common/result.h"
 #include "worker/data/columns.h"
+#include "worker/data/parquet_pages.h"
 #include "worker/data/parquet_thrift.h"
 #include "worker/data/source.h"
 
@@ -93,9 +94,11 @@ std::vector<Chunk> ParquetChunks(int file_index, const ParquetLayout& layout);
 // Decodes rows [skip, skip + rows) of row group `row_group` into `out` (which follows
 // `schema`): column k of `out` is leaf `leaves[k]` of the file, and `bytes` holds the column
 // chunks of `leaves` one after the other (each ColumnChunkRange long).
+// `scratch` (may be null): the calling thread's buffers for decoding pages.
 Status DecodeParquetRows(const FileInfo& file, int row_group, const std::vector<int>& leaves,
                          const char* bytes, size_t len, int64_t skip, int64_t rows,
-                         const Schema& schema, RowBlock* out);
+                         const Schema& schema, RowBlock* out,
+                         parquet::DecodeScratch* scratch = nullptr);
 
 }  // namespace data
 }  // namespace traintl

@@ -363,8 +363,15 @@ Status EmitStrings(const std::vector<Str>& vals, const std::vector<uint32_t>& de
 // Decodes the pages of one column chunk.
 class ChunkDecoder {
  public:
-  ChunkDecoder(const uint8_t* data, size_t len, const ChunkDesc& desc, DType dtype, ColumnData* out)
-      : data_(data), len_(len), desc_(desc), dtype_(dtype), out_(out) {}
+  ChunkDecoder(const uint8_t* data, size_t len, const ChunkDesc& desc, DType dtype, ColumnData* out,
+               DecodeScratch* scratch)
+      : data_(data),
+        len_(len),
+        desc_(desc),
+        dtype_(dtype),
+        out_(out),
+        dict_buf_(scratch->dict),
+        page_buf_(scratch->page) {}
 
   Status Run(int64_t skip, int64_t take) {
     if (dtype_ == DType::kString && desc_.type != static_cast<int32_t>(PhysicalType::kByteArray)) {
@@ -442,6 +449,43 @@ class ChunkDecoder {
     return reinterpret_cast<const uint8_t*>(buf->data());
   }
 
+  // Whether a page's values can be decompressed straight into out_: PLAIN values of a
+  // REQUIRED column read as their own type, compressed, all of them wanted, and nothing
+  // else in the decompressed bytes (`values_len`, n values).
+  bool Direct(int32_t encoding, bool compressed, size_t values_len, size_t n, size_t lo,
+              size_t hi) const {
+    if (!compressed || desc_.codec == static_cast<int32_t>(Codec::kUncompressed)) return false;
+    if (desc_.optional || encoding != static_cast<int32_t>(Encoding::kPlain)) return false;
+    if (n == 0 || lo != 0 || hi != n) return false;
+    bool same = false;
+    switch (static_cast<PhysicalType>(desc_.type)) {
+      case PhysicalType::kInt32:
+        same = dtype_ == DType::kInt32;
+        break;
+      case PhysicalType::kInt64:
+        same = dtype_ == DType::kInt64;
+        break;
+      case PhysicalType::kFloat:
+        same = dtype_ == DType::kFloat32;
+        break;
+      case PhysicalType::kDouble:
+        same = dtype_ == DType::kFloat64;
+        break;
+      default:
+        break;
+    }
+    return same && values_len == n * DTypeSize(dtype_);
+  }
+
+  // Decompresses a page's values (see Direct) to the end of out_'s values.
+  Status DecompressInto(const uint8_t* p, size_t len, size_t values_len) {
+    const size_t before = out_->values.size();
+    char* dst = out_->values.Extend(values_len);
+    Status st = Decompress(desc_.codec, p, len, reinterpret_cast<uint8_t*>(dst), values_len);
+    if (!st.ok()) out_->values.Resize(before);
+    return st;
+  }
+
   Status ReadDictionary(const PageHeader& h, const uint8_t* page, size_t page_len) {
     if (!h.dictionary_page) return Bad("a dictionary page without its header");
     const auto& d = *h.dictionary_page;
@@ -471,6 +515,10 @@ class ChunkDecoder {
     defs_.clear();
     if (h.data_page) {
       encoding = h.data_page->encoding;
+      const size_t values_len = static_cast<size_t>(h.uncompressed_page_size);
+      if (Direct(encoding, true, values_len, n, lo, hi)) {
+        return DecompressInto(page, page_len, values_len);
+      }
       TRAINTL_ASSIGN_OR_RETURN(
           p, Uncompressed(page, page_len, static_cast<size_t>(h.uncompressed_page_size), true,
                           &page_buf_));
@@ -503,6 +551,9 @@ class ChunkDecoder {
         return Bad("a REQUIRED column's page has definition levels");
       }
       len = static_cast<size_t>(h.uncompressed_page_size) - k;
+      if (k == 0 && Direct(encoding, v2.is_compressed, len, n, lo, hi)) {
+        return DecompressInto(page, page_len, len);
+      }
       TRAINTL_ASSIGN_OR_RETURN(
           p, Uncompressed(page + k, page_len - k, len, v2.is_compressed, &page_buf_));
     }
@@ -597,10 +648,10 @@ class ChunkDecoder {
   const ChunkDesc desc_;
   const DType dtype_;
   ColumnData* const out_;
-  Buffer dict_buf_;  // the dictionary's bytes (its strings point into them)
+  Buffer& dict_buf_;  // the dictionary's bytes (its strings point into them)
   Values dict_;
   bool has_dict_ = false;
-  Buffer page_buf_;
+  Buffer& page_buf_;
   Values vals_;                     // decoded values of the page, unless plain_
   const uint8_t* plain_ = nullptr;  // PLAIN fixed-width values of the page, in place
   size_t plain_count_ = 0;
@@ -687,10 +738,11 @@ Status Decompress(int32_t codec, const uint8_t* in, size_t in_len, uint8_t* out,
 }
 
 Status DecodeColumnChunk(const uint8_t* data, size_t len, const ChunkDesc& desc, int64_t skip,
-                         int64_t take, DType dtype, ColumnData* out) {
+                         int64_t take, DType dtype, ColumnData* out, DecodeScratch* scratch) {
   if (skip < 0 || take < 0) return Status::Internal("negative row range");
   if (take == 0) return Status::Ok();
-  ChunkDecoder d(data, len, desc, dtype, out);
+  DecodeScratch own;
+  ChunkDecoder d(data, len, desc, dtype, out, scratch != nullptr ? scratch : &own);
   return d.Run(skip, take);
 }
 

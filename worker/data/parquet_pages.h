@@ -43,13 +43,25 @@ struct ChunkDesc {
   int64_t num_values = 0;
 };
 
+// Buffers that decoding reuses from one column chunk to the next (decompressed pages and
+// dictionaries), so that a thread decoding many chunks does not fault in fresh memory for
+// each. One per thread; holds up to the largest page decoded.
+struct DecodeScratch {
+  Buffer page;
+  Buffer dict;
+};
+
 // Decodes rows [skip, skip + take) of a column chunk whose bytes (from its first page,
 // dictionary or data, to its end) are [data, data + len), and appends them to `out` as
 // `dtype` (numeric types convert as static_cast does; BYTE_ARRAY columns read as strings
-// only). Pages wholly before `skip` are not decompressed. Errors are InvalidArgument
+// only). Pages wholly before `skip` are not decompressed. A compressed PLAIN page of a
+// REQUIRED column read as its own type (FLOAT as float32, DOUBLE as float64, INT32 as
+// int32, INT64 as int64) whose rows are all wanted is decompressed straight into `out`.
+// `scratch` may be null (then the buffers are the call's own). Errors are InvalidArgument
 // messages without the file, row group or column (the caller names them).
 Status DecodeColumnChunk(const uint8_t* data, size_t len, const ChunkDesc& desc, int64_t skip,
-                         int64_t take, DType dtype, ColumnData* out);
+                         int64_t take, DType dtype, ColumnData* out,
+                         DecodeScratch* scratch = nullptr);
 
 // Decompresses `codec` data into exactly `out_len` bytes at `out`: an error when the data
 // is bad or does not decompress to exactly that many bytes.

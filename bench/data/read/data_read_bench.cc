@@ -1,15 +1,19 @@
-// data_read_bench URI [ROUNDS [THREADS [BATCH]]]: reads every row of a dataset (CSV, JSON Lines,
-// .npy or Parquet) as one rank through Dataset::Open + BatchReader, every column as float32
-// (batches of BATCH rows, default 4096 as bench_train.cc asks iter_torch_batches), and
-// prints one JSON line per round: seconds, CPU seconds, rows, the bytes of the files and
-// the bytes read. No LibTorch, so it isolates the data layer: bench/data/bench.py measures
-// the whole path into tensors.
+// data_read_bench URI [ROUNDS [THREADS [BATCH [digest]]]]: reads every row of a dataset (CSV,
+// JSON Lines, .npy or Parquet) as one rank through Dataset::Open + BatchReader, every column
+// as float32 (batches of BATCH rows, default 4096 as bench_train.cc asks
+// iter_torch_batches), and prints one JSON line per round: seconds, CPU seconds, rows, the
+// bytes of the files and the bytes read. No LibTorch, so it isolates the data layer:
+// bench/data/bench.py measures the whole path into tensors. With "digest", also a hash of
+// every value read (FNV-1a of each batch's columns, in order), so that two files meant to
+// hold the same rows (bench_parquet.py's CSV and Parquet) can be checked to read as the
+// same float32 bits; the hashing is timed too, so not for timing.
 #include <sys/resource.h>
 #include <sys/stat.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "worker/data/batch_reader.h"
@@ -26,16 +30,25 @@ double CpuSeconds() {
          static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
 
+uint64_t Fnv1a(uint64_t h, const char* p, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    h ^= static_cast<unsigned char>(p[i]);
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s URI [ROUNDS [THREADS [BATCH]]]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s URI [ROUNDS [THREADS [BATCH [digest]]]]\n", argv[0]);
     return 2;
   }
   const int rounds = argc > 2 ? std::atoi(argv[2]) : 3;
   const int threads = argc > 3 ? std::atoi(argv[3]) : 0;
   const int batch = argc > 4 ? std::atoi(argv[4]) : 4096;
+  const bool digest = argc > 5 && std::strcmp(argv[5], "digest") == 0;
   for (int round = 0; round < rounds; ++round) {
     const auto t0 = std::chrono::steady_clock::now();
     const double c0 = CpuSeconds();
@@ -58,6 +71,7 @@ int main(int argc, char** argv) {
     }
     int64_t rows = 0;
     double checksum = 0;
+    uint64_t hash = 14695981039346656037ull;
     for (;;) {
       auto b = (*reader)->Next();
       if (!b.ok()) {
@@ -67,10 +81,20 @@ int main(int argc, char** argv) {
       if (!*b) break;
       rows += (*b)->num_rows;
       checksum += (*b)->columns[0].As<float>()[0];  // touch the data
+      if (digest) {
+        for (const auto& c : (*b)->columns) hash = Fnv1a(hash, c.values.data(), c.values.size());
+      }
+      // Handed back, as the worker's dataset service does when the training code lets go.
+      (*reader)->batch_pool()->Give(std::move(**b));
     }
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double cpu = CpuSeconds() - c0;
+    char digest_text[64] = "";
+    if (digest) {
+      std::snprintf(digest_text, sizeof digest_text, ", \"digest\": \"%016llx\"",
+                    static_cast<unsigned long long>(hash));
+    }
     uint64_t file_bytes = 0;
     for (const auto& f : (*ds)->files()) {
       struct stat st;
@@ -79,11 +103,11 @@ int main(int argc, char** argv) {
     std::printf(
         "{\"format\": \"%s\", \"seconds\": %.4f, \"cpu_seconds\": %.4f, \"rows\": %lld, "
         "\"file_bytes\": %llu, \"bytes_read\": %lld, \"peak_buffered_bytes\": %lld, "
-        "\"checksum\": %.3f}\n",
+        "\"checksum\": %.3f%s}\n",
         FormatName((*ds)->format()), seconds, cpu, static_cast<long long>(rows),
         static_cast<unsigned long long>(file_bytes),
         static_cast<long long>((*reader)->stats().bytes_read),
-        static_cast<long long>((*reader)->stats().peak_buffered_bytes), checksum);
+        static_cast<long long>((*reader)->stats().peak_buffered_bytes), checksum, digest_text);
     std::fflush(stdout);
   }
   return 0;

@@ -1,5 +1,6 @@
 // Streaming: a file many times the prefetch window is read with bounded memory, and the
-// first batch comes without reading the whole shard.
+// first batch comes without reading the whole shard; the free lists that let the
+// pipeline reuse its blocks' memory.
 #include <catch2/catch.hpp>
 
 #include <sys/wait.h>
@@ -10,6 +11,7 @@
 #include <string>
 
 #include "data_test_util.h"
+#include "worker/data/free_list.h"
 
 using namespace traintl::data;
 using namespace traintl::data::testing;
@@ -165,4 +167,26 @@ TEST_CASE("the resident memory of a reading process stays bounded") {
   INFO("peak RSS growth " << growth << " bytes reading a " << size << " byte file");
   REQUIRE(growth >= 0);
   CHECK(growth < size / 4);
+}
+
+TEST_CASE("FreeList: gives back the memory it was given, keeps at most max_idle") {
+  FreeList<Buffer> list(2);
+  Buffer fresh = list.Take();
+  CHECK(fresh.capacity() == 0);
+  fresh.Resize(1000);
+  const char* memory = fresh.data();
+  list.Give(std::move(fresh));
+  Buffer again = list.Take();
+  CHECK(again.data() == memory);
+  CHECK(again.capacity() >= 1000);
+  CHECK(list.Take().capacity() == 0);  // none idle: a new one
+
+  for (int i = 0; i < 3; ++i) {
+    Buffer b;
+    b.Resize(10);
+    list.Give(std::move(b));  // the third is dropped
+  }
+  CHECK(list.Take().capacity() == 10);
+  CHECK(list.Take().capacity() == 10);
+  CHECK(list.Take().capacity() == 0);
 }
