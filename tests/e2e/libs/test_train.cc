@@ -26,7 +26,7 @@
 //   metrics_between (0): metrics-only reports after each checkpoint report (queued behind
 //   an asynchronous upload)
 //   ckpt_manifest (false): each checkpoint also holds files_r<R>.json, {file: [size, crc32]}
-//   of the rank's other files; a restored checkpoint that has one is verified against it
+//   of the rank's own files (rank_<R>.json, its blobs); a restored checkpoint that has one is verified against it
 //   (a mismatch throws: "restored an incomplete checkpoint")
 // Every metrics object: epoch, loss (loss_scale/(epoch+1)), rank, world_size, local_rank,
 // node_rank, attempt, restored_epoch (-1 without a checkpoint), restored_path ("" without),
@@ -239,7 +239,8 @@ void train_loop(const nlohmann::json& config) {
           WriteFile(dir + "/" + name, data);
           manifest[name] = {data.size(), Crc32(data)};
         };
-        put("state.json", nlohmann::json{{"epoch", epoch}, {"rank", rank}}.dump());
+        // Every rank writes a state.json and the merge keeps rank 0's: not in the manifest.
+        WriteFile(dir + "/state.json", nlohmann::json{{"epoch", epoch}, {"rank", rank}}.dump());
         put("rank_" + std::to_string(rank) + ".json", metrics.dump());
         if (ckpt_mb > 0) {
           std::string chunk(static_cast<size_t>(ckpt_mb) * (1 << 20) / ckpt_files, '\0');

@@ -1,0 +1,73 @@
+"""Asynchronous checkpoints (report(..., async_upload=true)) with a real daemon: they are
+committed complete, a job does not end before its last one is, and a restarted attempt
+resumes from the latest committed one. The kill -9 trials are in
+test_async_checkpoint_faults.py."""
+import os
+import shutil
+import tempfile
+
+from async_ckpt_common import async_spec, incomplete_reason
+from harness import DaemonTestCase, main
+
+
+class AsyncCheckpointTest(DaemonTestCase):
+    def setUp(self):
+        super().setUp()
+        self.tmp = tempfile.mkdtemp(prefix="traintl-async-ckpt-")
+        self.storage = os.path.join(self.tmp, "storage")
+        os.makedirs(self.storage)
+
+    def tearDown(self):
+        super().tearDown()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def checkpoints(self, job_id):
+        return self.daemon.get(f"/v1/jobs/{job_id}/checkpoints")[1]["checkpoints"]
+
+    def assert_complete(self, checkpoints, world_size=2):
+        for c in checkpoints:
+            self.assertIsNone(incomplete_reason(c["path"], world_size), c)
+
+    def test_every_checkpoint_committed_complete_and_the_last_before_the_end(self):
+        # 4 MiB per rank at 50 ms/MiB: each upload takes ~0.2 s, longer than an epoch, so
+        # the loop runs ahead of its uploads and ends while the last one is in flight.
+        spec = async_spec(self.storage, self.tmp, epochs=4, ckpt_mb=4, metrics_between=1,
+                          env={"TEST_TRAINTL_UPLOAD_DELAY_MS_PER_MIB": "50"})
+        job_id = self.daemon.submit_spec(spec)
+        job = self.daemon.wait_terminal(job_id)
+        self.assertEqual(job["state"], "SUCCEEDED", job)
+        cks = self.checkpoints(job_id)
+        # Every epoch's checkpoint: seqs 0, 2, 4, 6 (a metrics-only report between each).
+        self.assertEqual([c["seq"] for c in cks], [0, 2, 4, 6])
+        self.assertEqual([c["metrics"]["epoch"] for c in cks], [0, 1, 2, 3])
+        self.assert_complete(cks)
+        history = self.daemon.get(f"/v1/jobs/{job_id}/metrics")[1]["history"]
+        self.assertEqual(len([h for h in history if h["attempt"] == 1]), 8)
+        # The memory snapshots are unlinked files: nothing of this job stays in /dev/shm.
+        self.assertEqual([n for n in os.listdir("/dev/shm") if "traintl-snapshot" in n], [])
+
+    def test_a_restarted_attempt_resumes_from_the_latest_committed_async_checkpoint(self):
+        spec = async_spec(self.storage, self.tmp, epochs=6, ckpt_mb=2, max_failures=1,
+                          fail_at_epoch=4, fail_rank=1, fail_mode="exit")
+        job_id = self.daemon.submit_spec(spec)
+        job = self.daemon.wait_terminal(job_id)
+        self.assertEqual(job["state"], "SUCCEEDED", job)
+        self.assertEqual(job["attempt"], 2)
+        cks = self.checkpoints(job_id)
+        self.assert_complete(cks)
+        first = [c for c in cks if c["attempt"] == 1]
+        self.assertTrue(first, cks)
+        # Rank 1 died at the start of epoch 4, perhaps while epoch 3's upload ran: attempt 2
+        # resumes from whatever attempt 1 committed last, never from more.
+        restored = job["attempts"][1]["restored_from"]
+        self.assertEqual(restored, max(first, key=lambda c: c["seq"])["path"])
+        history = self.daemon.get(f"/v1/jobs/{job_id}/metrics")[1]["history"]
+        second = [h["metrics"] for h in history if h["attempt"] == 2]
+        restored_epoch = max(first, key=lambda c: c["seq"])["metrics"]["epoch"]
+        self.assertEqual(second[0]["restored_epoch"], restored_epoch)
+        self.assertEqual(second[0]["epoch"], restored_epoch + 1)
+        self.assertEqual(max(c["metrics"]["epoch"] for c in cks), 5)
+
+
+if __name__ == "__main__":
+    main()
