@@ -5,9 +5,10 @@ test_async_checkpoint_faults.py."""
 import os
 import shutil
 import tempfile
+import unittest
 
 from async_ckpt_common import async_spec, incomplete_reason
-from harness import DaemonTestCase, main
+from harness import DaemonTestCase, lib_path, main
 
 
 class AsyncCheckpointTest(DaemonTestCase):
@@ -67,6 +68,38 @@ class AsyncCheckpointTest(DaemonTestCase):
         self.assertEqual(second[0]["restored_epoch"], restored_epoch)
         self.assertEqual(second[0]["epoch"], restored_epoch + 1)
         self.assertEqual(max(c["metrics"]["epoch"] for c in cks), 5)
+
+    @unittest.skipUnless(os.path.exists(lib_path("libtest_torch_ckpt.so")),
+                         "built without LibTorch")
+    def test_torch_async_checkpointer_stages_tensors_and_a_new_job_resumes_from_them(self):
+        spec = {
+            "name": "torch-staged",
+            "entrypoint": {"library": lib_path("libtest_torch_ckpt.so")},
+            "train_loop_config": {"mode": "staged", "state_mb": 4, "checkpoints": 3,
+                                  "step_ms": 20, "verify": True, "tmp_dir": self.tmp},
+            "scaling_config": {"num_workers": 2, "resources_per_worker": {"CPU": 1}},
+            "run_config": {"storage_path": self.storage},
+        }
+        job_id = self.daemon.submit_spec(spec)
+        job = self.daemon.wait_terminal(job_id, timeout=180)
+        self.assertEqual(job["state"], "SUCCEEDED", job)
+        last = self.daemon.get(f"/v1/jobs/{job_id}/metrics")[1]["history"][-1]["metrics"]
+        # Each save's file holds the tensors as they were at save(), not as changed after.
+        self.assertEqual(last["verified"], 3)
+        cks = self.checkpoints(job_id)
+        self.assertEqual([c["metrics"]["step"] for c in cks], [0, 1, 2])
+        for c in cks:
+            self.assertEqual(sorted(os.listdir(c["path"])),
+                             ["manifest.json", "state_r0.pt", "state_r1.pt"])
+        # A new job resumes from the last one: its tensors load, consistent, as step 2.
+        spec["name"] = "torch-staged-resumed"
+        spec["resume_from_checkpoint"] = f"job:{job_id}"
+        spec["train_loop_config"]["checkpoints"] = 1
+        job2 = self.daemon.submit_spec(spec)
+        job = self.daemon.wait_terminal(job2, timeout=180)
+        self.assertEqual(job["state"], "SUCCEEDED", job)
+        last = self.daemon.get(f"/v1/jobs/{job2}/metrics")[1]["history"][-1]["metrics"]
+        self.assertEqual(last["restored_step"], 2)
 
 
 if __name__ == "__main__":
