@@ -47,6 +47,31 @@ int StepOf(const std::vector<torch::Tensor>& state) {
   return static_cast<int>(k);
 }
 
+// The file a save wrote into `staged` (<staging>/seq_<K>/rank_<R>): still there, or - the
+// report having gone out - moved by the head's merge into the trial dir's
+// checkpoint_a<attempt>_s<K>/ (through a ".tmp" name, so it may be in neither for a moment).
+std::vector<torch::Tensor> LoadWritten(const std::string& staged, const std::string& file) {
+  const traintl::Context ctx = traintl::get_context();
+  const size_t at = staged.rfind("/seq_");
+  const int seq = std::atoi(staged.c_str() + at + 5);
+  char name[64];
+  std::snprintf(name, sizeof name, "/checkpoint_a%03d_s%06d/", ctx.attempt(), seq);
+  const std::string committed = ctx.trial_dir() + name + file + ".pt";
+  for (int i = 0; i < 3000; ++i) {
+    for (const std::string& path : {staged + "/" + file + ".pt", committed}) {
+      if (::access(path.c_str(), R_OK) != 0) continue;
+      try {
+        std::vector<torch::Tensor> loaded;
+        torch::load(loaded, path);
+        return loaded;
+      } catch (const std::exception&) {  // moved between the check and the open
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  throw std::runtime_error("the file of " + staged + " is neither staged nor committed");
+}
+
 void train_loop(const nlohmann::json& config) {
   const int rank = traintl::get_context().world_rank();
   const std::string mode = config.value("mode", "staged");
@@ -102,9 +127,8 @@ void train_loop(const nlohmann::json& config) {
     if (verify && mode == "staged") {
       for (auto& t : state) t.add_(1000);  // the loop goes on at once
       checkpointer.wait();
-      std::vector<torch::Tensor> written;
-      torch::load(written, checkpointer.last_dir() + "/" + file + ".pt");
-      if (StepOf(written) != k) throw std::runtime_error("the snapshot changed after save()");
+      if (StepOf(LoadWritten(checkpointer.last_dir(), file)) != k)
+        throw std::runtime_error("the snapshot changed after save()");
       ++verified;
     }
   }
