@@ -12,7 +12,7 @@
 //
 // Asynchronous checkpoints (report_async, report_deferred; traintl/abi.h): the report's
 // seq is reserved at call time and the report goes into a queue that upload_thread_
-// empties in order: it persists the head's checkpoint files into the staging dir
+// empties in order: it persists the front report's checkpoint files into the staging dir
 // (CheckpointSnapshot::Persist, or waits for a deferred report's files), then sends it and
 // every metrics-only report queued behind it. While the queue is not empty every report
 // goes through it, so the agent sees each rank's seqs in order. At most one checkpoint is

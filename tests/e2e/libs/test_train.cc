@@ -26,8 +26,8 @@
 //   metrics_between (0): metrics-only reports after each checkpoint report (queued behind
 //   an asynchronous upload)
 //   ckpt_manifest (false): each checkpoint also holds files_r<R>.json, {file: [size, crc32]}
-//   of the rank's own files (rank_<R>.json, its blobs); a restored checkpoint that has one is verified against it
-//   (a mismatch throws: "restored an incomplete checkpoint")
+//   of the rank's own files (rank_<R>.json, its blobs); a restored checkpoint that has one is
+//   verified against it (a mismatch throws: "restored an incomplete checkpoint")
 // Every metrics object: epoch, loss (loss_scale/(epoch+1)), rank, world_size, local_rank,
 // node_rank, attempt, restored_epoch (-1 without a checkpoint), restored_path ("" without),
 // and env when echo_env is set. A checkpoint holds state.json {"epoch","rank"} and
