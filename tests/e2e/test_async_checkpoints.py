@@ -5,10 +5,11 @@ test_async_checkpoint_faults.py."""
 import os
 import shutil
 import tempfile
+import time
 import unittest
 
-from async_ckpt_common import async_spec, incomplete_reason
-from harness import DaemonTestCase, lib_path, main
+from async_ckpt_common import async_spec, incomplete_reason, staged_uploads
+from harness import DaemonTestCase, lib_path, main, wait_for
 
 
 class AsyncCheckpointTest(DaemonTestCase):
@@ -68,6 +69,23 @@ class AsyncCheckpointTest(DaemonTestCase):
         self.assertEqual(second[0]["restored_epoch"], restored_epoch)
         self.assertEqual(second[0]["epoch"], restored_epoch + 1)
         self.assertEqual(max(c["metrics"]["epoch"] for c in cks), 5)
+
+    def test_a_stop_during_a_slow_upload_ends_the_job_promptly(self):
+        # 4 MiB at 2 s/MiB: the upload would take 8 s; a stop must not wait for it.
+        spec = async_spec(self.storage, self.tmp, epochs=1000, ckpt_mb=4,
+                          env={"TEST_TRAINTL_UPLOAD_DELAY_MS_PER_MIB": "2000"})
+        job_id = self.daemon.submit_spec(spec)
+        wait_for(lambda: staged_uploads(self.storage, job_id, 1), timeout=60,
+                 what="an upload to begin")
+        t0 = time.monotonic()
+        p = self.daemon.cli("stop", job_id)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        job = self.daemon.wait_terminal(job_id, timeout=30)
+        self.assertEqual(job["state"], "STOPPED", job)
+        self.assertLess(time.monotonic() - t0, 8)
+        wait_for(lambda: self.daemon.worker_pids() == [], timeout=10, what="workers to end")
+        # Nothing half-uploaded was committed.
+        self.assertEqual(self.checkpoints(job_id), [])
 
     @unittest.skipUnless(os.path.exists(lib_path("libtest_torch_ckpt.so")),
                          "built without LibTorch")
