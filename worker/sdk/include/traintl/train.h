@@ -206,7 +206,7 @@ inline void report(const nlohmann::json& metrics, const Checkpoint& checkpoint,
 class DeferredCheckpoint {
  public:
   DeferredCheckpoint(DeferredCheckpoint&& other) noexcept
-      : ticket_(other.ticket_), dir_(std::move(other.dir_)), open_(other.open_) {
+      : api_(other.api_), ticket_(other.ticket_), dir_(std::move(other.dir_)), open_(other.open_) {
     other.open_ = false;
   }
   DeferredCheckpoint& operator=(DeferredCheckpoint&&) = delete;
@@ -224,19 +224,21 @@ class DeferredCheckpoint {
 
  private:
   friend DeferredCheckpoint report_deferred(const nlohmann::json& metrics);
-  DeferredCheckpoint(int64_t ticket, std::string dir) : ticket_(ticket), dir_(std::move(dir)) {}
+  DeferredCheckpoint(const traintl_host_api* api, int64_t ticket, std::string dir)
+      : api_(api), ticket_(ticket), dir_(std::move(dir)) {}
   void Finish(const char* error, bool nothrow) {
     if (!open_) {
       if (nothrow) return;
       throw std::logic_error("traintl::DeferredCheckpoint: done() or fail() already called");
     }
     open_ = false;
-    const traintl_host_api& api = internal::HostApi();
     char err[1024] = {0};
-    if (api.report_deferred_done(api.host, ticket_, error, err, sizeof err) != 0 && !nothrow)
+    if (api_->report_deferred_done(api_->host, ticket_, error, err, sizeof err) != 0 && !nothrow)
       throw std::runtime_error(std::string("traintl::DeferredCheckpoint: ") + err);
   }
 
+  // The host that reserved the report (it lives until the process exits).
+  const traintl_host_api* api_;
   int64_t ticket_;
   std::string dir_;
   bool open_ = true;
@@ -265,7 +267,7 @@ inline DeferredCheckpoint report_deferred(const nlohmann::json& metrics) {
                           sizeof err) != 0) {
     throw std::runtime_error(std::string("traintl::report_deferred failed: ") + err);
   }
-  return DeferredCheckpoint(ticket, dir);
+  return DeferredCheckpoint(&api, ticket, dir);
 }
 
 // Waits until every report so far was sent (asynchronous checkpoints persisted). Throws
