@@ -282,6 +282,9 @@ int Run(int argc, char** argv) {
   std::string message = err.data();
 
   if (rc == TRAINTL_ENTRY_OK) {
+    // A job must not end with its last checkpoint still in the upload queue.
+    Status uploaded = host->FinishReports();
+    if (!uploaded.ok()) Fail(channel, kExitFailed, uploaded.message(), true);
     Status ignored = channel->Send(events::Done{true, "", true});
     (void)ignored;
     Exit(kExitOk);

@@ -28,6 +28,15 @@ WorkerHost::WorkerHost(RankContext context, AgentChannel* channel)
   api_.should_stop = &WorkerHost::ShouldStop;
   api_.log = &WorkerHost::Log;
   api_.datasets = datasets_.api();
+  api_.report_async = &WorkerHost::ReportAsyncThunk;
+  api_.report_deferred = &WorkerHost::ReportDeferredThunk;
+  api_.report_deferred_done = &WorkerHost::ReportDeferredDoneThunk;
+  api_.wait_reports = &WorkerHost::WaitReportsThunk;
+  // Test only (tests/e2e/test_async_checkpoints.py): slows the background write so that a
+  // kill lands in the middle of it. Not TRAINTL_*: those names are the runtime's, refused
+  // in a job spec's env.
+  if (const char* delay = std::getenv("TEST_TRAINTL_UPLOAD_DELAY_MS_PER_MIB"))
+    snapshot_options_.persist_delay_ms_per_mib = std::atoi(delay);
   // NO_TRAINTL_PROGRESS=1 in a job's env turns progress off (bench/progress measures its
   // cost; TRAINTL_* names are the runtime's).
   const char* off = std::getenv("NO_TRAINTL_PROGRESS");
@@ -35,6 +44,13 @@ WorkerHost::WorkerHost(RankContext context, AgentChannel* channel)
 }
 
 WorkerHost::~WorkerHost() {
+  {
+    std::lock_guard<std::mutex> q(queue_mu_);
+    upload_stop_ = true;
+    abandon_ = true;
+  }
+  queue_cv_.notify_all();
+  if (upload_thread_.joinable()) upload_thread_.join();
   {
     std::lock_guard<std::mutex> l(progress_mu_);
     progress_stop_ = true;
@@ -102,13 +118,56 @@ Result<std::string> WorkerHost::StageCheckpoint(const std::string& src,
   return dst;
 }
 
-Status WorkerHost::Report(const char* metrics_json, const char* checkpoint_dir) {
+std::string WorkerHost::StagedPath(const std::string& staging_dir, int64_t seq, int rank) {
+  return JoinPath(JoinPath(staging_dir, "seq_" + std::to_string(seq)),
+                  "rank_" + std::to_string(rank));
+}
+
+Result<nlohmann::json> WorkerHost::ParseMetrics(const char* metrics_json) {
   nlohmann::json metrics = ParseJsonBounded(metrics_json != nullptr ? metrics_json : "");
   if (metrics.is_discarded() || !metrics.is_object()) {
     return Status::InvalidArgument("metrics must be a JSON object nested at most " +
                                    std::to_string(kMaxJsonDepth) + " levels deep");
   }
+  return metrics;
+}
+
+Status WorkerHost::CheckOptions(const char* options_json) {
+  if (options_json == nullptr) return Status::Ok();
+  nlohmann::json options = ParseJsonBounded(options_json);
+  if (options.is_discarded() || !options.is_object())
+    return Status::InvalidArgument("report options must be a JSON object");
+  if (!options.empty())
+    return Status::InvalidArgument("unknown report option '" + options.begin().key() +
+                                   "' (this worker knows none)");
+  return Status::Ok();
+}
+
+Status WorkerHost::UploadFailed() const { return upload_error_; }
+
+Status WorkerHost::Report(const char* metrics_json, const char* checkpoint_dir) {
+  TRAINTL_ASSIGN_OR_RETURN(nlohmann::json metrics, ParseMetrics(metrics_json));
   std::lock_guard<std::mutex> lock(report_mu_);
+  return ReportLocked(std::move(metrics), checkpoint_dir);
+}
+
+Status WorkerHost::ReportLocked(nlohmann::json metrics, const char* checkpoint_dir) {
+  const bool held = context_.hold_reports;
+  {
+    std::unique_lock<std::mutex> q(queue_mu_);
+    if (!upload_error_.ok()) return UploadFailed();
+    if (!queue_.empty() && checkpoint_dir == nullptr && !held) {
+      // Behind an upload: queued, and back to the loop at once (within the bound).
+      q.unlock();
+      Pending pending;
+      pending.seq = next_seq_++;
+      pending.metrics = std::move(metrics);
+      Enqueue(std::move(pending));
+      return WaitInFlight(kMaxUnackedReports);
+    }
+  }
+  // A checkpoint (or a held report) goes out from here, so whatever is queued first.
+  TRAINTL_RETURN_IF_ERROR(WaitQueueEmpty());
   const int64_t seq = next_seq_;
   std::string checkpoint;  // "" = none
   if (checkpoint_dir != nullptr) {
@@ -122,29 +181,225 @@ Status WorkerHost::Report(const char* metrics_json, const char* checkpoint_dir) 
   }
   // A failed report does not use up its seq: every rank must send the same sequence.
   ++next_seq_;
-  const bool held = context_.hold_reports;
-  const size_t may_stay_unacked = checkpoint.empty() && !held ? kMaxUnackedReports : 0;
-  TRAINTL_RETURN_IF_ERROR(channel_->Send(
-      events::Report{static_cast<int>(seq), std::move(metrics), std::move(checkpoint), held}));
   if (held) {
+    TRAINTL_RETURN_IF_ERROR(channel_->Send(
+        events::Report{static_cast<int>(seq), std::move(metrics), std::move(checkpoint), true}));
     channel_->WaitForHeldAck(seq, kMaxHold);
     return Status::Ok();
   }
+  const bool has_checkpoint = !checkpoint.empty();
+  TRAINTL_RETURN_IF_ERROR(SendNow(seq, std::move(metrics), std::move(checkpoint)));
+  return WaitInFlight(has_checkpoint ? 0 : kMaxUnackedReports);
+}
+
+Status WorkerHost::SendNow(int64_t seq, nlohmann::json metrics, std::string checkpoint) {
+  TRAINTL_RETURN_IF_ERROR(channel_->Send(
+      events::Report{static_cast<int>(seq), std::move(metrics), std::move(checkpoint), false}));
+  std::lock_guard<std::mutex> q(queue_mu_);
   unacked_.push_back(seq);
-  while (unacked_.size() > may_stay_unacked) {
-    channel_->WaitForAck(unacked_.front());
+  return Status::Ok();
+}
+
+Status WorkerHost::WaitInFlight(size_t limit) {
+  std::unique_lock<std::mutex> q(queue_mu_);
+  for (;;) {
+    if (!upload_error_.ok()) return UploadFailed();
+    if (queue_.size() + unacked_.size() <= limit) return Status::Ok();
+    if (unacked_.empty()) {
+      // Everything beyond the limit is still queued: wait for the upload thread to send.
+      queue_cv_.wait(q);
+      continue;
+    }
+    const int64_t seq = unacked_.front();
+    q.unlock();
+    channel_->WaitForAck(seq);
+    q.lock();
+    // Only report calls (serialized by report_mu_) pop; the upload thread only appends.
     unacked_.pop_front();
   }
-  return Status::Ok();
+}
+
+Status WorkerHost::WaitQueueEmpty() {
+  std::unique_lock<std::mutex> q(queue_mu_);
+  queue_cv_.wait(q, [this] { return queue_.empty() || !upload_error_.ok(); });
+  return UploadFailed();
+}
+
+void WorkerHost::Enqueue(Pending pending) {
+  {
+    std::lock_guard<std::mutex> q(queue_mu_);
+    queue_.push_back(std::move(pending));
+  }
+  queue_cv_.notify_all();
+  if (!upload_thread_.joinable()) upload_thread_ = std::thread([this] { UploadLoop(); });
+}
+
+Status WorkerHost::ReportAsync(const char* metrics_json, const char* checkpoint_dir,
+                               const char* options_json) {
+  TRAINTL_ASSIGN_OR_RETURN(nlohmann::json metrics, ParseMetrics(metrics_json));
+  TRAINTL_RETURN_IF_ERROR(CheckOptions(options_json));
+  std::lock_guard<std::mutex> lock(report_mu_);
+  if (checkpoint_dir == nullptr) return ReportLocked(std::move(metrics), nullptr);
+  if (context_.hold_reports) {
+    // A tuning trial's report waits for the scheduler's decision anyway.
+    LOG_DEBUG << "report " << next_seq_ << ": held reports upload synchronously";
+    return ReportLocked(std::move(metrics), checkpoint_dir);
+  }
+  // At most one upload in flight: its memory snapshot is the bound on what a rank keeps.
+  TRAINTL_RETURN_IF_ERROR(WaitQueueEmpty());
+  const int64_t seq = next_seq_;
+  const std::string staged = StagedPath(context_.staging_dir, seq, context_.world_rank);
+  auto snapshot = CheckpointSnapshot::Take(AbsolutePath(checkpoint_dir), staged, snapshot_options_);
+  if (!snapshot.ok()) {
+    if (snapshot.status().code() != Status::Code::kResourceExhausted) {
+      return Status(snapshot.status().code(),
+                    "snapshotting the checkpoint failed: " + snapshot.status().message());
+    }
+    LOG_WARN << "report " << seq << ": no room to snapshot the checkpoint in memory ("
+             << snapshot.status().message() << "); copying it synchronously";
+    return ReportLocked(std::move(metrics), checkpoint_dir);
+  }
+  LOG_DEBUG << "report " << seq << ": snapshot of " << (*snapshot)->files() << " files, "
+            << (*snapshot)->cloned_bytes() << " bytes cloned, " << (*snapshot)->memory_bytes()
+            << " in memory";
+  ++next_seq_;
+  Pending pending;
+  pending.seq = seq;
+  pending.metrics = std::move(metrics);
+  pending.kind = Pending::Kind::kSnapshot;
+  pending.snapshot = std::move(*snapshot);
+  pending.staged = staged;
+  Enqueue(std::move(pending));
+  return WaitInFlight(kMaxUnackedReports);
+}
+
+Result<std::pair<int64_t, std::string>> WorkerHost::ReportDeferred(const char* metrics_json,
+                                                                   const char* options_json) {
+  TRAINTL_ASSIGN_OR_RETURN(nlohmann::json metrics, ParseMetrics(metrics_json));
+  TRAINTL_RETURN_IF_ERROR(CheckOptions(options_json));
+  std::lock_guard<std::mutex> lock(report_mu_);
+  TRAINTL_RETURN_IF_ERROR(WaitQueueEmpty());
+  const int64_t seq = next_seq_;
+  const std::string staged = StagedPath(context_.staging_dir, seq, context_.world_rank);
+  // Only a leftover of a crashed attempt can be there; never merge with it.
+  TRAINTL_RETURN_IF_ERROR(RemoveAll(staged));
+  TRAINTL_RETURN_IF_ERROR(MakeDirs(staged));
+  ++next_seq_;
+  Pending pending;
+  pending.seq = seq;
+  pending.metrics = std::move(metrics);
+  pending.kind = Pending::Kind::kDeferred;
+  pending.staged = staged;
+  Enqueue(std::move(pending));
+  TRAINTL_RETURN_IF_ERROR(WaitInFlight(kMaxUnackedReports));
+  return std::make_pair(seq, staged);
+}
+
+Status WorkerHost::ReportDeferredDone(int64_t ticket, const char* error) {
+  std::lock_guard<std::mutex> q(queue_mu_);
+  for (auto& p : queue_) {
+    if (p.kind != Pending::Kind::kDeferred || p.seq != ticket || p.files_done) continue;
+    p.files_done = true;
+    p.files_error = error == nullptr ? "" : *error != '\0' ? error : "unknown error";
+    queue_cv_.notify_all();
+    return Status::Ok();
+  }
+  // Dropped with the queue after another upload failed (or was abandoned): that error is
+  // what the next report call returns.
+  if (!upload_error_.ok() || abandon_) return Status::Ok();
+  return Status::InvalidArgument("no deferred report " + std::to_string(ticket) +
+                                 " is waiting for its files");
+}
+
+void WorkerHost::UploadLoop() {
+  std::unique_lock<std::mutex> q(queue_mu_);
+  for (;;) {
+    queue_cv_.wait(q, [this] {
+      return upload_stop_ || (!queue_.empty() && (queue_.front().kind != Pending::Kind::kDeferred ||
+                                                  queue_.front().files_done || abandon_));
+    });
+    if (upload_stop_) return;
+    // A reference to the front stays valid while others push_back (std::deque).
+    Pending& p = queue_.front();
+    Status st;
+    if (abandon_) {
+      st = Status::Unavailable("abandoned: the rank was asked to stop");
+    } else if (p.kind == Pending::Kind::kSnapshot) {
+      q.unlock();
+      st = p.snapshot->Persist([this] {
+        std::lock_guard<std::mutex> l(queue_mu_);
+        return abandon_ || upload_stop_;
+      });
+      q.lock();
+      p.snapshot.reset();  // frees what it held in memory
+    } else if (p.kind == Pending::Kind::kDeferred && !p.files_error.empty()) {
+      st = Status::Internal("writing its files failed: " + p.files_error);
+    }
+    if (st.ok()) {
+      events::Report report{static_cast<int>(p.seq), std::move(p.metrics), p.staged,
+                            context_.hold_reports};
+      // Still at the front while it is sent: later reports stay queued behind it.
+      q.unlock();
+      st = channel_->Send(report);
+      q.lock();
+    }
+    if (!st.ok()) {
+      upload_error_ =
+          Status(st.code(), "the checkpoint of report " + std::to_string(p.seq) +
+                                " (uploaded in the background) failed: " + st.message());
+      if (!abandon_) LOG_ERROR << upload_error_.message();
+      if (!p.staged.empty()) (void)RemoveAll(p.staged);
+      // The attempt's report sequence ends here: nothing queued behind it may go out.
+      queue_.clear();
+      queue_cv_.notify_all();
+      continue;
+    }
+    unacked_.push_back(p.seq);
+    queue_.pop_front();
+    queue_cv_.notify_all();
+  }
+}
+
+Status WorkerHost::WaitReports() {
+  std::unique_lock<std::mutex> q(queue_mu_);
+  queue_cv_.wait(q, [this] { return queue_.empty() || !upload_error_.ok(); });
+  return UploadFailed();
+}
+
+Status WorkerHost::FinishReports() {
+  std::unique_lock<std::mutex> q(queue_mu_);
+  auto next_log = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (upload_error_.ok() && !queue_.empty() && !channel_->stop_requested()) {
+    queue_cv_.wait_for(q, std::chrono::milliseconds(50));
+    if (std::chrono::steady_clock::now() >= next_log && !queue_.empty()) {
+      LOG_INFO << "waiting for the checkpoint of report " << queue_.front().seq
+               << " to be uploaded before ending";
+      next_log += std::chrono::seconds(30);
+    }
+  }
+  if (upload_error_.ok() && !queue_.empty()) {
+    // Asked to stop: the agent kills the rank after its grace period anyway.
+    queue_cv_.wait_for(q, kStopDrain, [this] { return queue_.empty() || !upload_error_.ok(); });
+    if (upload_error_.ok() && !queue_.empty()) {
+      LOG_WARN << "stopping: the checkpoint of report " << queue_.front().seq
+               << " is abandoned (not uploaded after " << kStopDrain.count()
+               << " ms); it is not committed";
+      abandon_ = true;
+      queue_cv_.notify_all();
+      return Status::Ok();
+    }
+  }
+  return UploadFailed();
 }
 
 const char* WorkerHost::GetContextJson(void* host) {
   return static_cast<WorkerHost*>(host)->context_json_.c_str();
 }
 
-int WorkerHost::ReportThunk(void* host, const char* metrics_json, const char* checkpoint_dir,
-                            char* err, size_t err_len) {
-  Status st = static_cast<WorkerHost*>(host)->Report(metrics_json, checkpoint_dir);
+namespace {
+
+// 0, or 1 with the status's message in err.
+int ToReturnCode(const Status& st, char* err, size_t err_len) {
   if (st.ok()) return 0;
   if (err != nullptr && err_len > 0) {
     size_t n = std::min(st.message().size(), err_len - 1);
@@ -152,6 +407,53 @@ int WorkerHost::ReportThunk(void* host, const char* metrics_json, const char* ch
     err[n] = '\0';
   }
   return 1;
+}
+
+}  // namespace
+
+int WorkerHost::ReportThunk(void* host, const char* metrics_json, const char* checkpoint_dir,
+                            char* err, size_t err_len) {
+  return ToReturnCode(static_cast<WorkerHost*>(host)->Report(metrics_json, checkpoint_dir), err,
+                      err_len);
+}
+
+int WorkerHost::ReportAsyncThunk(void* host, const char* metrics_json, const char* checkpoint_dir,
+                                 const char* options_json, char* err, size_t err_len) {
+  return ToReturnCode(
+      static_cast<WorkerHost*>(host)->ReportAsync(metrics_json, checkpoint_dir, options_json), err,
+      err_len);
+}
+
+int WorkerHost::ReportDeferredThunk(void* host, const char* metrics_json, const char* options_json,
+                                    int64_t* ticket, char* dir, size_t dir_len, char* err,
+                                    size_t err_len) {
+  if (ticket == nullptr || dir == nullptr || dir_len == 0)
+    return ToReturnCode(Status::InvalidArgument("report_deferred: no ticket or dir buffer"), err,
+                        err_len);
+  auto reserved = static_cast<WorkerHost*>(host)->ReportDeferred(metrics_json, options_json);
+  if (!reserved.ok()) return ToReturnCode(reserved.status(), err, err_len);
+  if (reserved->second.size() >= dir_len) {
+    // The seq is taken; its files can never arrive: fail the upload so no later report
+    // goes out with a gap in the sequence.
+    (void)static_cast<WorkerHost*>(host)->ReportDeferredDone(reserved->first,
+                                                             "the directory buffer is too small");
+    return ToReturnCode(Status::InvalidArgument("report_deferred: dir_len " +
+                                                std::to_string(dir_len) + " is too small"),
+                        err, err_len);
+  }
+  std::memcpy(dir, reserved->second.c_str(), reserved->second.size() + 1);
+  *ticket = reserved->first;
+  return 0;
+}
+
+int WorkerHost::ReportDeferredDoneThunk(void* host, int64_t ticket, const char* error, char* err,
+                                        size_t err_len) {
+  return ToReturnCode(static_cast<WorkerHost*>(host)->ReportDeferredDone(ticket, error), err,
+                      err_len);
+}
+
+int WorkerHost::WaitReportsThunk(void* host, char* err, size_t err_len) {
+  return ToReturnCode(static_cast<WorkerHost*>(host)->WaitReports(), err, err_len);
 }
 
 const char* WorkerHost::GetCheckpoint(void* host) {

@@ -54,6 +54,9 @@ std::mutex g_mu;
 // The host API of this process; set by _attach or built from the environment. Never
 // freed: the worker (or this process) ends with it.
 const traintl_host_api* g_api = nullptr;
+// True when g_api is traintl-worker's (attached by the entry shim): the worker then waits
+// for background uploads when the entry point returns; a standalone host must itself.
+bool g_attached_to_worker = false;
 
 [[noreturn]] void ThrowRuntime(const std::string& message) { throw std::runtime_error(message); }
 
@@ -150,6 +153,7 @@ void Attach(py::capsule capsule) {
   }
   std::lock_guard<std::mutex> lock(g_mu);
   g_api = api;
+  g_attached_to_worker = true;
 }
 
 bool IsAttached() {
@@ -174,6 +178,35 @@ void Report(const std::string& metrics_json, const std::optional<std::string>& c
                     checkpoint_dir ? checkpoint_dir->c_str() : nullptr, err, sizeof err);
   }
   if (rc != 0) ThrowRuntime(err[0] != '\0' ? err : "report failed");
+}
+
+void ReportAsync(const std::string& metrics_json, const std::string& checkpoint_dir) {
+  const traintl_host_api& api = Api();
+  char err[kErrorSize] = {0};
+  int rc;
+  {
+    py::gil_scoped_release release;
+    // A worker older than this package: the synchronous report is the safe fallback.
+    if (!TRAINTL_HOST_API_HAS(&api, report_async) || api.report_async == nullptr) {
+      rc = api.report(api.host, metrics_json.c_str(), checkpoint_dir.c_str(), err, sizeof err);
+    } else {
+      rc = api.report_async(api.host, metrics_json.c_str(), checkpoint_dir.c_str(), nullptr, err,
+                            sizeof err);
+    }
+  }
+  if (rc != 0) ThrowRuntime(err[0] != '\0' ? err : "report failed");
+}
+
+void WaitReports() {
+  const traintl_host_api& api = Api();
+  if (!TRAINTL_HOST_API_HAS(&api, wait_reports) || api.wait_reports == nullptr) return;
+  char err[kErrorSize] = {0};
+  int rc;
+  {
+    py::gil_scoped_release release;
+    rc = api.wait_reports(api.host, err, sizeof err);
+  }
+  if (rc != 0) ThrowRuntime(err[0] != '\0' ? err : "a background checkpoint upload failed");
 }
 
 py::object GetCheckpoint() {
@@ -409,10 +442,25 @@ PYBIND11_MODULE(_native, m) {
         "Serves this module from traintl-worker's host API (called by the entry shim).");
   m.def("is_attached", &IsAttached,
         "True once a host is set up (attached by the shim or built from the environment).");
+  m.def(
+      "is_attached_to_worker",
+      [] {
+        std::lock_guard<std::mutex> lock(g_mu);
+        return g_attached_to_worker;
+      },
+      "True when traintl-worker hosts this module (a python entry point), False for a "
+      "command's program (or before the first call).");
   m.def("context_json", &ContextJson, "The rank's context (docs/WORKER_PROTOCOL.md) as JSON.");
   m.def("report", &Report, py::arg("metrics_json"), py::arg("checkpoint_dir") = py::none(),
         "Reports a JSON object of metrics, optionally with a checkpoint directory; returns once "
         "the agent accepted it. RuntimeError when the host refuses.");
+  m.def("report_async", &ReportAsync, py::arg("metrics_json"), py::arg("checkpoint_dir"),
+        "Reports metrics with a checkpoint directory; returns once its files are snapshotted "
+        "(the upload runs in the background). RuntimeError when refused, or when an earlier "
+        "upload failed.");
+  m.def("wait_reports", &WaitReports,
+        "Waits until every report so far was sent (background uploads done). RuntimeError "
+        "with the error of a failed upload.");
   m.def("get_checkpoint", &GetCheckpoint, "The checkpoint directory to restore, or None.");
   m.def("should_stop", &ShouldStop, "True once the job was asked to stop.");
   m.def(

@@ -47,6 +47,7 @@ __all__ = [
     "report",
     "should_stop",
     "torch",
+    "wait_for_reports",
 ]
 
 
@@ -76,7 +77,7 @@ def _json_value(value, where):
     return number if math.isfinite(number) else None
 
 
-def report(metrics, checkpoint=None):
+def report(metrics, checkpoint=None, async_upload=False):
     """Reports one round of metrics (a dict), optionally with a Checkpoint.
 
     Every rank calls report() the same number of times; rank 0's metrics become the job's.
@@ -84,9 +85,19 @@ def report(metrics, checkpoint=None):
     may be deleted afterwards; the ranks' files are merged into one checkpoint. Blocks
     until the worker accepted the report. Mirrors ray.train.report().
 
+    async_upload=True (default False): returns once the checkpoint's files are snapshotted
+    (a copy-on-write clone where the file system can, else a copy into /dev/shm); the
+    worker persists them and sends the report in the background, and the checkpoint is
+    committed once every rank's files are durable, as always. The directory may be changed
+    or deleted as soon as report() returns. Later reports keep their order: metrics alone
+    still return at once; a report with a checkpoint first waits for this upload (at most
+    one per rank is in flight). A failed upload raises RuntimeError from the next report()
+    or wait_for_reports(); the end of the training function waits for the upload (after a
+    stop at most 2 s). Without a checkpoint, async_upload changes nothing.
+
     Raises TypeError (metrics not a dict, or a value that is not a number, string, list or
     dict) and RuntimeError (the report was refused, e.g. a checkpoint directory that does
-    not exist).
+    not exist, or an earlier background upload failed).
     """
     if not isinstance(metrics, Mapping):
         raise TypeError(f"train.report: metrics must be a dict, not {type(metrics).__name__}")
@@ -95,7 +106,43 @@ def report(metrics, checkpoint=None):
             f"train.report: checkpoint must be a train.Checkpoint, not "
             f"{type(checkpoint).__name__}")
     text = json.dumps(_json_value(metrics, "metrics"), allow_nan=False)
+    if async_upload and checkpoint is not None:
+        _finish_uploads_at_exit()
+        _session.native().report_async(text, checkpoint.path)
+        return
     _session.native().report(text, checkpoint.path if checkpoint is not None else None)
+
+
+def wait_for_reports():
+    """Waits until every report so far was sent (background checkpoint uploads done).
+
+    Raises RuntimeError with the error of a failed upload."""
+    _session.native().wait_reports()
+
+
+_exit_hook = []
+
+
+def _finish_uploads_at_exit():
+    """A {"command": [...]} program hosts its reports itself: at its exit, wait for the
+    last upload (a {"python": ...} entry point's worker does so itself). A failed upload
+    then fails the program (exit code 1)."""
+    if _exit_hook or _session.native().is_attached_to_worker():
+        return
+    import atexit
+    import os
+    import sys
+
+    def finish():
+        try:
+            _session.native().wait_reports()
+        except RuntimeError as e:
+            sys.stderr.write(f"traintl: {e}\n")
+            sys.stderr.flush()
+            os._exit(1)
+
+    atexit.register(finish)
+    _exit_hook.append(finish)
 
 
 def get_checkpoint():

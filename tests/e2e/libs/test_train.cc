@@ -18,11 +18,23 @@
 //   so a test can tell whether two attempts' processes were ever alive at once
 //   loss_scale (1.0): the reported loss is loss_scale/(epoch+1) (tuning tests: a config
 //   that makes one trial better than another)
+//   async_checkpoint (false): report checkpoints with ReportOptions::async_upload, and
+//   reuse (overwrite) one checkpoint directory per rank: the snapshot must not see it change
+//   deferred_checkpoint (false): report checkpoints with report_deferred(), writing the
+//   files on a thread after it returned; deferred_fail_epoch (-1): that epoch's files
+//   "cannot be written" (DeferredCheckpoint::fail)
+//   metrics_between (0): metrics-only reports after each checkpoint report (queued behind
+//   an asynchronous upload)
+//   ckpt_manifest (false): each checkpoint also holds files_r<R>.json, {file: [size, crc32]}
+//   of the rank's own files (rank_<R>.json, its blobs); a restored checkpoint that has one is
+//   verified against it (a mismatch throws: "restored an incomplete checkpoint")
 // Every metrics object: epoch, loss (loss_scale/(epoch+1)), rank, world_size, local_rank,
 // node_rank, attempt, restored_epoch (-1 without a checkpoint), restored_path ("" without),
 // and env when echo_env is set. A checkpoint holds state.json {"epoch","rank"} and
 // rank_<R>.json; it resumes at the epoch after the restored one.
+#include <dirent.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -31,6 +43,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -59,6 +72,54 @@ nlohmann::json ReadJson(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw std::runtime_error("cannot read " + path);
   return nlohmann::json::parse(in);
+}
+
+uint32_t Crc32(const std::string& data) {
+  static uint32_t table[256] = {0};
+  if (table[1] == 0) {
+    for (uint32_t i = 0; i < 256; ++i) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; ++k) c = (c & 1) != 0 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+      table[i] = c;
+    }
+  }
+  uint32_t crc = 0xFFFFFFFFu;
+  for (unsigned char ch : data) crc = table[(crc ^ ch) & 0xFF] ^ (crc >> 8);
+  return crc ^ 0xFFFFFFFFu;
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + path);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+// Removes `dir` and the files in it (a checkpoint directory has no subdirectories).
+void RemoveFlatDir(const std::string& dir) {
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (struct dirent* e = ::readdir(d)) {
+      const std::string name = e->d_name;
+      if (name != "." && name != "..") std::remove((dir + "/" + name).c_str());
+    }
+    ::closedir(d);
+  }
+  ::rmdir(dir.c_str());
+}
+
+// Every files_r*.json of a restored checkpoint must match the files it lists.
+void VerifyManifests(const std::string& dir) {
+  for (int r = 0; r < 64; ++r) {
+    const std::string manifest = dir + "/files_r" + std::to_string(r) + ".json";
+    if (::access(manifest.c_str(), F_OK) != 0) continue;
+    const nlohmann::json files = ReadJson(manifest);  // (items() of a temporary dangles)
+    for (const auto& [name, entry] : files.items()) {
+      const std::string data = ReadAll(dir + "/" + name);
+      if (data.size() != entry.at(0).get<size_t>() || Crc32(data) != entry.at(1).get<uint32_t>())
+        throw std::runtime_error("restored an incomplete checkpoint: " + dir + "/" + name);
+    }
+  }
 }
 
 void InjectFailure(const std::string& mode, int epoch, int rank) {
@@ -91,6 +152,11 @@ void train_loop(const nlohmann::json& config) {
   const int ckpt_mb = config.value("ckpt_mb", 0);
   const double loss_scale = config.value("loss_scale", 1.0);
   const int ckpt_files = std::max(1, config.value("ckpt_files", 1));
+  const bool async_checkpoint = config.value("async_checkpoint", false);
+  const bool deferred_checkpoint = config.value("deferred_checkpoint", false);
+  const int deferred_fail_epoch = config.value("deferred_fail_epoch", -1);
+  const int metrics_between = config.value("metrics_between", 0);
+  const bool ckpt_manifest = config.value("ckpt_manifest", false);
   const char* tmpdir_env = std::getenv("TMPDIR");
   const std::string tmp_dir =
       config.value("tmp_dir", tmpdir_env != nullptr && *tmpdir_env ? tmpdir_env : "/tmp");
@@ -132,6 +198,7 @@ void train_loop(const nlohmann::json& config) {
   std::string restored_path;
   if (auto ckpt = traintl::get_checkpoint()) {
     restored_path = ckpt->path();
+    VerifyManifests(restored_path);
     restored_epoch = ReadJson(restored_path + "/state.json").at("epoch").get<int>();
   }
   std::printf("rank %d/%d attempt %d starting at epoch %d (restored from '%s')\n", rank,
@@ -165,40 +232,84 @@ void train_loop(const nlohmann::json& config) {
     if (bad_checkpoint) {
       traintl::report(metrics, traintl::Checkpoint::from_directory("/nonexistent/traintl-ckpt"));
     } else if (checkpoint_every > 0 && (epoch + 1) % checkpoint_every == 0) {
-      std::string tmpl = tmp_dir + "/traintl-test-ckpt-XXXXXX";
-      if (::mkdtemp(tmpl.data()) == nullptr)
-        throw std::runtime_error("mkdtemp failed in " + tmp_dir);
-      const std::string dir = tmpl;
-      WriteFile(dir + "/state.json", nlohmann::json{{"epoch", epoch}, {"rank", rank}}.dump());
-      WriteFile(dir + "/rank_" + std::to_string(rank) + ".json", metrics.dump());
-      std::vector<std::string> blobs;
-      if (ckpt_mb > 0) {
-        std::string chunk(static_cast<size_t>(ckpt_mb) * (1 << 20) / ckpt_files, '\0');
-        uint64_t x = 0x9e3779b97f4a7c15ull ^ static_cast<uint64_t>(rank * 131 + epoch);
-        for (char& c : chunk) {  // xorshift: nothing a file system could compress away
-          x ^= x << 13;
-          x ^= x >> 7;
-          x ^= x << 17;
-          c = static_cast<char>(x);
+      // Writes this epoch's checkpoint files into `dir`.
+      auto write_files = [=](const std::string& dir) {
+        nlohmann::json manifest = nlohmann::json::object();
+        auto put = [&](const std::string& name, const std::string& data) {
+          WriteFile(dir + "/" + name, data);
+          manifest[name] = {data.size(), Crc32(data)};
+        };
+        // Every rank writes a state.json and the merge keeps rank 0's: not in the manifest.
+        WriteFile(dir + "/state.json", nlohmann::json{{"epoch", epoch}, {"rank", rank}}.dump());
+        put("rank_" + std::to_string(rank) + ".json", metrics.dump());
+        if (ckpt_mb > 0) {
+          std::string chunk(static_cast<size_t>(ckpt_mb) * (1 << 20) / ckpt_files, '\0');
+          uint64_t x = 0x9e3779b97f4a7c15ull ^ static_cast<uint64_t>(rank * 131 + epoch);
+          for (char& c : chunk) {  // xorshift: nothing a file system could compress away
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            c = static_cast<char>(x);
+          }
+          for (int i = 0; i < ckpt_files; ++i)
+            put("blob_r" + std::to_string(rank) + "_" + std::to_string(i), chunk);
         }
-        for (int i = 0; i < ckpt_files; ++i) {
-          blobs.push_back(dir + "/blob_r" + std::to_string(rank) + "_" + std::to_string(i));
-          WriteFile(blobs.back(), chunk);
+        if (ckpt_manifest)
+          WriteFile(dir + "/files_r" + std::to_string(rank) + ".json", manifest.dump());
+      };
+      if (deferred_checkpoint) {
+        auto pending =
+            std::make_shared<traintl::DeferredCheckpoint>(traintl::report_deferred(metrics));
+        const bool fail = epoch == deferred_fail_epoch;
+        std::thread([pending, write_files, fail] {
+          if (fail) {
+            pending->fail("injected: the files cannot be written");
+            return;
+          }
+          write_files(pending->dir());
+          pending->done();
+        }).detach();
+      } else {
+        std::string dir;
+        if (async_checkpoint) {
+          // One directory, rewritten every epoch: the snapshot must hold what it was.
+          dir = tmp_dir + "/traintl-test-ckpt-a" + std::to_string(ctx.attempt()) + "-r" +
+                std::to_string(rank) + "-" + std::to_string(::getpid());
+          ::mkdir(dir.c_str(), 0700);
+        } else {
+          std::string tmpl = tmp_dir + "/traintl-test-ckpt-XXXXXX";
+          if (::mkdtemp(tmpl.data()) == nullptr)
+            throw std::runtime_error("mkdtemp failed in " + tmp_dir);
+          dir = tmpl;
+        }
+        write_files(dir);
+        if (async_checkpoint) {
+          traintl::report(metrics, traintl::Checkpoint::from_directory(dir),
+                          traintl::ReportOptions{.async_upload = true});
+          // Snapshotted: clobber it at once, as a loop that reuses its buffers would.
+          WriteFile(dir + "/state.json", "clobbered");
+        } else {
+          traintl::report(metrics, traintl::Checkpoint::from_directory(dir));
+          // Accepted: the worker has its own copy now.
+          RemoveFlatDir(dir);
         }
       }
-      traintl::report(metrics, traintl::Checkpoint::from_directory(dir));
-      for (const auto& b : blobs) std::remove(b.c_str());
-      // Accepted: the worker has its own durable copy now.
-      std::remove((dir + "/state.json").c_str());
-      std::remove((dir + "/rank_" + std::to_string(rank) + ".json").c_str());
-      ::rmdir(dir.c_str());
+      for (int i = 0; i < metrics_between; ++i) {
+        nlohmann::json between = metrics;
+        between["between"] = i;
+        traintl::report(between);
+      }
     } else {
       traintl::report(metrics);
     }
     if (traintl::should_stop()) {
       std::printf("rank %d stopping after epoch %d\n", rank, epoch);
-      return;
+      break;
     }
+  }
+  if (async_checkpoint) {
+    RemoveFlatDir(tmp_dir + "/traintl-test-ckpt-a" + std::to_string(ctx.attempt()) + "-r" +
+                  std::to_string(rank) + "-" + std::to_string(::getpid()));
   }
 }
 

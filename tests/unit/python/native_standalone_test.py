@@ -98,6 +98,36 @@ class StandaloneTest(unittest.TestCase):
         self.assertTrue(line.startswith("typeerror "), line)
         self.finish_ok(r)
 
+    def test_async_upload_returns_at_once_and_the_exit_waits_for_it(self):
+        # The upload takes ~0.6 s (2 MiB at 300 ms/MiB): both calls return before it ends,
+        # later reports queue behind it, and the program's exit waits for it (atexit).
+        r = self.start("""
+            import os, tempfile
+            from traintl import train
+            d = tempfile.mkdtemp()
+            with open(os.path.join(d, "model.bin"), "wb") as f:
+                f.write(b"w" * (2 << 20))
+            train.report({"step": 0}, checkpoint=train.Checkpoint.from_directory(d),
+                         async_upload=True)
+            with open(os.path.join(d, "model.bin"), "wb") as f:
+                f.write(b"changed")
+            print("after 0", flush=True)
+            train.report({"step": 1})
+            print("after 1", flush=True)
+        """, env={"TEST_TRAINTL_UPLOAD_DELAY_MS_PER_MIB": "300"})
+        self.assertEqual(r.read_stdout_line(), "after 0")
+        self.assertEqual(r.read_stdout_line(), "after 1")
+        m = r.next_message()
+        self.assertIsNotNone(m, r.log())
+        self.assertEqual((m["seq"], m["metrics"]), (0, {"step": 0}))
+        staged = os.path.join(r.staging_dir, "seq_0", "rank_0")
+        self.assertEqual(m["checkpoint"], staged)
+        with open(os.path.join(staged, "model.bin"), "rb") as f:
+            self.assertEqual(f.read(), b"w" * (2 << 20))
+        m = r.next_message()
+        self.assertEqual((m["seq"], m["metrics"]), (1, {"step": 1}))
+        self.finish_ok(r)
+
     def test_context_checkpoint_and_stop(self):
         ckpt = os.path.join(self.root.path, "restored")
         os.makedirs(ckpt)

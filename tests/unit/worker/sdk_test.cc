@@ -1,6 +1,7 @@
 // The header-only SDK (traintl/train.h) against a fake host, in-process.
 #include <catch2/catch.hpp>
 
+#include <cstddef>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -143,4 +144,75 @@ TEST_CASE("the SDK outside an entry point throws") {
   traintl::internal::current_host_api = nullptr;
   CHECK_THROWS_AS(traintl::get_context(), std::logic_error);
   CHECK_THROWS_AS(traintl::should_stop(), std::logic_error);
+}
+
+TEST_CASE("a host older than the async release: async_upload reports synchronously") {
+  FakeHost host;
+  traintl_host_api api = MakeApi(&host);
+  // The struct as the release before report_async compiled it.
+  api.struct_size = offsetof(traintl_host_api, report_async);
+  api.report_async = nullptr;
+  std::string err;
+  REQUIRE(Run(&api, &err, [](const nlohmann::json&) {
+            traintl::report({{"loss", 0.5}}, traintl::Checkpoint::from_directory("/ck"),
+                            traintl::ReportOptions{.async_upload = true});
+            traintl::wait_for_reports();  // nothing to wait for
+            CHECK_THROWS_WITH(traintl::report_deferred({{"loss", 0.5}}),
+                              Catch::Contains("older than this library"));
+          }) == TRAINTL_ENTRY_OK);
+  REQUIRE(host.reports.size() == 1);
+  CHECK(host.reports[0].second == "/ck");
+}
+
+namespace {
+
+struct AsyncHost : FakeHost {
+  std::vector<std::string> calls;
+};
+
+int ReportAsync(void* h, const char* metrics, const char* ckpt, const char* options, char* err,
+                size_t len) {
+  static_cast<AsyncHost*>(h)->calls.push_back(std::string("async ") + ckpt);
+  return 0;
+}
+int ReportDeferred(void* h, const char* metrics, const char* options, int64_t* ticket, char* dir,
+                   size_t dir_len, char* err, size_t len) {
+  static_cast<AsyncHost*>(h)->calls.push_back("deferred");
+  *ticket = 7;
+  std::strncpy(dir, "/staging/seq_7/rank_0", dir_len);
+  return 0;
+}
+int ReportDeferredDone(void* h, int64_t ticket, const char* error, char* err, size_t len) {
+  static_cast<AsyncHost*>(h)->calls.push_back("done " + std::to_string(ticket) + " " +
+                                              (error != nullptr ? error : "ok"));
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("async_upload and deferred reports go through the appended host functions") {
+  static AsyncHost host;
+  traintl_host_api api = MakeApi(&host);
+  api.report_async = ReportAsync;
+  api.report_deferred = ReportDeferred;
+  api.report_deferred_done = ReportDeferredDone;
+  std::string err;
+  REQUIRE(Run(&api, &err, [](const nlohmann::json&) {
+            traintl::report({{"loss", 0.5}}, traintl::Checkpoint::from_directory("/ck"),
+                            traintl::ReportOptions{.async_upload = true});
+            traintl::report({{"loss", 0.5}}, traintl::Checkpoint::from_directory("/sync"),
+                            traintl::ReportOptions{});
+            auto pending = traintl::report_deferred({{"loss", 0.25}});
+            CHECK(pending.dir() == "/staging/seq_7/rank_0");
+            pending.done();
+            CHECK_THROWS_AS(pending.done(), std::logic_error);
+            {
+              auto dropped = traintl::report_deferred({{"loss", 0.125}});
+            }  // destroyed without done(): failed
+          }) == TRAINTL_ENTRY_OK);
+  CHECK(host.calls == std::vector<std::string>{"async /ck", "deferred", "done 7 ok", "deferred",
+                                               "done 7 the DeferredCheckpoint was destroyed "
+                                               "before done()"});
+  REQUIRE(host.reports.size() == 1);
+  CHECK(host.reports[0].second == "/sync");
 }

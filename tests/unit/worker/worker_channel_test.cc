@@ -221,3 +221,63 @@ TEST_CASE("a lease in the context must name an fd and a positive time") {
   CHECK(parsed->lease_ms == 2000);
   CHECK(parsed->cgroup_kill == "/sys/fs/cgroup/x/cgroup.kill");
 }
+
+TEST_CASE("async checkpoints: the loop goes on during the upload, order holds, the end waits") {
+  Fixture f;
+  // 4 MiB at 100 ms per MiB: each upload takes about 0.4 s; the loop takes no time.
+  ::setenv("TEST_TRAINTL_UPLOAD_DELAY_MS_PER_MIB", "100", 1);
+  WorkerRun& run = f.Start(f.Context(TEST_TRAIN_LIB, "",
+                                     {{"epochs", 2},
+                                      {"sleep_ms", 0},
+                                      {"ckpt_mb", 4},
+                                      {"async_checkpoint", true},
+                                      {"metrics_between", 2},
+                                      {"ckpt_manifest", true}}));
+  ::unsetenv("TEST_TRAINTL_UPLOAD_DELAY_MS_PER_MIB");
+  ExpectHello(run, 0);
+  for (int k = 0; k < 6; ++k) {
+    json report = ExpectMessage(run, "report");
+    CHECK(report["seq"] == k);
+    const int epoch = k / 3;
+    CHECK(report["metrics"]["epoch"] == epoch);
+    if (k == 0) {
+      // Sent after its upload, by which time the loop had gone on to epoch 1.
+      CHECK(run.Log().find("epoch 1 rank 0 loss") != std::string::npos);
+    }
+    if (k % 3 == 0) {
+      const std::string staged = f.staging() + "/seq_" + std::to_string(k) + "/rank_0";
+      REQUIRE(report["checkpoint"] == staged);
+      // What the loop wrote before report(), not what it clobbered the directory with after.
+      CHECK(json::parse(*ReadFile(staged + "/state.json")) == json{{"epoch", epoch}, {"rank", 0}});
+      CHECK(ReadFile(staged + "/blob_r0_0")->size() == (4u << 20));
+    } else {
+      CHECK(report["checkpoint"].is_null());
+      CHECK(report["metrics"]["between"] == k % 3 - 1);
+    }
+  }
+  // The last checkpoint (seq 3) was uploaded before done: the end waited for it.
+  json done = ExpectMessage(run, "done");
+  CHECK(done["ok"] == true);
+  CHECK(run.WaitExitCode() == 0);
+}
+
+TEST_CASE("a deferred checkpoint whose files fail fails the rank, sending nothing after it") {
+  Fixture f;
+  WorkerRun& run = f.Start(f.Context(TEST_TRAIN_LIB, "",
+                                     {{"epochs", 4},
+                                      {"sleep_ms", 50},
+                                      {"deferred_checkpoint", true},
+                                      {"deferred_fail_epoch", 1}}));
+  ExpectHello(run, 0);
+  json first = ExpectMessage(run, "report");
+  CHECK(first["seq"] == 0);
+  CHECK(json::parse(*ReadFile(first["checkpoint"].get<std::string>() + "/state.json"))["epoch"] ==
+        0);
+  run.Ack(0);
+  json done = ExpectMessage(run, "done");
+  CHECK(done["ok"] == false);
+  CHECK(done["error"].get<std::string>().find("report 1") != std::string::npos);
+  CHECK(done["error"].get<std::string>().find("injected: the files cannot be written") !=
+        std::string::npos);
+  CHECK(run.WaitExitCode() == 1);
+}

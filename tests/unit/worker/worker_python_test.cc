@@ -138,3 +138,36 @@ TEST_CASE("a warm worker's Python sees the rank's environment, not the warm star
   CHECK(ExpectMessage(run, "done")["ok"] == true);
   CHECK(run.WaitExitCode() == 0);
 }
+
+TEST_CASE("python: report(async_upload=True) snapshots, queues later reports, the end waits") {
+  Fixture f;
+  ::setenv("TEST_TRAINTL_UPLOAD_DELAY_MS_PER_MIB", "200", 1);
+  WorkerRun& run = f.Start(PythonContext(
+      f, "train:fn",
+      "import os, tempfile\n"
+      "from traintl import train\n"
+      "def fn(config):\n"
+      "    d = tempfile.mkdtemp()\n"
+      "    for e in range(config['epochs']):\n"
+      "        with open(os.path.join(d, 'model.bin'), 'wb') as f:\n"
+      "            f.write(bytes([65 + e]) * (2 << 20))\n"
+      "        train.report({'epoch': e}, checkpoint=train.Checkpoint.from_directory(d),\n"
+      "                     async_upload=True)\n"
+      "        train.report({'between': e})\n"));
+  ::unsetenv("TEST_TRAINTL_UPLOAD_DELAY_MS_PER_MIB");
+  ExpectHello(run, 0);
+  for (int seq = 0; seq < 4; ++seq) {
+    json report = ExpectMessage(run, "report");
+    CHECK(report["seq"] == seq);
+    if (seq % 2 == 0) {
+      const std::string staged = f.staging() + "/seq_" + std::to_string(seq) + "/rank_0";
+      REQUIRE(report["checkpoint"] == staged);
+      CHECK(*ReadFile(staged + "/model.bin") ==
+            std::string(2 << 20, static_cast<char>('A' + seq / 2)));
+    } else {
+      CHECK(report["metrics"]["between"] == seq / 2);
+    }
+  }
+  CHECK(ExpectMessage(run, "done")["ok"] == true);
+  CHECK(run.WaitExitCode() == 0);
+}

@@ -15,8 +15,8 @@
  *
  * Thread-safety: every callback may be called from any thread of the library while the
  * entry point runs. report() calls are serialized by the host (each blocks until the agent
- * has accepted the report). Strings returned by the host stay valid until the process
- * exits.
+ * has accepted the report; report_async and report_deferred until their files are
+ * captured). Strings returned by the host stay valid until the process exits.
  */
 #ifndef TRAINTL_ABI_H_
 #define TRAINTL_ABI_H_
@@ -187,6 +187,47 @@ typedef struct traintl_host_api {
   /* Appended in the observability release. Records the rank's progress; cheap (the host
    * keeps the numbers and sends them on its own thread). */
   void (*progress)(void* host, const traintl_progress* progress);
+
+  /* ---- Appended in the async checkpoint release ----
+   *
+   * Asynchronous reports: the call returns once the report's seq is reserved and its
+   * checkpoint's files are captured; the worker persists them into the staging dir and
+   * sends the report from a thread of its own. Reports keep their order: a report issued
+   * after one still uploading is queued behind it (metrics alone still return at once, up
+   * to the bound of unacknowledged reports), and a report with a checkpoint waits until the
+   * previous upload is done (at most one upload per rank is in flight). An upload that
+   * fails is not retried: every later report call, and the end of the entry point, fail
+   * with its error (the report sequence of the attempt is broken; the head commits
+   * nothing of it). Options travel as JSON objects, as for the dataset calls; a host
+   * refuses keys it does not know. */
+
+  /* Like report, but returns once checkpoint_dir's files are snapshotted (a copy-on-write
+   * clone into the staging dir where the file system can, else a copy into memory on
+   * /dev/shm); the caller may then change or delete the directory. When memory lacks room
+   * (or for a held report), it copies synchronously, as report does, and logs why.
+   * checkpoint_dir NULL: a metrics-only report. options_json: NULL or a JSON object;
+   * no keys yet. Returns 0, or non-zero with a message in err. */
+  int (*report_async)(void* host, const char* metrics_json, const char* checkpoint_dir,
+                      const char* options_json, char* err, size_t err_len);
+
+  /* A report whose checkpoint files arrive later: reserves the report's seq now (it keeps
+   * its place among this rank's reports), writes the directory the files must be written
+   * into to dir (NUL-terminated, at most dir_len bytes) and a ticket to *ticket, and
+   * returns. The caller writes the files there (from any thread) and then calls
+   * report_deferred_done; the report is sent after that. Waits first for a previous
+   * upload, as report_async does. options_json: NULL or a JSON object; no keys yet. */
+  int (*report_deferred)(void* host, const char* metrics_json, const char* options_json,
+                         int64_t* ticket, char* dir, size_t dir_len, char* err, size_t err_len);
+  /* Ends a deferred report: error NULL when every file is written (the report is then
+   * sent), else why the files could not be written (the upload fails; see above). Never
+   * blocks on the queue. Returns 0, or non-zero (an unknown ticket) with a message. */
+  int (*report_deferred_done)(void* host, int64_t ticket, const char* error, char* err,
+                              size_t err_len);
+
+  /* Waits until every report issued so far was sent to the agent (their checkpoints
+   * persisted into the staging dir). Returns 0, or non-zero with the error of a failed
+   * upload. The worker does this itself when the entry point returns. */
+  int (*wait_reports)(void* host, char* err, size_t err_len);
 } traintl_host_api;
 
 /* True when the host's struct contains `field` (it may be older than the library). */

@@ -8,7 +8,8 @@
 // traintl/dataset.h, which this header includes.
 //
 // Thread-safety: every function may be called from any thread. report() calls are
-// serialized by the worker: concurrent callers each wait for their own acceptance.
+// serialized by the worker: concurrent callers each wait for their own acceptance (or, for
+// asynchronous checkpoints, their snapshot).
 #pragma once
 
 #include <cstddef>
@@ -153,6 +154,131 @@ inline void report(const nlohmann::json& metrics) { internal::Report(metrics, nu
 // may delete the directory afterwards. The ranks' files are merged into one checkpoint.
 inline void report(const nlohmann::json& metrics, const Checkpoint& checkpoint) {
   internal::Report(metrics, checkpoint.path().c_str());
+}
+
+// How report() hands a checkpoint over.
+struct ReportOptions {
+  // false (default): report() returns once the checkpoint's files are copied into the
+  // job's staging area and the report was accepted.
+  // true: report() returns once the files are snapshotted - a copy-on-write clone where the
+  // file system can, else a copy into memory (/dev/shm) - and the worker persists them and
+  // sends the report in the background; the checkpoint is committed once every rank's files
+  // are durable, as always. The directory may be changed or deleted as soon as report()
+  // returns. Later reports keep their order behind it: one of metrics alone still returns
+  // at once; one with a checkpoint first waits for this upload (at most one is in flight
+  // per rank). A failed upload throws std::runtime_error from the next report() (or
+  // wait_for_reports()), and fails the rank at the end of the training function if nothing
+  // reported since; the end of the training function waits for the upload (except after
+  // a stop: then at most 2 s, and an unfinished upload is dropped, uncommitted). When
+  // /dev/shm lacks room, or the worker is older than this header, the copy is synchronous.
+  bool async_upload = false;
+};
+
+// report(metrics, checkpoint) with options (see ReportOptions).
+inline void report(const nlohmann::json& metrics, const Checkpoint& checkpoint,
+                   const ReportOptions& options) {
+  const traintl_host_api& api = internal::HostApi();
+  if (!options.async_upload || !TRAINTL_HOST_API_HAS(&api, report_async) ||
+      api.report_async == nullptr) {
+    internal::Report(metrics, checkpoint.path().c_str());
+    return;
+  }
+  if (!metrics.is_object()) {
+    throw std::invalid_argument("traintl::report: metrics must be a JSON object, got " +
+                                std::string(metrics.type_name()));
+  }
+  const std::string text = metrics.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  char err[4096] = {0};
+  if (api.report_async(api.host, text.c_str(), checkpoint.path().c_str(), nullptr, err,
+                       sizeof err) != 0) {
+    throw std::runtime_error(std::string("traintl::report failed: ") + err);
+  }
+}
+
+// A report whose checkpoint files are written after report_deferred() returned - by a
+// background thread that serializes state the loop staged in memory, say - into dir().
+// The report keeps the place in this rank's sequence that report_deferred() gave it; it
+// is sent once done() is called. Reports issued meanwhile queue behind it as behind an
+// asynchronous upload (ReportOptions::async_upload), and the training function's end
+// waits for done(). Destroying it without done() or fail() fails it.
+//
+// Thread-safety: done() and fail() may be called from any thread, once.
+class DeferredCheckpoint {
+ public:
+  DeferredCheckpoint(DeferredCheckpoint&& other) noexcept
+      : api_(other.api_), ticket_(other.ticket_), dir_(std::move(other.dir_)), open_(other.open_) {
+    other.open_ = false;
+  }
+  DeferredCheckpoint& operator=(DeferredCheckpoint&&) = delete;
+  DeferredCheckpoint(const DeferredCheckpoint&) = delete;
+  ~DeferredCheckpoint() {
+    if (open_) Finish("the DeferredCheckpoint was destroyed before done()", /*nothrow=*/true);
+  }
+
+  // The (empty) directory to write this rank's checkpoint files into.
+  const std::string& dir() const { return dir_; }
+  // Every file is written: the report goes out (after the reports before it).
+  void done() { Finish(nullptr, false); }
+  // The files could not be written: the upload fails with `reason` (see ReportOptions).
+  void fail(const std::string& reason) { Finish(reason.c_str(), false); }
+
+ private:
+  friend DeferredCheckpoint report_deferred(const nlohmann::json& metrics);
+  DeferredCheckpoint(const traintl_host_api* api, int64_t ticket, std::string dir)
+      : api_(api), ticket_(ticket), dir_(std::move(dir)) {}
+  void Finish(const char* error, bool nothrow) {
+    if (!open_) {
+      if (nothrow) return;
+      throw std::logic_error("traintl::DeferredCheckpoint: done() or fail() already called");
+    }
+    open_ = false;
+    char err[1024] = {0};
+    if (api_->report_deferred_done(api_->host, ticket_, error, err, sizeof err) != 0 && !nothrow)
+      throw std::runtime_error(std::string("traintl::DeferredCheckpoint: ") + err);
+  }
+
+  // The host that reserved the report (it lives until the process exits).
+  const traintl_host_api* api_;
+  int64_t ticket_;
+  std::string dir_;
+  bool open_ = true;
+};
+
+// Reserves this rank's next report (its metrics now, its checkpoint files later) and
+// returns where the files go. Waits first for a previous upload, as report() with
+// async_upload does. Throws std::runtime_error when the worker is older than this header
+// (it has no deferred reports) or the report was refused.
+inline DeferredCheckpoint report_deferred(const nlohmann::json& metrics) {
+  if (!metrics.is_object()) {
+    throw std::invalid_argument("traintl::report_deferred: metrics must be a JSON object, got " +
+                                std::string(metrics.type_name()));
+  }
+  const traintl_host_api& api = internal::HostApi();
+  if (!TRAINTL_HOST_API_HAS(&api, report_deferred) || api.report_deferred == nullptr) {
+    throw std::runtime_error(
+        "traintl::report_deferred: this worker has no deferred reports (it is older than this "
+        "library)");
+  }
+  const std::string text = metrics.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  char err[4096] = {0};
+  char dir[4096] = {0};
+  int64_t ticket = 0;
+  if (api.report_deferred(api.host, text.c_str(), nullptr, &ticket, dir, sizeof dir, err,
+                          sizeof err) != 0) {
+    throw std::runtime_error(std::string("traintl::report_deferred failed: ") + err);
+  }
+  return DeferredCheckpoint(&api, ticket, dir);
+}
+
+// Waits until every report so far was sent (asynchronous checkpoints persisted). Throws
+// std::runtime_error with the error of a failed upload. Returns at once on a worker
+// older than this header (its reports are all synchronous).
+inline void wait_for_reports() {
+  const traintl_host_api& api = internal::HostApi();
+  if (!TRAINTL_HOST_API_HAS(&api, wait_reports) || api.wait_reports == nullptr) return;
+  char err[4096] = {0};
+  if (api.wait_reports(api.host, err, sizeof err) != 0)
+    throw std::runtime_error(std::string("traintl::wait_for_reports: ") + err);
 }
 
 // True once the job was asked to stop (traintl stop, or another rank failed): return soon.
