@@ -219,11 +219,7 @@ Status WorkerHost::WaitInFlight(size_t limit) {
   }
 }
 
-Status WorkerHost::WaitQueueEmpty() {
-  std::unique_lock<std::mutex> q(queue_mu_);
-  queue_cv_.wait(q, [this] { return queue_.empty() || !upload_error_.ok(); });
-  return UploadFailed();
-}
+Status WorkerHost::WaitQueueEmpty() { return WaitReports(); }
 
 void WorkerHost::Enqueue(Pending pending) {
   {
