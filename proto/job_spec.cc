@@ -162,9 +162,9 @@ bool operator==(const JobSpec& a, const JobSpec& b) {
          a.checkpoint_score_attribute == b.checkpoint_score_attribute &&
          a.checkpoint_score_max == b.checkpoint_score_max && a.max_failures == b.max_failures &&
          a.restart_backoff_s == b.restart_backoff_s &&
-         a.max_restart_backoff_s == b.max_restart_backoff_s && a.time_limit_s == b.time_limit_s &&
-         a.datasets == b.datasets && a.env == b.env && a.priority == b.priority &&
-         a.resume_from_checkpoint == b.resume_from_checkpoint;
+         a.max_restart_backoff_s == b.max_restart_backoff_s && a.peer_recovery == b.peer_recovery &&
+         a.time_limit_s == b.time_limit_s && a.datasets == b.datasets && a.env == b.env &&
+         a.priority == b.priority && a.resume_from_checkpoint == b.resume_from_checkpoint;
 }
 
 std::string InferDatasetFormat(const DatasetSpec& dataset) {

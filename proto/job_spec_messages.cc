@@ -120,6 +120,7 @@ const std::map<std::string, std::string>& FieldHomes() {
       {"max_failures", "run_config.failure_config.max_failures"},
       {"restart_backoff_s", "run_config.failure_config.restart_backoff_s"},
       {"max_restart_backoff_s", "run_config.failure_config.max_restart_backoff_s"},
+      {"peer_recovery", "run_config.failure_config.peer_recovery"},
       {"datasets", "datasets"},
       {"env", "env"},
       {"priority", "priority"},

@@ -340,6 +340,7 @@ bool ParseRunConfig(Checker& c, const json& doc, JobSpec* spec) {
   spec->checkpoint_score_attribute.clear();
   spec->checkpoint_score_max = false;
   spec->max_failures = 0;
+  spec->peer_recovery = false;
   spec->time_limit_s = 0;
   const json* rc = Find(doc, "run_config");
   if (rc == nullptr) return true;
@@ -398,7 +399,8 @@ bool ParseRunConfig(Checker& c, const json& doc, JobSpec* spec) {
   if (const json* fc = Find(*rc, "failure_config")) {
     const std::string base = "run_config.failure_config";
     if (!c.Object(base, *fc, "an object")) return false;
-    if (!c.Keys(base, *fc, {"max_failures", "restart_backoff_s", "max_restart_backoff_s"})) {
+    if (!c.Keys(base, *fc,
+                {"max_failures", "restart_backoff_s", "max_restart_backoff_s", "peer_recovery"})) {
       return false;
     }
     const char* seconds = "must be a number of seconds in [0, 86400]";
@@ -417,6 +419,19 @@ bool ParseRunConfig(Checker& c, const json& doc, JobSpec* spec) {
                    "must be -1 (unlimited restarts), 0 (no restarts) or a positive number of "
                    "restarts")) {
         return false;
+      }
+    }
+    if (const json* v = Find(*fc, "peer_recovery"); v != nullptr && !v->is_null()) {
+      const std::string path = base + ".peer_recovery";
+      if (!c.Bool(path, *v, &spec->peer_recovery)) return false;
+      if (spec->peer_recovery && spec->max_failures == 0) {
+        return c.Fail(path,
+                      "needs max_failures -1 or >= 1: each rank replaced counts as a failure");
+      }
+      if (spec->peer_recovery && spec->entry_kind != EntrypointKind::kLibrary) {
+        return c.Fail(path,
+                      "is supported for library entry points (traintl::torch::run_steps) only; "
+                      "python and command jobs restart from their checkpoint");
       }
     }
   }

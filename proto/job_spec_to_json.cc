@@ -17,6 +17,7 @@ nlohmann::json JobSpecToJson(const JobSpec& spec) {
     failure_config["restart_backoff_s"] = spec.restart_backoff_s;
   if (spec.max_restart_backoff_s != kDefaultMaxRestartBackoffS)
     failure_config["max_restart_backoff_s"] = spec.max_restart_backoff_s;
+  if (spec.peer_recovery) failure_config["peer_recovery"] = true;
   auto or_null = [](const std::string& s) { return s.empty() ? json(nullptr) : json(s); };
   auto amount = [](double x) {
     if (x == std::floor(x) && x >= 0 && x < 9.0e18) return json(static_cast<std::uint64_t>(x));

@@ -31,6 +31,12 @@ json NodeAttemptPlanToJson(const NodeAttemptPlan& p) {
            {"user_env", p.user_env},
            {"cpus_per_worker", p.cpus_per_worker}};
   if (p.hold_reports) out["hold_reports"] = true;
+  if (p.peer_recovery) out["peer_recovery"] = true;
+  if (p.regroup_generation > 0) out["regroup_generation"] = p.regroup_generation;
+  if (!p.local_ranks.empty()) {
+    out["local_ranks"] = p.local_ranks;
+    out["local_world_size"] = p.local_world_size;
+  }
   // Only for the newer kinds, so that a library plan reads as it always did.
   if (p.entry_kind != "library") {
     out["entry_kind"] = p.entry_kind;
@@ -79,6 +85,19 @@ Result<NodeAttemptPlan> NodeAttemptPlanFromJson(const json& j) {
     f.Opt("rank_hosts", &p.rank_hosts);
     f.Opt("worker_port_base", &p.worker_port_base);
     f.Opt("hold_reports", &p.hold_reports);
+    f.Opt("peer_recovery", &p.peer_recovery);
+    f.Opt("regroup_generation", &p.regroup_generation);
+    f.Opt("local_ranks", &p.local_ranks);
+    f.Opt("local_world_size", &p.local_world_size);
+    if (p.regroup_generation < 0) throw FieldError(f.Name("regroup_generation") + "negative");
+    if (!p.local_ranks.empty()) {
+      if (p.local_ranks.size() != p.world_ranks.size())
+        throw FieldError(f.Name("local_ranks") + "must give one local rank per world rank");
+      for (int l : p.local_ranks)
+        if (l < 0 || l >= p.local_world_size)
+          throw FieldError(f.Name("local_ranks") + "local rank " + std::to_string(l) +
+                           " outside local_world_size");
+    }
     if (p.entry_kind != "library" && p.entry_kind != "python" && p.entry_kind != "command")
       throw FieldError(f.Name("entry_kind") + "unknown kind \"" + p.entry_kind + "\"");
     if (p.entry_kind == "command" && p.command.empty())

@@ -54,6 +54,18 @@ struct NodeAttemptPlan {
   // a tuning trial whose scheduler may stop it at any result (daemon/head/tune_controller.h),
   // so a rank must not train on before the decision. Default false.
   bool hold_reports = false;
+  // failure_config.peer_recovery ("peer_recovery", optional). Default false.
+  bool peer_recovery = false;
+  // A replacement rank (peer recovery; "regroup_generation", optional): world_ranks is the
+  // one rank replaced, which joins the survivors' group of this generation. 0: the
+  // attempt's start. Default 0.
+  int regroup_generation = 0;
+  // The local ranks of world_ranks and the number of the job's ranks on this node
+  // ("local_ranks", "local_world_size", optional): set for a replacement, which keeps the
+  // place of the rank it replaces. Defaults: empty and 0, meaning 0..n-1 of n =
+  // world_ranks.size().
+  std::vector<int> local_ranks;
+  int local_world_size = 0;
 };
 
 nlohmann::json NodeAttemptPlanToJson(const NodeAttemptPlan& plan);

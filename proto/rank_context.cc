@@ -94,6 +94,12 @@ Result<RankContext> ParseRankContext(const std::string& text) {
       return Status::InvalidArgument("context: \"hold_reports\" must be a boolean");
     c.hold_reports = hold->get<bool>();
   }
+  if (auto peer = j.find("peer_recovery"); peer != j.end() && !peer->is_null()) {
+    if (!peer->is_boolean())
+      return Status::InvalidArgument("context: \"peer_recovery\" must be a boolean");
+    c.peer_recovery = peer->get<bool>();
+  }
+  TRAINTL_RETURN_IF_ERROR(GetInt(j, "regroup_generation", false, 0, &c.regroup_generation));
   auto gpu = j.find("use_gpu");
   if (gpu != j.end() && !gpu->is_null()) {
     if (!gpu->is_boolean())
@@ -169,6 +175,8 @@ nlohmann::json RankContextToJson(const RankContext& c) {
           {"library_load_timeout_s", c.library_load_timeout_s},
           {"use_gpu", c.use_gpu},
           {"hold_reports", c.hold_reports},
+          {"peer_recovery", c.peer_recovery},
+          {"regroup_generation", c.regroup_generation},
           {"datasets", c.datasets},
           {"lease", lease}};
 }

@@ -59,6 +59,14 @@ struct RankContext {
   // after the scheduler's decision on that result ("hold_reports", optional; see
   // NodeAttemptPlan::hold_reports). Default false.
   bool hold_reports = false;
+  // The job recovers from a rank's death without a restart (failure_config.peer_recovery,
+  // "peer_recovery", optional): survivors keep their processes and state, and a replacement
+  // rank takes the state of a survivor (traintl/torch.h, run_steps). Default false.
+  bool peer_recovery = false;
+  // Non-zero for a replacement rank: it joins the survivors' collective group of this
+  // generation instead of the attempt's first one ("regroup_generation", optional).
+  // Default 0.
+  int regroup_generation = 0;
   // How long loading the library may take before the attempt fails (a hung file system).
   // "library_load_timeout_s", optional. Default 60.
   int library_load_timeout_s = 60;

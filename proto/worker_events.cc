@@ -134,6 +134,9 @@ void Take(Reader& r, Ack* m) { r.ReqNonNegativeInt("seq", &m->seq); }
 void Put(const Stop&, json&) {}
 void Take(Reader&, Stop*) {}
 
+void Put(const Regroup& m, json& j) { j["generation"] = m.generation; }
+void Take(Reader& r, Regroup* m) { r.ReqNonNegativeInt("generation", &m->generation); }
+
 template <typename Variant>
 std::string_view TypeName(const Variant& v) {
   return std::visit([](const auto& m) { return std::decay_t<decltype(m)>::kType; }, v);

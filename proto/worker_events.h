@@ -1,7 +1,7 @@
 // The messages of the agent <-> worker channel (fd 3; docs/WORKER_PROTOCOL.md is the
 // contract, field names there are the names here): what traintl-worker sends its node
 // agent (`WorkerEvent`: hello, report, done) and what the agent sends back
-// (`AgentMessage`: ack, stop), as C++ structs with one codec for both ends. The worker
+// (`AgentMessage`: ack, stop, regroup), as C++ structs with one codec for both ends. The worker
 // writes through Encode and reads through DecodeAgentMessage (worker/agent_channel.cc);
 // the agent writes through Encode and reads through DecodeWorkerEvent
 // (daemon/node/worker_pool.cc).
@@ -114,7 +114,17 @@ struct Stop {
   bool operator==(const Stop&) const { return true; }
 };
 
-using AgentMessage = std::variant<Ack, Stop>;
+// A rank of the attempt died and the head is replacing it (peer recovery: the job's
+// failure_config.peer_recovery): the survivors rebuild their collective group as
+// generation `generation` together with the replacement and carry on from the most advanced
+// survivor's state (traintl_host_api.regroup_wait).
+struct Regroup {
+  static constexpr std::string_view kType = "regroup";
+  int generation = 0;  // in [1, INT_MAX]; later announcements have larger ones
+  bool operator==(const Regroup& o) const { return generation == o.generation; }
+};
+
+using AgentMessage = std::variant<Ack, Stop, Regroup>;
 
 // The "type" of a message (its struct's kType).
 std::string_view TypeOf(const WorkerEvent& e);

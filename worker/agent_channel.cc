@@ -1,5 +1,7 @@
 #include "worker/agent_channel.h"
 
+#include <algorithm>
+
 #include <errno.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -101,7 +103,21 @@ void AgentChannel::HandleLine(const std::string& line) {
       stop_requested_.store(true, std::memory_order_release);
     }
     ack_cv_.notify_all();
+  } else if (const auto* regroup = std::get_if<events::Regroup>(&*message)) {
+    {
+      std::lock_guard<std::mutex> lock(ack_mu_);
+      regroup_generation_ = std::max(regroup_generation_, regroup->generation);
+    }
+    ack_cv_.notify_all();
   }
+}
+
+int AgentChannel::WaitForRegroup(int min_generation, std::chrono::milliseconds limit) {
+  std::unique_lock<std::mutex> lock(ack_mu_);
+  ack_cv_.wait_for(lock, limit,
+                   [&] { return regroup_generation_ >= min_generation || stop_requested(); });
+  if (regroup_generation_ >= min_generation) return regroup_generation_;
+  return stop_requested() ? -1 : 0;
 }
 
 }  // namespace worker

@@ -3,8 +3,9 @@
 // (proto/worker_events.h).
 //
 // A reader thread handles the agent's messages: "ack" wakes the report waiting for it,
-// "stop" raises the stop flag. End of file on the channel means the agent is gone, and
-// the reader ends the whole process at once (no worker outlives its agent).
+// "stop" raises the stop flag, "regroup" records the latest generation announced. End of file on
+// the channel means the agent is gone, and the reader ends the whole process at once (no worker
+// outlives its agent).
 //
 // Thread-safety: every method may be called from any thread; messages are written whole
 // (one line each) under a mutex.
@@ -51,6 +52,10 @@ class AgentChannel {
   bool WaitForHeldAck(int64_t seq, std::chrono::milliseconds limit);
 
   bool stop_requested() const { return stop_requested_.load(std::memory_order_acquire); }
+  // Peer recovery: blocks until the agent announced a regroup of generation >=
+  // `min_generation` (returns the latest announced), the agent asked the worker to stop
+  // (-1), or `limit` passed (0).
+  int WaitForRegroup(int min_generation, std::chrono::milliseconds limit);
 
  private:
   void ReadLoop();
@@ -61,6 +66,7 @@ class AgentChannel {
   std::mutex ack_mu_;
   std::condition_variable ack_cv_;
   std::set<int64_t> acked_ TRAINTL_GUARDED_BY(ack_mu_);
+  int regroup_generation_ TRAINTL_GUARDED_BY(ack_mu_) = 0;  // the latest announced
   std::atomic<bool> stop_requested_{false};
   std::thread reader_;
 };

@@ -1,6 +1,7 @@
 #include "worker/worker_host.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <utility>
@@ -32,6 +33,9 @@ WorkerHost::WorkerHost(RankContext context, AgentChannel* channel)
   api_.report_deferred = &WorkerHost::ReportDeferredThunk;
   api_.report_deferred_done = &WorkerHost::ReportDeferredDoneThunk;
   api_.wait_reports = &WorkerHost::WaitReportsThunk;
+  api_.regroup_wait = &WorkerHost::RegroupWaitThunk;
+  api_.next_report_seq = &WorkerHost::NextReportSeqThunk;
+  api_.skip_report_seq = &WorkerHost::SkipReportSeqThunk;
   // Test only (tests/e2e/test_async_checkpoints.py): slows the background write so that a
   // kill lands in the middle of it. Not TRAINTL_*: those names are the runtime's, refused
   // in a job spec's env.
@@ -450,6 +454,37 @@ int WorkerHost::ReportDeferredDoneThunk(void* host, int64_t ticket, const char* 
 
 int WorkerHost::WaitReportsThunk(void* host, char* err, size_t err_len) {
   return ToReturnCode(static_cast<WorkerHost*>(host)->WaitReports(), err, err_len);
+}
+
+int64_t WorkerHost::RegroupWaitThunk(void* host, int64_t min_generation, int64_t timeout_ms) {
+  const int min = static_cast<int>(std::clamp<int64_t>(min_generation, 0, INT32_MAX));
+  const auto limit = std::chrono::milliseconds(std::max<int64_t>(timeout_ms, 0));
+  return static_cast<WorkerHost*>(host)->channel_->WaitForRegroup(min, limit);
+}
+
+int64_t WorkerHost::NextReportSeqThunk(void* host) {
+  return static_cast<WorkerHost*>(host)->NextReportSeq();
+}
+
+int WorkerHost::SkipReportSeqThunk(void* host, int64_t seq, char* err, size_t err_len) {
+  return ToReturnCode(static_cast<WorkerHost*>(host)->SkipReportSeq(seq), err, err_len);
+}
+
+int64_t WorkerHost::NextReportSeq() {
+  std::lock_guard<std::mutex> lock(report_mu_);
+  return next_seq_;
+}
+
+Status WorkerHost::SkipReportSeq(int64_t seq) {
+  std::lock_guard<std::mutex> lock(report_mu_);
+  // Queued reports keep the seqs they reserved; the skipped ones are never sent.
+  TRAINTL_RETURN_IF_ERROR(WaitQueueEmpty());
+  if (seq > next_seq_) {
+    LOG_INFO << "report sequence moves from " << next_seq_ << " to " << seq
+             << " (taking a replica's state)";
+    next_seq_ = seq;
+  }
+  return Status::Ok();
 }
 
 const char* WorkerHost::GetCheckpoint(void* host) {

@@ -76,6 +76,9 @@ class WorkerHost {
   Status ReportDeferredDone(int64_t ticket, const char* error);
   // wait_reports(): until the queue is empty (or an upload failed).
   Status WaitReports();
+  // next_report_seq() and skip_report_seq(): see traintl_host_api (peer recovery).
+  int64_t NextReportSeq();
+  Status SkipReportSeq(int64_t seq);
   // The end of a successful entry point: WaitReports, but once a stop was requested it
   // waits at most kStopDrain more and then abandons what is left (logged; the job is
   // being stopped, and the agent kills the rank after its grace period anyway). The
@@ -154,6 +157,9 @@ class WorkerHost {
   static int ReportDeferredDoneThunk(void* host, int64_t ticket, const char* error, char* err,
                                      size_t err_len);
   static int WaitReportsThunk(void* host, char* err, size_t err_len);
+  static int64_t RegroupWaitThunk(void* host, int64_t min_generation, int64_t timeout_ms);
+  static int64_t NextReportSeqThunk(void* host);
+  static int SkipReportSeqThunk(void* host, int64_t seq, char* err, size_t err_len);
   static const char* GetCheckpoint(void* host);
   static int ShouldStop(void* host);
   static void Log(void* host, int level, const char* msg);

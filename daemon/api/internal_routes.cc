@@ -272,6 +272,21 @@ void RegisterNodeRoutes(http::Router& router, const InternalRoutesContext& ctx) 
     res->SendJson(200, {{"ok", true}});
   });
 
+  // Peer recovery: a rank of the attempt is being replaced; its workers here regroup.
+  router.Add("POST", "/v1/internal/regroup", [ctx](const http::Request& req, ResponderPtr res) {
+    json body = ParseJsonBounded(req.body);
+    if (!body.is_object() || !body.contains("job_id") || !body["job_id"].is_string() ||
+        !body.contains("attempt") || !body["attempt"].is_number_integer() ||
+        !body.contains("generation") || !body["generation"].is_number_integer() ||
+        body["generation"].get<int64_t>() < 1 || body["generation"].get<int64_t>() > INT32_MAX) {
+      res->SendError(400, "regroup needs job_id, attempt and a generation >= 1");
+      return;
+    }
+    ctx.agent->Regroup(body["job_id"].get<std::string>(), body["attempt"].get<int>(),
+                       body["generation"].get<int>());
+    res->SendJson(200, {{"ok", true}});
+  });
+
   router.Add("GET", "/v1/blobs/{sha}", [ctx](const http::Request& req, ResponderPtr res) {
     auto path = ctx.blobs->PathOf(req.params.at("sha"));
     if (!path.ok()) {

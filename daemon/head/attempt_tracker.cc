@@ -88,17 +88,43 @@ AttemptTracker::Commands AttemptTracker::OnReport(int rank, int seq, const nlohm
              << placement_.staging_prefix << "; ignored";
     ckpt.clear();
   }
-  auto& ranks = reports_[seq];
-  ranks[rank] = {metrics, ckpt};
-  if (static_cast<int>(ranks.size()) < world_size()) return {};
-  CommitReport c;
-  c.seq = seq;
-  c.metrics = ranks.count(0) ? ranks[0].first : nlohmann::json::object();
-  for (const auto& [r, rep] : ranks)
-    if (!rep.second.empty()) c.checkpoint_dirs[r] = rep.second;
-  reports_.erase(seq);
-  if (!c.checkpoint_dirs.empty()) ++commits_in_flight_;
-  return {c};
+  reports_[seq][rank] = {metrics, ckpt};
+  if (generation_ > 0) {
+    // After a regroup a rank continues the report sequence of the replica whose state it
+    // took, so it may skip seqs: it never sends those, and (replicas holding the same
+    // state) the others' reports stand for it.
+    for (auto& [q, ranks] : reports_) {
+      if (q >= seq) break;
+      ranks.emplace(rank, std::pair<nlohmann::json, std::string>{nullptr, ""});
+    }
+  }
+  Commands out;
+  CommitComplete(&out);
+  return out;
+}
+
+void AttemptTracker::CommitComplete(Commands* out) {
+  for (auto it = reports_.begin(); it != reports_.end();) {
+    auto& ranks = it->second;
+    if (static_cast<int>(ranks.size()) < world_size()) {
+      ++it;
+      continue;
+    }
+    CommitReport c;
+    c.seq = it->first;
+    c.metrics = nlohmann::json::object();
+    // Rank 0's metrics; a rank standing in for a skipped report has none.
+    for (const auto& [r, rep] : ranks) {
+      if (rep.first.is_null()) continue;
+      c.metrics = rep.first;
+      break;
+    }
+    for (const auto& [r, rep] : ranks)
+      if (!rep.second.empty()) c.checkpoint_dirs[r] = rep.second;
+    if (!c.checkpoint_dirs.empty()) ++commits_in_flight_;
+    out->push_back(std::move(c));
+    it = reports_.erase(it);
+  }
 }
 
 AttemptTracker::Commands AttemptTracker::OnExit(const WorkerExit& e, const std::string& log_tail) {
@@ -107,11 +133,45 @@ AttemptTracker::Commands AttemptTracker::OnExit(const WorkerExit& e, const std::
       e.signal ? SignalName(*e.signal) : "exit code " + std::to_string(e.exit_code.value_or(-1));
   Commands out{RecordWorkerEvent{e.rank, "exited", detail}};
   if (IsCleanExit(e)) return out;
+  if (Replaceable(e)) {
+    ++replacements_;
+    ++generation_;
+    // The new worker is a new incarnation: until it exits, the rank lives again.
+    exits_.erase(e.rank);
+    // What the dead one reported but nobody committed is superseded by what its
+    // replacement reports (from the survivor's state it takes).
+    for (auto& [q, ranks] : reports_) ranks.erase(e.rank);
+    out.push_back(ReplaceRank{e.rank, generation_});
+    return out;
+  }
   // A rank this head stopped while the attempt was ending is not a failure of its own.
   const bool expected = ending_ && e.stopped_by_agent;
   if (!expected) FailWith(DescribeExit(e, log_tail));
   for (auto& c : BeginEnding()) out.push_back(std::move(c));
   return out;
+}
+
+bool AttemptTracker::Replaceable(const WorkerExit& e) const {
+  if (placement_.max_replacements == 0 || ending_ || stop_requested_ || !launched_) return false;
+  if (placement_.max_replacements > 0 && replacements_ >= placement_.max_replacements) return false;
+  // A rank that never got its library running fails the same way again; one that
+  // reported its own failure failed in the training code, not by dying.
+  if (!hellos_.count(e.rank) || !e.retryable || (e.done_seen && !e.done_ok)) return false;
+  if (e.exit_code && (*e.exit_code == 3 || *e.exit_code == 4)) return false;
+  for (int r : hellos_)
+    if (r != e.rank && !Exited(r)) return true;  // a survivor holds the state
+  return false;
+}
+
+AttemptTracker::Commands AttemptTracker::OnReplacementFailed(int rank, const std::string& why) {
+  WorkerExit e;
+  e.job_id = placement_.job_id;
+  e.attempt = placement_.attempt;
+  e.rank = rank;
+  e.exit_code = 1;
+  exits_[rank] = e;
+  FailWith(Failed("rank " + std::to_string(rank) + " could not be replaced: " + why, rank));
+  return BeginEnding();
 }
 
 AttemptTracker::Commands AttemptTracker::OnNodeLost(const std::string& node) {

@@ -38,6 +38,9 @@ struct AttemptPlacement {
   // Where this attempt's ranks stage checkpoints ("<trial>/.staging/attempt_N/"): a
   // reported checkpoint outside it is ignored, since its files are about to be moved.
   std::string staging_prefix;
+  // Peer recovery (failure_config.peer_recovery): how many dead ranks may be replaced
+  // while the others keep running (-1: no limit); 0: off, a death fails the attempt.
+  int max_replacements = 0;
 };
 
 class AttemptTracker {
@@ -64,7 +67,14 @@ class AttemptTracker {
   struct End {
     cmd::AttemptOutcome outcome;
   };
-  using Command = std::variant<StopWorkers, RecordWorkerEvent, MarkRunning, CommitReport, End>;
+  // Peer recovery: start a new worker for `rank` on its node, joining the survivors'
+  // collective group `generation`, and tell the survivors to regroup as `generation`.
+  struct ReplaceRank {
+    int rank = 0;
+    int generation = 0;
+  };
+  using Command =
+      std::variant<StopWorkers, RecordWorkerEvent, MarkRunning, CommitReport, End, ReplaceRank>;
   using Commands = std::vector<Command>;
 
   explicit AttemptTracker(AttemptPlacement placement);
@@ -78,7 +88,12 @@ class AttemptTracker {
   Commands OnReport(int rank, int seq, const nlohmann::json& metrics,
                     const std::string& checkpoint);
   // A worker exited. `log_tail`: the end of its log (read only for an unclean exit).
+  // With peer recovery, a rank that crashed (a signal, or an exit without its own "done")
+  // after its hello, while another rank that said hello lives, is replaced (ReplaceRank)
+  // instead of failing the attempt, as long as max_replacements allows.
   Commands OnExit(const WorkerExit& e, const std::string& log_tail);
+  // The replacement of `rank` could not be started: the attempt fails.
+  Commands OnReplacementFailed(int rank, const std::string& why);
   // `node` stopped heartbeating: its ranks count as killed.
   Commands OnNodeLost(const std::string& node);
   // `node` could not start its ranks, or was not asked to (`why` says which). Its remote
@@ -115,10 +130,17 @@ class AttemptTracker {
 
   // A clean exit: code 0 without a failed "done". Anything else fails the attempt.
   static bool IsCleanExit(const WorkerExit& e);
+  // Ranks replaced so far, and the collective generation (0 until the first).
+  int replacements() const { return replacements_; }
+  int generation() const { return generation_; }
 
  private:
   Commands BeginEnding();
   void FailWith(cmd::AttemptOutcome o);
+  // Whether `e`'s death is recovered by replacing its rank (see OnExit).
+  bool Replaceable(const WorkerExit& e) const;
+  // Commits every pending report that every rank has sent, oldest first.
+  void CommitComplete(Commands* out);
 
   // Constant after construction.
   const AttemptPlacement placement_;
@@ -133,6 +155,8 @@ class AttemptTracker {
   std::set<int> hellos_;
   std::map<int, std::map<int, std::pair<nlohmann::json, std::string>>> reports_;  // seq -> rank
   std::map<int, WorkerExit> exits_;
+  int replacements_ = 0;
+  int generation_ = 0;
 };
 
 // How a worker's exit reads in `traintl status`: "rank 1 was killed by SIGKILL", "rank 0

@@ -65,4 +65,17 @@ void HttpRemoteNodes::Ack(const std::string& api_address, const std::string& job
   });
 }
 
+void HttpRemoteNodes::Regroup(const std::string& api_address, const std::string& job_id,
+                              int attempt, int generation) {
+  const std::string body =
+      json{{"job_id", job_id}, {"attempt", attempt}, {"generation", generation}}.dump();
+  calls_->Post([peers = peers_, api_address, body] {
+    auto r =
+        peers->Call(api_address, "POST", "/v1/internal/regroup", body, std::chrono::seconds(3));
+    // Its survivors' collectives fail anyway; unannounced, they fail the attempt (a restart).
+    if (!r.ok() || r->status != 200)
+      LOG_WARN << "could not ask " << api_address << " to regroup workers";
+  });
+}
+
 }  // namespace traintl

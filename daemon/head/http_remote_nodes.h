@@ -35,6 +35,8 @@ class HttpRemoteNodes : public RemoteNodes {
             bool urgent) override;
   void Ack(const std::string& api_address, const std::string& job_id, int attempt,
            const std::vector<std::pair<int, int>>& acks) override;
+  void Regroup(const std::string& api_address, const std::string& job_id, int attempt,
+               int generation) override;
 
  private:
   // Constant after construction.

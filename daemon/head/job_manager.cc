@@ -371,6 +371,7 @@ void JobManager::StartAttempt(const JobRecord& job, const JobSpec& spec,
   where.rank_nodes = placement.rank_nodes;
   where.local_node = options_.node_id;
   where.staging_prefix = Agent::StagingDir(job.trial_dir, where.attempt) + "/";
+  where.max_replacements = spec.peer_recovery ? spec.max_failures : 0;
   ActiveAttempt a(std::move(where));
   a.trial_dir = job.trial_dir;
   a.hold_reports = listener_ != nullptr && listener_->HoldsReports(job.id);
@@ -451,6 +452,9 @@ void JobManager::LaunchCommitted(const std::string& job_id, const JobRecord& job
   base.hold_reports = a.hold_reports;
   std::vector<std::pair<std::string, NodeAttemptPlan>> plans =
       NodePlans(base, a.rank_nodes(), a.rank_gpus);
+  if (spec.peer_recovery) {
+    for (const auto& [node, plan] : plans) a.node_plans[node] = plan;
+  }
   LOG_INFO << "job " << job_id << ": starting attempt " << a.attempt() << " with "
            << a.tracker.world_size() << " worker(s) on " << plans.size() << " node(s)"
            << (restored_from.empty() ? "" : " from " + restored_from);
@@ -497,13 +501,46 @@ void JobManager::LaunchCommitted(const std::string& job_id, const JobRecord& job
       std::make_move_iterator(plans.begin() + 1), std::make_move_iterator(plans.end()));
   launch_node(
       first, std::move(first_plan), 0,
-      [launch_node, rest](int port) {
+      [this, job_id, attempt, launch_node, rest](int port) {
+        if (ActiveAttempt* at = Find(job_id, attempt)) at->master_port = port;
         for (const auto& [node, plan] : rest) launch_node(node, plan, port, nullptr, nullptr);
       },
       [fail_node, rest]() {
         for (const auto& [node, plan] : rest)
           fail_node(node, "not started: the node of rank 0 could not start");
       });
+}
+
+void JobManager::ReplaceRank(ActiveAttempt& a, const AttemptTracker::ReplaceRank& r) {
+  const std::string& node = a.rank_nodes()[static_cast<size_t>(r.rank)];
+  LOG_INFO << "job " << a.job_id() << " attempt " << a.attempt() << ": replacing rank " << r.rank
+           << " on node " << node << " (peer recovery, generation " << r.generation << ")";
+  // The survivors first: their collectives already fail, and they wait for this word
+  // before they rendezvous again.
+  std::set<std::string> nodes(a.rank_nodes().begin(), a.rank_nodes().end());
+  for (const auto& n : nodes) {
+    if (std::unique_ptr<NodeClient> client = ClientFor(n))
+      client->Regroup(a.job_id(), a.attempt(), r.generation);
+  }
+  const std::string job_id = a.job_id();
+  const int attempt = a.attempt();
+  // Posted: the local agent answers within Launch, and this runs inside Run.
+  auto fail = [this, job_id, attempt, rank = r.rank](const std::string& why) {
+    boost::asio::post(io_, [this, job_id, attempt, rank, why] {
+      if (ActiveAttempt* at = Find(job_id, attempt))
+        Run(*at, at->tracker.OnReplacementFailed(rank, why));
+    });
+  };
+  auto plan = a.node_plans.find(node);
+  std::unique_ptr<NodeClient> client = ClientFor(node);
+  if (plan == a.node_plans.end() || a.master_port == 0 || client == nullptr) {
+    fail(client == nullptr ? "node " + node + " is gone" : "the attempt's rendezvous is unknown");
+    return;
+  }
+  client->Launch(ReplacementPlan(plan->second, r.rank, a.master_port, r.generation),
+                 [fail](Result<int> started) {
+                   if (!started.ok()) fail(started.status().message());
+                 });
 }
 
 JobManager::ActiveAttempt* JobManager::Find(const std::string& job_id, int attempt) {
@@ -523,6 +560,8 @@ void JobManager::Run(ActiveAttempt& a, AttemptTracker::Commands commands) {
       log_->Propose(commands::JobRunning(a.job_id(), a.attempt()), [](Result<json>) {});
     } else if (auto* r = std::get_if<AttemptTracker::CommitReport>(&c)) {
       CommitReport(a, *r);
+    } else if (auto* replace = std::get_if<AttemptTracker::ReplaceRank>(&c)) {
+      ReplaceRank(a, *replace);
     } else if (auto* end = std::get_if<AttemptTracker::End>(&c)) {
       EndAttemptNow(a, end->outcome);
       return;  // nothing follows an end

@@ -219,7 +219,13 @@ class JobManager : public WorkerPoolListener {
     };
     std::vector<HeldReport> held;
     int committed_seq = -1;
+    // Peer recovery: each node's plan as launched, and the rendezvous port rank 0's node
+    // chose (0 until known), from which replacement ranks are started.
+    std::map<std::string, NodeAttemptPlan> node_plans;
+    int master_port = 0;
   };
+  // Starts a replacement for a dead rank of `a` and tells the survivors to regroup.
+  void ReplaceRank(ActiveAttempt& a, const AttemptTracker::ReplaceRank& r);
   // Acks `a`'s held reports that `release` picks, on whichever node each rank runs.
   void AckHeld(ActiveAttempt& a,
                const std::function<bool(const ActiveAttempt::HeldReport&)>& release);

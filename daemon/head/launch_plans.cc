@@ -1,5 +1,7 @@
 #include "daemon/head/launch_plans.h"
 
+#include <algorithm>
+
 #include <map>
 
 namespace traintl {
@@ -30,6 +32,7 @@ NodeAttemptPlan BasePlan(const JobRecord& job, const JobSpec& spec, const Attemp
     base.worker_port_base = b.worker_port_base;
   }
   base.use_gpu = spec.use_gpu;
+  base.peer_recovery = spec.peer_recovery;
   nlohmann::json datasets = nlohmann::json::object();
   for (const auto& [name, d] : spec.datasets) {
     datasets[name] = {{"uri", d.uri}, {"format", d.format}, {"split", d.split}};
@@ -66,6 +69,19 @@ std::vector<std::pair<std::string, NodeAttemptPlan>> NodePlans(
     plan.rank_gpus.push_back(r < rank_gpus.size() ? rank_gpus[r] : std::vector<int>{});
   }
   return plans;
+}
+
+NodeAttemptPlan ReplacementPlan(const NodeAttemptPlan& node_plan, int rank, int master_port,
+                                int generation) {
+  NodeAttemptPlan plan = node_plan;
+  const auto& ranks = node_plan.world_ranks;
+  const auto at = std::find(ranks.begin(), ranks.end(), rank);
+  plan.world_ranks = {rank};
+  plan.local_ranks = {static_cast<int>(at - ranks.begin())};
+  plan.local_world_size = static_cast<int>(ranks.size());
+  plan.master_port = master_port;
+  plan.regroup_generation = generation;
+  return plan;
 }
 
 }  // namespace traintl

@@ -43,6 +43,12 @@ NodeAttemptPlan BasePlan(const JobRecord& job, const JobSpec& spec, const Attemp
 // One plan per node, in the order of the nodes' first ranks (plan.node_rank), each with
 // its contiguous world ranks and their GPU devices. `rank_nodes[r]` is rank r's node;
 // `rank_gpus[r]` its devices (missing entries: none).
+// The plan that starts a replacement for `rank` (peer recovery) on the node whose plan
+// was `node_plan` (which holds `rank`): the rank keeps its local rank there, rendezvous on
+// the attempt's `master_port`, and joins the survivors' group `generation`.
+NodeAttemptPlan ReplacementPlan(const NodeAttemptPlan& node_plan, int rank, int master_port,
+                                int generation);
+
 std::vector<std::pair<std::string, NodeAttemptPlan>> NodePlans(
     const NodeAttemptPlan& base, const std::vector<std::string>& rank_nodes,
     const std::vector<std::vector<int>>& rank_gpus);

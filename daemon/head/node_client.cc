@@ -19,6 +19,10 @@ void LocalNodeClient::Ack(const std::string& job_id, int attempt,
   for (const auto& [rank, seq] : acks) agent_->Ack(job_id, attempt, rank, seq);
 }
 
+void LocalNodeClient::Regroup(const std::string& job_id, int attempt, int generation) {
+  agent_->Regroup(job_id, attempt, generation);
+}
+
 void RemoteNodeClient::Launch(NodeAttemptPlan plan, std::function<void(Result<int>)> done) {
   remote_->Launch(
       api_address_, NodeAttemptPlanToJson(plan),
@@ -36,6 +40,10 @@ void RemoteNodeClient::Stop(const std::string& job_id, int attempt, bool urgent)
 void RemoteNodeClient::Ack(const std::string& job_id, int attempt,
                            const std::vector<std::pair<int, int>>& acks) {
   remote_->Ack(api_address_, job_id, attempt, acks);
+}
+
+void RemoteNodeClient::Regroup(const std::string& job_id, int attempt, int generation) {
+  remote_->Regroup(api_address_, job_id, attempt, generation);
 }
 
 }  // namespace traintl

@@ -31,6 +31,10 @@ class RemoteNodes {
   // Best effort: asks the agent to ack these held reports (rank, seq) of the attempt.
   virtual void Ack(const std::string& api_address, const std::string& job_id, int attempt,
                    const std::vector<std::pair<int, int>>& acks) = 0;
+  // Best effort: tells the attempt's live workers on the node to regroup as `generation`
+  // (peer recovery; Agent::Regroup).
+  virtual void Regroup(const std::string& api_address, const std::string& job_id, int attempt,
+                       int generation) = 0;
 };
 
 }  // namespace traintl

@@ -202,9 +202,13 @@ Result<int> Agent::Launch(const NodeAttemptPlan& planned) {
   }
   if (plan.framework == "tensorflow") TRAINTL_RETURN_IF_ERROR(CheckWorkerPorts(plan));
 
-  const int local_world = static_cast<int>(plan.world_ranks.size());
-  for (int local = 0; local < local_world; ++local) {
-    const int rank = plan.world_ranks[local];
+  const int launched = static_cast<int>(plan.world_ranks.size());
+  // A replacement rank keeps the place on the node of the rank it replaces.
+  const bool placed = !plan.local_ranks.empty();
+  const int local_world = placed ? plan.local_world_size : launched;
+  for (int i = 0; i < launched; ++i) {
+    const int rank = plan.world_ranks[i];
+    const int local = placed ? plan.local_ranks[i] : i;
     RankContext ctx;
     ctx.job_id = plan.job_id;
     ctx.job_name = plan.job_name;
@@ -232,6 +236,8 @@ Result<int> Agent::Launch(const NodeAttemptPlan& planned) {
     ctx.collective_timeout_s = plan.collective_timeout_s;
     ctx.use_gpu = plan.use_gpu;
     ctx.hold_reports = plan.hold_reports;
+    ctx.peer_recovery = plan.peer_recovery;
+    ctx.regroup_generation = plan.regroup_generation;
     ctx.datasets = plan.datasets;
     const nlohmann::json lease = pool_->LeaseContext(plan.job_id, plan.attempt, rank);
     if (lease.is_object()) {

@@ -63,6 +63,10 @@ class Agent {
     pool_->Ack(job_id, attempt, rank, seq);
   }
 
+  // Peer recovery: the attempt's live workers here regroup as `generation`.
+  void Regroup(const std::string& job_id, int attempt, int generation) {
+    pool_->Regroup(job_id, attempt, generation);
+  }
   int LiveWorkers(const std::string& job_id, int attempt) const {
     return pool_->LiveWorkers(job_id, attempt);
   }

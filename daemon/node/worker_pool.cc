@@ -520,6 +520,13 @@ void WorkerPool::Ack(const std::string& job_id, int attempt, int rank, int seq) 
   }
 }
 
+void WorkerPool::Regroup(const std::string& job_id, int attempt, int generation) {
+  for (auto& [pid, w] : workers_) {
+    if (w->job_id == job_id && w->attempt == attempt && !w->exited)
+      Send(w, events::Regroup{generation});
+  }
+}
+
 std::vector<std::pair<std::string, int>> WorkerPool::LiveAttempts() const {
   std::vector<std::pair<std::string, int>> out;
   for (const auto& [pid, w] : workers_) {

@@ -158,6 +158,9 @@ class WorkerPool {
   void StopAttempt(const std::string& job_id, int attempt, bool urgent = false);
   // Sends the ack for report `seq` to one rank.
   void Ack(const std::string& job_id, int attempt, int rank, int seq);
+  // Tells every live worker of the attempt that the head replaces a dead rank: they
+  // regroup as `generation` (peer recovery, events::Regroup).
+  void Regroup(const std::string& job_id, int attempt, int generation);
   // Number of live (not yet reported as exited) workers of the attempt.
   int LiveWorkers(const std::string& job_id, int attempt) const;
   std::vector<pid_t> LivePids() const;

@@ -28,6 +28,7 @@
 
 #include "traintl/torch.h"
 #include "worker/torch/progress.h"
+#include "worker/torch/runtime.h"
 
 namespace traintl {
 namespace torch {
@@ -88,6 +89,13 @@ class GradientSynchronizer : public std::enable_shared_from_this<GradientSynchro
     }
   }
 
+  // Forgets a backward pass a failed collective left half done (its final callback may
+  // never have run): the next pass starts clean.
+  void Reset() {
+    std::lock_guard<std::mutex> lock(mu_);
+    ResetLocked();
+  }
+
  private:
   struct Bucket {
     at::ScalarType dtype = at::kFloat;
@@ -146,18 +154,10 @@ class GradientSynchronizer : public std::enable_shared_from_this<GradientSynchro
   void Finalize() {
     std::lock_guard<std::mutex> lock(mu_);
     // Whatever happens, the next backward pass starts from a clean state.
-    struct Reset {
+    struct Cleanup {
       GradientSynchronizer* s;
-      ~Reset() {
-        s->in_backward_ = false;
-        s->next_launch_ = 0;
-        std::fill(s->ready_.begin(), s->ready_.end(), 0);
-        for (Bucket& b : s->buckets_) {
-          b.pending = b.params.size();
-          b.work.reset();
-        }
-      }
-    } reset{this};
+      ~Cleanup() { s->ResetLocked(); }
+    } cleanup{this};
     for (size_t i = 0; i < params_.size(); ++i) {
       if (!ready_[i]) MarkReady(i, at::Tensor());
     }
@@ -177,6 +177,16 @@ class GradientSynchronizer : public std::enable_shared_from_this<GradientSynchro
       }
     }
     detail::StepDone();
+  }
+
+  void ResetLocked() {
+    in_backward_ = false;
+    next_launch_ = 0;
+    std::fill(ready_.begin(), ready_.end(), 0);
+    for (Bucket& b : buckets_) {
+      b.pending = b.params.size();
+      b.work.reset();
+    }
   }
 
   std::mutex mu_;
@@ -264,8 +274,12 @@ void PrepareModule(const std::shared_ptr<::torch::nn::Module>& module,
   for (const auto& t : state) {
     if (t.is_sparse()) throw std::invalid_argument("prepare_model: sparse tensors unsupported");
   }
-  CheckSameModelEverywhere(group, state);
-  group.broadcast(state, /*root=*/0);
+  // A replacement rank gets its parameters from a survivor (run_steps), which takes no
+  // part in these collectives.
+  if (!Joining()) {
+    CheckSameModelEverywhere(group, state);
+    group.broadcast(state, /*root=*/0);
+  }
 
   std::vector<at::Tensor> trainable;
   for (const auto& p : module->parameters()) {
@@ -276,6 +290,12 @@ void PrepareModule(const std::shared_ptr<::torch::nn::Module>& module,
   sync->Install();
   std::lock_guard<std::mutex> lock(registry.mu);
   registry.entries.emplace_back(module, std::move(sync));
+}
+
+void ResetGradientSynchronizers() {
+  Registry& registry = GetRegistry();
+  std::lock_guard<std::mutex> lock(registry.mu);
+  for (auto& [module, sync] : registry.entries) sync->Reset();
 }
 
 std::vector<int64_t> ShardIndices(int64_t dataset_size, int rank, int world_size, bool shuffle,

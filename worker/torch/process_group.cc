@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -36,6 +37,37 @@ namespace {
 
 constexpr std::chrono::seconds kDefaultTimeout{300};
 
+// The group of a peer-recovery job: delegates to the current generation's Gloo group, so
+// that what holds on to process_group() (prepared modules' gradient hooks) follows a
+// regroup. Replaced groups are leaked: destroying one joins threads that may be stuck on
+// the dead peer.
+//
+// Thread-safety: as ProcessGroup; Replace may be called from any thread, but not while
+// a collective of the old generation is being issued (run_steps calls it between steps).
+class GenerationGroup final : public ProcessGroup {
+ public:
+  explicit GenerationGroup(ProcessGroup* first) : current_(first) {}
+
+  void Replace(ProcessGroup* next) { current_.store(next); }
+
+  int rank() const override { return current_.load()->rank(); }
+  int world_size() const override { return current_.load()->world_size(); }
+  std::string backend() const override { return current_.load()->backend(); }
+  std::shared_ptr<Work> allreduce_async(std::vector<at::Tensor> tensors, ReduceOp op) override {
+    return current_.load()->allreduce_async(std::move(tensors), op);
+  }
+  void broadcast(std::vector<at::Tensor> tensors, int root) override {
+    current_.load()->broadcast(std::move(tensors), root);
+  }
+  void barrier() override { current_.load()->barrier(); }
+  std::vector<at::Tensor> allgather(const at::Tensor& tensor) override {
+    return current_.load()->allgather(tensor);
+  }
+
+ private:
+  std::atomic<ProcessGroup*> current_;
+};
+
 // Process-wide state. Deliberately leaked: destroying a process group at exit joins its
 // threads, which can block on a peer that is already gone.
 struct RuntimeState {
@@ -44,6 +76,12 @@ struct RuntimeState {
   RuntimeOptions options;         // guarded by mu; valid once resolved
   std::mutex group_mu;            // held while building the group (a blocking rendezvous)
   ProcessGroup* group = nullptr;  // guarded by group_mu
+  // Peer recovery (guarded by group_mu): the stable group process_group() returns, rank
+  // 0's store server (it outlives every generation's group), the generation in use.
+  GenerationGroup* generations = nullptr;
+  StoreServer* server = nullptr;
+  int generation = 0;
+  std::atomic<bool> joined{false};  // see Joining()
 };
 
 RuntimeState& State() {
@@ -69,6 +107,9 @@ RuntimeOptions OptionsFromContext() {
       timeout_s > 0 ? std::chrono::milliseconds(std::chrono::seconds(timeout_s)) : kDefaultTimeout;
   options.rendezvous_timeout = options.collective_timeout;
   options.use_gpu = ctx.use_gpu();
+  const nlohmann::json& j = ctx.json();
+  options.peer_recovery = j.value("peer_recovery", false);
+  options.join_generation = j.value("regroup_generation", 0);
   return options;
 }
 
@@ -362,19 +403,21 @@ class RendezvousStore final : public c10d::Store {
 // Rank 0 serves the store on master_addr:master_port, bound to that address only; should
 // master_addr not be an address of this host, it falls back to every interface (as
 // c10d::TCPStore always does) rather than failing the job.
+std::unique_ptr<StoreServer> StartStoreServer(const RuntimeOptions& o) {
+  auto started = StoreServer::Start(o.master_addr, o.master_port);
+  if (!started.ok()) {
+    auto fallback = StoreServer::Start("", o.master_port);
+    if (!fallback.ok()) throw std::runtime_error(started.status().message());
+    LOG_WARN << "traintl::torch: " << started.status().message()
+             << "; serving the rendezvous store on every interface instead";
+    started = std::move(fallback);
+  }
+  return std::move(started).value();
+}
+
 c10::intrusive_ptr<c10d::Store> MakeRendezvousStore(const RuntimeOptions& o) {
   std::unique_ptr<StoreServer> server;
-  if (o.rank == 0) {
-    auto started = StoreServer::Start(o.master_addr, o.master_port);
-    if (!started.ok()) {
-      auto fallback = StoreServer::Start("", o.master_port);
-      if (!fallback.ok()) throw std::runtime_error(started.status().message());
-      LOG_WARN << "traintl::torch: " << started.status().message()
-               << "; serving the rendezvous store on every interface instead";
-      started = std::move(fallback);
-    }
-    server = std::move(started).value();
-  }
+  if (o.rank == 0) server = StartStoreServer(o);
   auto client =
       ValueOrThrow(StoreClient::Connect(o.master_addr, o.master_port, o.rendezvous_timeout));
   return c10::make_intrusive<RendezvousStore>(std::move(server), std::move(client),
@@ -393,7 +436,31 @@ c10::intrusive_ptr<c10d::ProcessGroupGloo> MakeGlooGroup(
 
 namespace {
 
+// Generation `generation`'s Gloo group. Rank 0 serves the store once per process (a
+// replacement rank 0 starts it again on the attempt's port, which its dead predecessor
+// freed); every rank connects anew, since the old connection may have died with rank 0.
+// Requires State().group_mu.
+ProcessGroup* BuildGeneration(const RuntimeOptions& o, int generation) {
+  RuntimeState& s = State();
+  if (o.rank == 0 && s.server == nullptr) s.server = StartStoreServer(o).release();
+  auto client =
+      ValueOrThrow(StoreClient::Connect(o.master_addr, o.master_port, o.rendezvous_timeout));
+  c10::intrusive_ptr<c10d::Store> store =
+      c10::make_intrusive<RendezvousStore>(nullptr, std::move(client), o.rendezvous_timeout);
+  auto prefixed = c10::make_intrusive<c10d::PrefixStore>(
+      "traintl/generation_" + std::to_string(generation), store);
+  return new C10dProcessGroup<c10d::ProcessGroupGloo>(
+      MakeGlooGroup(prefixed, o.rank, o.world_size, o), "gloo", o.rank, o.world_size);
+}
+
 std::unique_ptr<ProcessGroup> BuildGroup(const RuntimeOptions& o) {
+  if (o.peer_recovery && o.world_size > 1 && o.file_store_path.empty()) {
+    RuntimeState& s = State();
+    s.generation = o.join_generation;
+    auto group = std::make_unique<GenerationGroup>(BuildGeneration(o, s.generation));
+    s.generations = group.get();
+    return group;
+  }
   c10::intrusive_ptr<c10d::Store> store;
   if (!o.file_store_path.empty()) {
     store = c10::make_intrusive<c10d::FileStore>(o.file_store_path, o.world_size);
@@ -437,6 +504,36 @@ Status InitForTesting(const RuntimeOptions& options) {
   s.resolved = true;
   return Status::Ok();
 }
+
+void RegroupProcessGroup(int generation) {
+  RuntimeState& s = State();
+  const RuntimeOptions o = CurrentOptions();
+  process_group();  // the first generation, when none was built yet
+  std::lock_guard<std::mutex> lock(s.group_mu);
+  if (s.generations == nullptr)
+    throw std::logic_error("traintl::torch: regroup without peer recovery");
+  ProcessGroup* next = nullptr;
+  try {
+    next = BuildGeneration(o, generation);
+  } catch (const std::exception& e) {
+    throw CollectiveError("traintl::torch: rendezvous of generation " + std::to_string(generation) +
+                          " (rank " + std::to_string(o.rank) + ") failed: " + e.what());
+  }
+  s.generations->Replace(next);
+  s.generation = generation;
+  ResetGradientSynchronizers();
+  LOG_INFO << "traintl::torch: regrouped as generation " << generation << " (rank " << o.rank
+           << " of " << o.world_size << ")";
+}
+
+int CurrentGeneration() {
+  RuntimeState& s = State();
+  std::lock_guard<std::mutex> lock(s.group_mu);
+  return s.generation;
+}
+
+bool Joining() { return CurrentOptions().join_generation > 0 && !State().joined.load(); }
+void MarkJoined() { State().joined.store(true); }
 
 int WorldRank() { return CurrentOptions().rank; }
 int WorldSize() { return CurrentOptions().world_size; }

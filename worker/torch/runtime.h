@@ -39,6 +39,13 @@ struct RuntimeOptions {
   std::chrono::milliseconds rendezvous_timeout{std::chrono::seconds(300)};
   // Compute on cuda:<local_rank> and use NCCL when available. Default: false.
   bool use_gpu = false;
+  // Peer recovery (the context's "peer_recovery"): the group is c10d Gloo over TCP, whose
+  // collectives fail as soon as a peer's process dies, behind a stable ProcessGroup that
+  // RegroupProcessGroup() points at a new generation. Default: false.
+  bool peer_recovery = false;
+  // A replacement rank's first generation (the context's "regroup_generation"); 0 for the
+  // attempt's ranks. Default: 0.
+  int join_generation = 0;
 };
 
 // Replaces the worker context as the source of the options. Fails when the runtime has
@@ -47,6 +54,20 @@ Status InitForTesting(const RuntimeOptions& options);
 
 // The options in effect: the testing override, else those read from the worker context.
 RuntimeOptions CurrentOptions();
+
+// Peer recovery: builds the group of `generation` (every live rank and the replacement
+// must call it) and makes process_group() use it from now on; the old group is
+// abandoned. Also resets prepared modules' gradient synchronization. Throws
+// CollectiveError when the rendezvous fails.
+void RegroupProcessGroup(int generation);
+// The generation process_group() uses (0: the attempt's first).
+int CurrentGeneration();
+// True for a replacement rank until it took a survivor's state (MarkJoined): prepare_model
+// then neither checks nor broadcasts (the survivors do not take part in that).
+bool Joining();
+void MarkJoined();
+// Forgets prepared modules' half-done backward passes (a collective failed in one).
+void ResetGradientSynchronizers();
 
 }  // namespace detail
 }  // namespace torch

@@ -228,6 +228,22 @@ typedef struct traintl_host_api {
    * persisted into the staging dir). Returns 0, or non-zero with the error of a failed
    * upload. The worker does this itself when the entry point returns. */
   int (*wait_reports)(void* host, char* err, size_t err_len);
+  /* ---- Appended in the peer recovery release ----
+   *
+   * For jobs with failure_config.peer_recovery (the context's "peer_recovery"): when a rank
+   * dies, the head starts a replacement and announces a new collective generation to the
+   * survivors, which rebuild their group with it and hand it their state
+   * (traintl::torch::run_steps). */
+  /* Waits up to timeout_ms for the head to announce a regroup of generation >=
+   * min_generation. Returns the latest generation announced, 0 when none came in time, or
+   * -1 once the job is asked to stop. */
+  int64_t (*regroup_wait)(void* host, int64_t min_generation, int64_t timeout_ms);
+  /* The seq the next report of this rank gets (0-based, per attempt). */
+  int64_t (*next_report_seq)(void* host);
+  /* Moves the report sequence forward to seq (a smaller seq changes nothing): after a
+   * regroup, every rank continues the sequence of the replica whose state it took. Waits
+   * for queued reports first. Returns 0, or non-zero with a message in err. */
+  int (*skip_report_seq)(void* host, int64_t seq, char* err, size_t err_len);
 } traintl_host_api;
 
 /* True when the host's struct contains `field` (it may be older than the library). */
