@@ -113,9 +113,10 @@ def pids_with_cmdline(marker, exe_name):
 class Daemon:
     """One traintld on loopback with a private data dir; the CLI and HTTP against it."""
 
-    def __init__(self, bin_dir, num_cpus=4):
+    def __init__(self, bin_dir, num_cpus=4, extra_args=()):
         self.bin_dir = bin_dir
         self.num_cpus = num_cpus
+        self.extra_args = list(extra_args)
         self.data_dir = tempfile.mkdtemp(prefix="traintl-bench-")
         self.log_path = os.path.join(self.data_dir, "daemon.log")
         self.proc = None
@@ -127,7 +128,7 @@ class Daemon:
         self.proc = subprocess.Popen(
             [os.path.join(self.bin_dir, "traintld"), "--data-dir", self.data_dir,
              "--api-address", "127.0.0.1:0", "--raft-address", "127.0.0.1:0",
-             "--num-cpus", str(self.num_cpus)],
+             "--num-cpus", str(self.num_cpus), *self.extra_args],
             stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True)
         log_file.close()
         addr_file = os.path.join(self.data_dir, "api_address")

@@ -320,3 +320,113 @@ TEST_CASE("lost attempts name what happened") {
         "attempt 3 ended: this head lost its leadership while the attempt ran and stopped its "
         "workers");
 }
+
+namespace {
+
+// Two ranks on the head's node with peer recovery allowing `max` replacements.
+AttemptTracker Recovering(int ranks, int max) {
+  AttemptPlacement p;
+  p.job_id = "j1";
+  p.attempt = 1;
+  p.rank_nodes.assign(static_cast<size_t>(ranks), "h");
+  p.local_node = "h";
+  p.staging_prefix = "/t/.staging/attempt_1/";
+  p.max_replacements = max;
+  AttemptTracker t(p);
+  t.OnLaunched(true);
+  for (int r = 0; r < ranks; ++r) t.OnHello(r);
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("tracker: with peer recovery a killed rank is replaced, not failed") {
+  T t = Recovering(2, 2);
+  T::Commands out = t.OnExit(Killed(1, SIGKILL), "");
+  const T::ReplaceRank* replace = First<T::ReplaceRank>(out);
+  REQUIRE(replace != nullptr);
+  CHECK(replace->rank == 1);
+  CHECK(replace->generation == 1);
+  CHECK(Count<T::StopWorkers>(out) == 0);
+  CHECK(!t.ending());
+  CHECK(!t.failure());
+  // The survivor and the replacement live: nothing ends while one does.
+  CHECK(t.Settle(1).empty());
+  // The replacement says hello (no second MarkRunning) and the job runs to success.
+  CHECK(Count<T::MarkRunning>(t.OnHello(1)) == 0);
+  t.OnExit(Exit(0, 0), "");
+  t.OnExit(Exit(1, 0), "");
+  CHECK(EndOf(t.Settle(0)).state == kJobSucceeded);
+  CHECK(t.replacements() == 1);
+}
+
+TEST_CASE("tracker: peer recovery falls back to failing the attempt") {
+  SECTION("no survivor: the last rank dies") {
+    T t = Recovering(1, -1);
+    T::Commands out = t.OnExit(Killed(0, SIGKILL), "");
+    CHECK(Count<T::ReplaceRank>(out) == 0);
+    CHECK(t.failure());
+    CHECK(Count<T::StopWorkers>(out) == 1);
+  }
+  SECTION("every survivor already gone") {
+    T t = Recovering(2, -1);
+    t.OnExit(Killed(0, SIGKILL), "");
+    CHECK(t.replacements() == 1);
+    // Rank 0's replacement has not said hello: it holds no state yet, rank 1 is the last.
+    t.OnHello(0);
+    T::Commands out = t.OnExit(Killed(1, SIGKILL), "");
+    CHECK(Count<T::ReplaceRank>(out) == 1);  // rank 0's replacement said hello: a survivor
+  }
+  SECTION("the budget is spent") {
+    T t = Recovering(2, 1);
+    CHECK(Count<T::ReplaceRank>(t.OnExit(Killed(1, SIGKILL), "")) == 1);
+    t.OnHello(1);
+    T::Commands out = t.OnExit(Killed(1, SIGSEGV), "");
+    CHECK(Count<T::ReplaceRank>(out) == 0);
+    CHECK(t.failure()->reason.find("SIGSEGV") != std::string::npos);
+  }
+  SECTION("a rank that failed by itself, or never started, is not replaced") {
+    T t = Recovering(2, -1);
+    WorkerExit e = Exit(1, 1);
+    e.done_seen = true;
+    e.done_error = "ValueError";
+    CHECK(Count<T::ReplaceRank>(t.OnExit(e, "")) == 0);
+    CHECK(t.failure());
+    T u = Recovering(2, -1);
+    CHECK(Count<T::ReplaceRank>(u.OnExit(Exit(1, 3), "")) == 0);  // the library would not load
+  }
+  SECTION("a death while the attempt is being stopped") {
+    T t = Recovering(2, -1);
+    t.OnStopRequested();
+    CHECK(Count<T::ReplaceRank>(t.OnExit(Killed(1, SIGKILL), "")) == 0);
+  }
+  SECTION("off") {
+    T t = Recovering(2, 0);
+    CHECK(Count<T::ReplaceRank>(t.OnExit(Killed(1, SIGKILL), "")) == 0);
+    CHECK(t.failure());
+  }
+}
+
+TEST_CASE("tracker: the replacement's reports take the dead rank's place") {
+  T t = Recovering(2, -1);
+  // Seq 0 committed by both; rank 0 reported seq 1 (with a checkpoint), rank 1 died before.
+  CHECK(Count<T::CommitReport>(t.OnReport(0, 0, json{{"step", 1}}, "")) == 0);
+  CHECK(Count<T::CommitReport>(t.OnReport(1, 0, json{{"step", 1}}, "")) == 1);
+  CHECK(t.OnReport(0, 1, json{{"step", 2}}, "/t/.staging/attempt_1/seq_1/rank_0").empty());
+  // Rank 1 had also reported seq 2 ahead of rank 0 (its report supersedes nothing yet).
+  CHECK(t.OnReport(1, 2, json{{"step", 3}}, "").empty());
+  t.OnExit(Killed(1, SIGKILL), "");
+  t.OnHello(1);
+  // The replacement took rank 0's state and continues its sequence at 2: seq 1, which it
+  // skips, is committed from rank 0's report; the dead rank's seq 2 no longer counts.
+  T::Commands out = t.OnReport(1, 2, json{{"step", 3}}, "");
+  REQUIRE(Count<T::CommitReport>(out) == 1);
+  const T::CommitReport* c = First<T::CommitReport>(out);
+  CHECK(c->seq == 1);
+  CHECK(c->metrics == json{{"step", 2}});
+  CHECK(c->checkpoint_dirs.size() == 1);
+  CHECK(c->checkpoint_dirs.at(0) == "/t/.staging/attempt_1/seq_1/rank_0");
+  out = t.OnReport(0, 2, json{{"step", 3}}, "");
+  REQUIRE(Count<T::CommitReport>(out) == 1);
+  CHECK(First<T::CommitReport>(out)->seq == 2);
+}

@@ -133,3 +133,35 @@ TEST_CASE("TF_CONFIG port blocks rotate below the ephemeral range") {
   CHECK(NextWorkerPortBase(kWorkerPortHigh - 2, 4) == kWorkerPortLow);
   CHECK(NextWorkerPortBase(kWorkerPortHigh - 4, 4) == kWorkerPortHigh - 4);
 }
+
+TEST_CASE("a replacement plan starts one rank in its old place, joining a generation") {
+  NodeAttemptPlan base;
+  base.job_id = "j";
+  base.attempt = 1;
+  base.world_size = 5;
+  base.peer_recovery = true;
+  base.trial_dir = "/t";
+  auto plans = NodePlans(base, {"b", "b", "a", "c", "c"}, {{0}, {1}, {}, {0}, {1}});
+  const NodeAttemptPlan& c = plans[2].second;  // ranks 3 and 4, GPUs 0 and 1
+  NodeAttemptPlan r = ReplacementPlan(c, 4, 29517, 2);
+  CHECK(r.world_ranks == std::vector<int>{4});
+  CHECK(r.local_ranks == std::vector<int>{1});
+  CHECK(r.local_world_size == 2);
+  CHECK(r.rank_gpus == c.rank_gpus);  // indexed by local rank
+  CHECK(r.master_port == 29517);
+  CHECK(r.regroup_generation == 2);
+  CHECK(r.node_rank == c.node_rank);
+  CHECK(r.peer_recovery);
+  // It travels to another node's agent unchanged.
+  auto back = NodeAttemptPlanFromJson(NodeAttemptPlanToJson(r));
+  REQUIRE(back.ok());
+  CHECK(back->world_ranks == r.world_ranks);
+  CHECK(back->local_ranks == r.local_ranks);
+  CHECK(back->local_world_size == 2);
+  CHECK(back->regroup_generation == 2);
+  CHECK(back->peer_recovery);
+  // A local rank outside the node's count is refused.
+  nlohmann::json bad = NodeAttemptPlanToJson(r);
+  bad["local_ranks"] = {2};
+  CHECK(!NodeAttemptPlanFromJson(bad).ok());
+}

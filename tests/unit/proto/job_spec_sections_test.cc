@@ -135,6 +135,22 @@ TEST_CASE("run_config fields") {
               "run_config.failure_config.max_failures", "got \"3\"");
   CHECK(MustParse(With("/run_config/failure_config/max_failures", -1)).max_failures == -1);
   CHECK(MustParse(With("/run_config/failure_config/max_failures", 100)).max_failures == 100);
+
+  // peer_recovery: a boolean, with a budget of replacements, for library entry points.
+  const json recovering = With("/run_config/failure_config/max_failures", 2);
+  CHECK(
+      MustParse(With("/run_config/failure_config/peer_recovery", true, recovering)).peer_recovery);
+  CHECK_FALSE(MustParse(recovering).peer_recovery);
+  ExpectError(With("/run_config/failure_config/peer_recovery", "yes", recovering),
+              "run_config.failure_config.peer_recovery", "got \"yes\"");
+  ExpectError(With("/run_config/failure_config/peer_recovery", true),
+              "run_config.failure_config.peer_recovery", "needs max_failures -1 or >= 1");
+  json python = With("/run_config/failure_config/peer_recovery", true, recovering);
+  python["entrypoint"] = {{"python", "train:main"}, {"working_dir", "."}};
+  ExpectError(python, "run_config.failure_config.peer_recovery", "library entry points");
+  // It round-trips through the stored JSON.
+  JobSpec a = MustParse(With("/run_config/failure_config/peer_recovery", true, recovering));
+  CHECK(MustParse(JobSpecToJson(a)).peer_recovery);
 }
 
 TEST_CASE("datasets") {

@@ -65,6 +65,22 @@ TEST_CASE("a rank context round-trips through the context file's JSON") {
   CHECK_FALSE(ParseRankContext(j.dump())->hold_reports);
   j["hold_reports"] = "yes";
   CHECK_THAT(ParseRankContext(j.dump()).status().message(), Catch::Contains("hold_reports"));
+  j.erase("hold_reports");
+
+  // Peer recovery: a replacement rank's context names the generation it joins.
+  CHECK_FALSE(back->peer_recovery);
+  CHECK(back->regroup_generation == 0);
+  c.peer_recovery = true;
+  c.regroup_generation = 3;
+  back = ParseRankContext(RankContextToJson(c).dump());
+  REQUIRE(back.ok());
+  CHECK(back->peer_recovery);
+  CHECK(back->regroup_generation == 3);
+  j["peer_recovery"] = 1;
+  CHECK_THAT(ParseRankContext(j.dump()).status().message(), Catch::Contains("peer_recovery"));
+  j["peer_recovery"] = true;
+  j["regroup_generation"] = -1;
+  CHECK_THAT(ParseRankContext(j.dump()).status().message(), Catch::Contains("regroup_generation"));
 }
 
 TEST_CASE("the TRAINTL_* environment of a rank") {

@@ -83,6 +83,12 @@ TEST_CASE("agent messages round-trip as the lines the agent has always sent") {
   REQUIRE(stop.ok());
   CHECK(std::holds_alternative<events::Stop>(*stop));
   CHECK(events::TypeOf(*stop) == "stop");
+  CHECK(events::Encode(events::Regroup{2}) == "{\"generation\":2,\"type\":\"regroup\"}\n");
+  auto regroup = events::DecodeAgentMessage(events::Encode(events::Regroup{5}));
+  REQUIRE(regroup.ok());
+  CHECK(std::get<events::Regroup>(*regroup).generation == 5);
+  CHECK(AgentError(R"({"type":"regroup"})").message() ==
+        "malformed regroup message: generation: missing");
 }
 
 TEST_CASE("invalid UTF-8 in a worker event is replaced, never thrown") {

@@ -81,6 +81,9 @@ class FakeAgent {
     Send(events::Encode(events::AgentMessage{events::Ack{static_cast<int>(seq)}}));
   }
   void Stop() { Send(events::Encode(events::AgentMessage{events::Stop{}})); }
+  void Regroup(int generation) {
+    Send(events::Encode(events::AgentMessage{events::Regroup{generation}}));
+  }
 
  private:
   int fd_ = -1;
@@ -243,4 +246,38 @@ TEST_CASE("report options: unknown keys are refused; a bad ticket is an error") 
   // A refused report used up no seq.
   REQUIRE(s.host->Report(Metrics(0).dump().c_str(), nullptr).ok());
   CHECK(s.agent.Expect()["seq"] == 0);
+}
+
+TEST_CASE("peer recovery: the host waits for the agent's regroup and skips report seqs") {
+  Setup s;
+  const traintl_host_api* api = s.host->api();
+  REQUIRE(TRAINTL_HOST_API_HAS(api, skip_report_seq));
+  // Nothing announced: a timeout.
+  CHECK(api->regroup_wait(api->host, 1, 50) == 0);
+  auto waiting =
+      std::async(std::launch::async, [&] { return api->regroup_wait(api->host, 1, 10000); });
+  std::this_thread::sleep_for(100ms);
+  s.agent.Regroup(2);
+  CHECK(waiting.get() == 2);
+  CHECK(api->regroup_wait(api->host, 2, 0) == 2);  // the latest, without waiting
+  CHECK(api->regroup_wait(api->host, 3, 0) == 0);
+  // The report sequence moves forward only.
+  REQUIRE(s.host->Report(Metrics(0).dump().c_str(), nullptr).ok());
+  CHECK(s.agent.Expect()["seq"] == 0);
+  CHECK(api->next_report_seq(api->host) == 1);
+  char err[256] = {0};
+  CHECK(api->skip_report_seq(api->host, 5, err, sizeof err) == 0);
+  CHECK(api->skip_report_seq(api->host, 3, err, sizeof err) == 0);
+  CHECK(api->next_report_seq(api->host) == 5);
+  REQUIRE(s.host->Report(Metrics(5).dump().c_str(), nullptr).ok());
+  CHECK(s.agent.Expect()["seq"] == 5);
+  // A stop ends a wait for a regroup that will not come.
+  auto stopped =
+      std::async(std::launch::async, [&] { return api->regroup_wait(api->host, 3, 10000); });
+  std::this_thread::sleep_for(100ms);
+  s.agent.Stop();
+  CHECK(stopped.get() == -1);
+  s.agent.Ack(0);
+  s.agent.Ack(5);
+  CHECK(s.host->FinishReports().ok());
 }
