@@ -8,9 +8,11 @@ Skipped, with the reason printed, without CAP_NET_ADMIN, without the LibTorch ex
 without the digits data."""
 import json
 import os
+import shutil
+import tempfile
 
 from cluster_harness import NetnsClusterTestCase
-from harness import main
+from harness import lib_path, main
 
 LIB = os.path.join(os.path.dirname(os.environ.get("TRAINTL_BIN_DIR", "")), "examples",
                    "libdigits_train.so")
@@ -92,6 +94,60 @@ class ThreeNamespaceDdpTest(DdpNetnsTestCase):
                                                      c.daemons.index(edge2): [2],
                                                      c.daemons.index(head): [3]})
         self.assertEqual(len(head.get(f"/v1/jobs/{job_id}/metrics")[1]["history"]), 3)
+
+
+class PeerRecoveryAcrossNodesTest(NetnsClusterTestCase):
+    """Peer recovery (failure_config.peer_recovery) with the dead rank on another node than
+    the head: the head tells that node's agent to start the replacement and the survivor's
+    node to regroup, both over HTTP; the replacement of rank 0 serves the rendezvous again
+    on its node's address."""
+
+    def skip_reason(self):
+        lib = lib_path("libtest_peer_recovery.so")
+        return None if os.path.exists(lib) else f"no {lib} (built with TRAINTL_BUILD_TORCH=ON)"
+
+    def test_rank0_on_an_agent_is_replaced_there(self):
+        c, net = self.cluster, self.net
+        head = self.daemon(net.hub, net.HUB_IP, 1, ["--server"], node_id="node-zz-head")
+        head.start(role="head")
+        c.voters = [head]
+        edge = self.daemon(net.edge, net.EDGE_IP, 1, ["--join", head.address],
+                           node_id="node-aa-edge")
+        edge.start(role="agent")
+        c.wait_nodes(2)
+        out = tempfile.mkdtemp(prefix="traintl-peer-nodes-")
+        os.chmod(out, 0o777)
+        self.addCleanup(shutil.rmtree, out, True)
+
+        def spec(name, kill_rank):
+            return {
+                "name": name,
+                "entrypoint": {"library": lib_path("libtest_peer_recovery.so")},
+                "train_loop_config": {"steps": 40, "step_ms": 20, "kill_rank": kill_rank,
+                                      "kill_step": 15, "report_every": 10,
+                                      "out_dir": os.path.join(out, name)},
+                "scaling_config": {"num_workers": 2, "resources_per_worker": {"CPU": 1},
+                                   "placement_strategy": "STRICT_SPREAD"},
+                "run_config": {"failure_config": {"max_failures": 1, "peer_recovery": True}},
+                "env": {"OMP_NUM_THREADS": "1"},
+            }
+        finals = {}
+        for name, kill in (("straight", -1), ("killed", 0)):
+            os.makedirs(os.path.join(out, name))
+            os.chmod(os.path.join(out, name), 0o777)
+            job_id = head.submit_spec(spec(name, kill))
+            job = head.wait_terminal(job_id, timeout=300)
+            self.assertEqual(job["state"], "SUCCEEDED", job)
+            self.assertEqual(job["attempt"], 1, job)
+            self.assertEqual(c.ranks_by_daemon(job_id), {c.daemons.index(edge): [0],
+                                                         c.daemons.index(head): [1]})
+            for r in (0, 1):
+                with open(os.path.join(out, name, f"final_rank{r}.bin"), "rb") as f:
+                    finals[name, r] = f.read()
+        self.assertTrue(os.path.exists(os.path.join(out, "killed", "kill.txt")))
+        self.assertTrue(os.path.exists(os.path.join(out, "killed", "steps_rank0_gen1.txt")))
+        for r in (0, 1):
+            self.assertEqual(finals["killed", r], finals["straight", r], f"rank {r}")
 
 
 if __name__ == "__main__":
