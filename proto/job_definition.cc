@@ -53,6 +53,7 @@ void Take(const Fields& f, JobSpec* s) {
   fc.Req("max_failures", &s->max_failures);
   fc.Req("restart_backoff_s", &s->restart_backoff_s);
   fc.Req("max_restart_backoff_s", &s->max_restart_backoff_s);
+  fc.Opt("peer_recovery", &s->peer_recovery);
 
   Fields rc = f.Object("retention");
   rc.Req("num_to_keep", &s->num_to_keep);
@@ -135,6 +136,7 @@ json JobDefinitionToJson(const JobSpec& s) {
   if (!s.framework.empty()) out["framework"] = s.framework;
   // Only when set: a definition without one reads as it did before limits existed.
   if (s.time_limit_s > 0) out["time_limit_s"] = s.time_limit_s;
+  if (s.peer_recovery) out["failure"]["peer_recovery"] = true;
   return out;
 }
 

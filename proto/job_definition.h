@@ -16,7 +16,8 @@
 //     "working_dir", "excludes"}, and "framework" when set)
 //    "scaling": {"num_workers", "use_gpu", "resources_per_worker": {name: amount},
 //                "placement": "PACK" | "SPREAD" | "STRICT_PACK" | "STRICT_SPREAD"},
-//    "failure": {"max_failures", "restart_backoff_s", "max_restart_backoff_s"},
+//    "failure": {"max_failures", "restart_backoff_s", "max_restart_backoff_s",
+//                "peer_recovery" (optional, only when true)},
 //    "retention": {"num_to_keep", "score_attribute", "score_order": "min" | "max"},
 //    "storage_path", "resume_from_checkpoint",
 //    "datasets": {name: {"uri", "format", "split"}}, "env": {name: value}}

@@ -428,10 +428,10 @@ bool ParseRunConfig(Checker& c, const json& doc, JobSpec* spec) {
         return c.Fail(path,
                       "needs max_failures -1 or >= 1: each rank replaced counts as a failure");
       }
-      if (spec->peer_recovery && spec->entry_kind != EntrypointKind::kLibrary) {
+      if (spec->peer_recovery && spec->entry_kind == EntrypointKind::kCommand) {
         return c.Fail(path,
-                      "is supported for library entry points (traintl::torch::run_steps) only; "
-                      "python and command jobs restart from their checkpoint");
+                      "is supported for library and python entry points (run_steps) only; "
+                      "a command job restarts from its checkpoint");
       }
     }
   }

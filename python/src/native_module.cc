@@ -209,6 +209,38 @@ void WaitReports() {
   if (rc != 0) ThrowRuntime(err[0] != '\0' ? err : "a background checkpoint upload failed");
 }
 
+// Peer recovery (traintl_host_api.regroup_wait, next_report_seq, skip_report_seq); a host
+// without them never announces a regroup.
+bool HasRecovery(const traintl_host_api& api) {
+  return TRAINTL_HOST_API_HAS(&api, skip_report_seq) && api.regroup_wait != nullptr &&
+         api.next_report_seq != nullptr && api.skip_report_seq != nullptr;
+}
+
+int64_t RegroupWait(int64_t min_generation, int64_t timeout_ms) {
+  const traintl_host_api& api = Api();
+  if (!HasRecovery(api)) return 0;
+  py::gil_scoped_release release;
+  return api.regroup_wait(api.host, min_generation, timeout_ms);
+}
+
+int64_t NextReportSeq() {
+  const traintl_host_api& api = Api();
+  if (!HasRecovery(api)) ThrowRuntime("traintl: this worker has no peer recovery");
+  return api.next_report_seq(api.host);
+}
+
+void SkipReportSeq(int64_t seq) {
+  const traintl_host_api& api = Api();
+  if (!HasRecovery(api)) ThrowRuntime("traintl: this worker has no peer recovery");
+  char err[kErrorSize] = {0};
+  int rc;
+  {
+    py::gil_scoped_release release;
+    rc = api.skip_report_seq(api.host, seq, err, sizeof err);
+  }
+  if (rc != 0) ThrowRuntime(err[0] != '\0' ? err : "skip_report_seq failed");
+}
+
 py::object GetCheckpoint() {
   const traintl_host_api& api = Api();
   const char* dir = api.get_checkpoint(api.host);
@@ -462,6 +494,12 @@ PYBIND11_MODULE(_native, m) {
         "Waits until every report so far was sent (background uploads done). RuntimeError "
         "with the error of a failed upload.");
   m.def("get_checkpoint", &GetCheckpoint, "The checkpoint directory to restore, or None.");
+  m.def("regroup_wait", &RegroupWait, py::arg("min_generation"), py::arg("timeout_ms"),
+        "Peer recovery: the latest regroup generation announced if >= min_generation, waiting "
+        "up to timeout_ms; 0 when none came, -1 when the job is stopping.");
+  m.def("next_report_seq", &NextReportSeq, "Peer recovery: the seq of the next report.");
+  m.def("skip_report_seq", &SkipReportSeq, py::arg("seq"),
+        "Peer recovery: continues the report sequence at seq (never backwards).");
   m.def("should_stop", &ShouldStop, "True once the job was asked to stop.");
   m.def(
       "_progress_collective", [] { Progress().CollectiveEntered(); },

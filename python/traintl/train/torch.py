@@ -29,9 +29,9 @@ import torch.distributed as dist
 from torch.utils.data import (DataLoader, DistributedSampler, IterableDataset,
                               RandomSampler)
 
-from traintl.train import _session
+from traintl.train import _recovery, _session
 
-__all__ = ["get_device", "get_devices", "prepare_data_loader", "prepare_model"]
+__all__ = ["get_device", "get_devices", "prepare_data_loader", "prepare_model", "run_steps"]
 
 _group_lock = threading.Lock()
 
@@ -87,6 +87,8 @@ def _ensure_process_group():
         if _use_gpu():
             backend = "nccl"
             torch.cuda.set_device(get_device())
+        elif _recovery.enabled():
+            backend = "gloo"  # over a store that outlives a dead rank 0 (see _recovery)
         else:
             backend = _cpu_backend(world_size)
         master_addr = _session.context().get("master_addr") or "127.0.0.1"
@@ -106,7 +108,10 @@ def _ensure_process_group():
             loopback = [n for _, n in socket.if_nameindex() if n == "lo"]
             if loopback and (world_size == 1 or _is_loopback(master_addr)):
                 os.environ["GLOO_SOCKET_IFNAME"] = loopback[0]
-        dist.init_process_group(backend=backend, **kwargs)
+        if _recovery.enabled():
+            _recovery.init_group(rank, world_size, master_addr, _context_int("master_port", 0))
+        else:
+            dist.init_process_group(backend=backend, **kwargs)
         return dist.group.WORLD
 
 
@@ -177,6 +182,9 @@ def prepare_model(model, move_to_device=True, parallel_strategy="ddp",
         model = model.to(device)
     if dist.get_world_size() <= 1 or parallel_strategy is None:
         return model
+    if _recovery.enabled() and parallel_strategy == "ddp":
+        # Not DistributedDataParallel: its reducer cannot go on after a peer's death.
+        return _recovery.prepare(model)
     kwargs = dict(parallel_strategy_kwargs or {})
     if parallel_strategy == "fsdp":
         from torch.distributed.fsdp import FullyShardedDataParallel
@@ -345,3 +353,24 @@ class _WrappedDataLoader(DataLoader):
         non_blocking = self._traintl_non_blocking
         for batch in iter(self._traintl_base):
             yield _move_to_device(batch, device, non_blocking)
+
+
+def run_steps(step, num_steps, first_step=0, model=None, optimizer=None, get_state=None,
+              set_state=None):
+    """Runs step(i) for i in range(first_step, num_steps) while the job is not asked to
+    stop; returns the step it would run next.
+
+    With run_config.failure_config.peer_recovery, a rank that dies costs no restart: the
+    head starts a replacement, the surviving ranks' failed step waits for the head's word,
+    the process group is rebuilt with the replacement, and every rank takes the state of
+    the rank that completed the most steps (get_state() through torch.save, sent over the
+    group; by default model's and optimizer's state_dict()) and goes on with the step after
+    it. At most the step in progress is redone; with a step whose data depends only on
+    (step, rank), the weights are bit-identical to a run without the death. A step must
+    change the state only after its last collective (backward, then optimizer.step()) and
+    start with zero_grad(). prepare_model does not wrap the module in
+    DistributedDataParallel in such a job (its gradients are averaged by traintl's hooks,
+    one allreduce per backward pass). Without peer recovery this is a plain loop.
+    """
+    return _recovery.run_steps(step, num_steps, first_step, model, optimizer, get_state,
+                               set_state)

@@ -30,6 +30,15 @@ TEST_CASE("a validated spec's definition reads back to the same spec") {
   back = JobDefinitionFromJson(JobDefinitionToJson(s));
   REQUIRE(back.ok());
   CHECK(*back == s);
+
+  // peer_recovery is written only when set, so older records read as before.
+  CHECK_FALSE(JobDefinitionToJson(s)["failure"].contains("peer_recovery"));
+  s.peer_recovery = true;
+  CHECK(JobDefinitionToJson(s)["failure"]["peer_recovery"] == true);
+  back = JobDefinitionFromJson(JobDefinitionToJson(s));
+  REQUIRE(back.ok());
+  CHECK(back->peer_recovery);
+  CHECK(*back == s);
 }
 
 TEST_CASE("a definition is read without the submit rules of this release") {

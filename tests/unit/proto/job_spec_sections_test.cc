@@ -145,9 +145,9 @@ TEST_CASE("run_config fields") {
               "run_config.failure_config.peer_recovery", "got \"yes\"");
   ExpectError(With("/run_config/failure_config/peer_recovery", true),
               "run_config.failure_config.peer_recovery", "needs max_failures -1 or >= 1");
-  json python = With("/run_config/failure_config/peer_recovery", true, recovering);
-  python["entrypoint"] = {{"python", "train:main"}, {"working_dir", "."}};
-  ExpectError(python, "run_config.failure_config.peer_recovery", "library entry points");
+  json command = With("/run_config/failure_config/peer_recovery", true, recovering);
+  command["entrypoint"] = {{"command", {"python3", "train.py"}}, {"working_dir", "."}};
+  ExpectError(command, "run_config.failure_config.peer_recovery", "library and python");
   // It round-trips through the stored JSON.
   JobSpec a = MustParse(With("/run_config/failure_config/peer_recovery", true, recovering));
   CHECK(MustParse(JobSpecToJson(a)).peer_recovery);
