@@ -41,6 +41,7 @@ void Take(const Fields& f, JobSpec* s) {
 
   Fields sc = f.Object("scaling");
   sc.Req("num_workers", &s->num_workers);
+  sc.Opt("min_workers", &s->min_workers);
   sc.Req("use_gpu", &s->use_gpu);
   sc.Req("resources_per_worker", &s->resources_per_worker);
   std::string placement;
@@ -137,6 +138,7 @@ json JobDefinitionToJson(const JobSpec& s) {
   // Only when set: a definition without one reads as it did before limits existed.
   if (s.time_limit_s > 0) out["time_limit_s"] = s.time_limit_s;
   if (s.peer_recovery) out["failure"]["peer_recovery"] = true;
+  if (s.elastic()) out["scaling"]["min_workers"] = s.min_workers;
   return out;
 }
 

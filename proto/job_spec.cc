@@ -156,7 +156,8 @@ bool operator==(const JobSpec& a, const JobSpec& b) {
          a.function == b.function && a.python == b.python && a.command == b.command &&
          a.working_dir == b.working_dir && a.excludes == b.excludes && a.framework == b.framework &&
          a.train_loop_config == b.train_loop_config && a.num_workers == b.num_workers &&
-         a.use_gpu == b.use_gpu && a.resources_per_worker == b.resources_per_worker &&
+         a.min_workers == b.min_workers && a.use_gpu == b.use_gpu &&
+         a.resources_per_worker == b.resources_per_worker &&
          a.placement_strategy == b.placement_strategy && a.storage_path == b.storage_path &&
          a.num_to_keep == b.num_to_keep &&
          a.checkpoint_score_attribute == b.checkpoint_score_attribute &&

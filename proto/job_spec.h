@@ -104,7 +104,13 @@ struct JobSpec {
   nlohmann::json train_loop_config = nlohmann::json::object();  // any object; default {}
 
   // scaling_config
-  int num_workers = 1;  // 1..4096
+  int num_workers = 1;  // 1..4096; with min_workers < num_workers, the most (see below)
+  // scaling_config.num_workers {"min": m, "max": n} (an elastic job): the job starts with
+  // as many ranks in [m, n] as fit, goes on with fewer (>= m) when a node is lost, and
+  // grows back to n when capacity returns (docs/WORKER_PROTOCOL.md, "Elastic sizes").
+  // num_workers is then n. 0 for a fixed size (then every rank is needed). Default 0.
+  int min_workers = 0;
+  bool elastic() const { return min_workers > 0 && min_workers < num_workers; }
   bool use_gpu = false;
   // Resource name -> amount per worker. Always has "CPU" (default 1) and "GPU" (default
   // 1 when use_gpu else 0); "memory" in bytes when given (strings like "2GiB" accepted).

@@ -240,6 +240,7 @@ bool ParseResource(Checker& c, const std::string& path, const std::string& name,
 
 bool ParseScaling(Checker& c, const json& doc, JobSpec* spec) {
   spec->num_workers = 1;
+  spec->min_workers = 0;
   spec->use_gpu = false;
   spec->resources_per_worker.clear();
   spec->placement_strategy = PlacementStrategy::kPack;
@@ -253,7 +254,26 @@ bool ParseScaling(Checker& c, const json& doc, JobSpec* spec) {
                  "num_gpus_per_worker", "placement_strategy"})) {
       return false;
     }
-    if (const json* v = Find(*sc, "num_workers")) {
+    if (const json* v = Find(*sc, "num_workers"); v != nullptr && v->is_object()) {
+      // Elastic: {"min": m, "max": n}.
+      const std::string base = "scaling_config.num_workers";
+      if (!c.Keys(base, *v, {"min", "max"})) return false;
+      std::int64_t lo = 0, hi = 0;
+      const json* min = Find(*v, "min");
+      const json* max = Find(*v, "max");
+      if (min == nullptr) return c.Fail(base + ".min", "is required in an elastic size");
+      if (max == nullptr) return c.Fail(base + ".max", "is required in an elastic size");
+      if (!c.Int(base + ".min", *min, 1, kMaxWorkers, &lo, "must be an integer >= 1") ||
+          !c.Int(base + ".max", *max, 1, kMaxWorkers, &hi, "must be an integer >= 1")) {
+        return false;
+      }
+      if (hi < lo) {
+        return c.Fail(base + ".max",
+                      "must be >= min (" + std::to_string(lo) + "), got " + std::to_string(hi));
+      }
+      spec->min_workers = lo < hi ? static_cast<int>(lo) : 0;
+      spec->num_workers = static_cast<int>(hi);
+    } else if (v != nullptr) {
       std::int64_t n = 0;
       if (!c.Int("scaling_config.num_workers", *v, 1, kMaxWorkers, &n, "must be an integer >= 1")) {
         return false;

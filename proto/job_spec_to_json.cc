@@ -56,7 +56,8 @@ nlohmann::json JobSpecToJson(const JobSpec& spec) {
       {"entrypoint", std::move(entrypoint)},
       {"train_loop_config", spec.train_loop_config},
       {"scaling_config",
-       {{"num_workers", spec.num_workers},
+       {{"num_workers", spec.elastic() ? json{{"min", spec.min_workers}, {"max", spec.num_workers}}
+                                       : json(spec.num_workers)},
         {"use_gpu", spec.use_gpu},
         {"resources_per_worker", resources},
         {"placement_strategy", PlacementStrategyName(spec.placement_strategy)}}},

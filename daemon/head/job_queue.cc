@@ -12,6 +12,7 @@ PendingJob ToPending(const std::string& job_id, const JobSpec& spec) {
   PendingJob p;
   p.job_id = job_id;
   p.num_workers = spec.num_workers;
+  p.min_workers = spec.elastic() ? spec.min_workers : 0;
   p.per_worker = spec.resources_per_worker;
   p.strategy = spec.placement_strategy;
   return p;

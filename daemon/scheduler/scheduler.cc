@@ -149,8 +149,8 @@ std::string MissingReason(const std::vector<NodeSnapshot>& nodes, const PendingJ
 
 // Everything Place() and MissingReason() look at in a job besides its id.
 std::string ShapeKey(const PendingJob& job) {
-  std::string key =
-      std::to_string(job.num_workers) + "/" + std::to_string(static_cast<int>(job.strategy));
+  std::string key = std::to_string(job.num_workers) + "-" + std::to_string(job.min_workers) + "/" +
+                    std::to_string(static_cast<int>(job.strategy));
   char buf[32];
   for (const auto& [name, amount] : job.per_worker) {
     std::snprintf(buf, sizeof buf, "=%a;", amount);   // exact: hex float
@@ -210,9 +210,18 @@ ScheduleResult Schedule(std::vector<NodeSnapshot> nodes, const std::vector<Pendi
       continue;
     }
     std::vector<int> count = Place(nodes, job, /*use_total=*/false);
+    // An elastic job: the most workers that fit, down to its minimum.
+    for (int n = job.num_workers - 1; count.empty() && job.min_workers > 0 && n >= job.min_workers;
+         --n) {
+      PendingJob smaller = job;
+      smaller.num_workers = n;
+      count = Place(nodes, smaller, /*use_total=*/false);
+    }
     if (count.empty()) {
+      PendingJob least = job;
+      if (job.min_workers > 0) least.num_workers = std::min(job.min_workers, job.num_workers);
       std::string reason =
-          "waiting for resources: " + MissingReason(nodes, job, /*use_total=*/false);
+          "waiting for resources: " + MissingReason(nodes, least, /*use_total=*/false);
       result.waiting[job.job_id] = reason;
       unplaceable.emplace(shape, std::move(reason));
       continue;
@@ -239,8 +248,10 @@ ScheduleResult Schedule(std::vector<NodeSnapshot> nodes, const std::vector<Pendi
 }
 
 Status CheckFeasible(const std::vector<NodeSnapshot>& nodes, const PendingJob& job) {
-  if (!Place(nodes, job, /*use_total=*/true).empty()) return Status::Ok();
-  return Status::FailedPrecondition("infeasible: " + MissingReason(nodes, job, true));
+  PendingJob least = job;
+  if (job.min_workers > 0) least.num_workers = std::min(job.min_workers, job.num_workers);
+  if (!Place(nodes, least, /*use_total=*/true).empty()) return Status::Ok();
+  return Status::FailedPrecondition("infeasible: " + MissingReason(nodes, least, true));
 }
 
 }  // namespace traintl

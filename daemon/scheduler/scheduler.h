@@ -37,6 +37,9 @@ struct NodeSnapshot {
 struct PendingJob {
   std::string job_id;
   int num_workers = 1;
+  // An elastic job (0 < min_workers < num_workers) is placed with the most workers in
+  // [min_workers, num_workers] that fit. 0: all num_workers or none.
+  int min_workers = 0;
   ResourceMap per_worker;
   PlacementStrategy strategy = PlacementStrategy::kPack;
 };
@@ -55,11 +58,13 @@ struct ScheduleResult {
   std::map<std::string, std::string> waiting;  // job id -> why it waits
 };
 
-// Places `queue` in order (highest priority first). A job that does not fit does not block
+// Places `queue` in order (highest priority first); an elastic job gets the most workers
+// that fit, at least its minimum. A job that does not fit does not block
 // later, smaller jobs. Resources taken by earlier placements are not available to later ones.
 ScheduleResult Schedule(std::vector<NodeSnapshot> nodes, const std::vector<PendingJob>& queue);
 
-// OK when the job could run on an otherwise idle cluster of these nodes; else
+// OK when the job (an elastic one: its minimum) could run on an otherwise idle cluster of
+// these nodes; else
 // FailedPrecondition saying what can never be satisfied.
 Status CheckFeasible(const std::vector<NodeSnapshot>& nodes, const PendingJob& job);
 

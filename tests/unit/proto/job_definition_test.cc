@@ -39,6 +39,16 @@ TEST_CASE("a validated spec's definition reads back to the same spec") {
   REQUIRE(back.ok());
   CHECK(back->peer_recovery);
   CHECK(*back == s);
+
+  // An elastic size: min_workers only then.
+  CHECK_FALSE(JobDefinitionToJson(s)["scaling"].contains("min_workers"));
+  s.num_workers = 4;
+  s.min_workers = 2;
+  CHECK(JobDefinitionToJson(s)["scaling"]["min_workers"] == 2);
+  back = JobDefinitionFromJson(JobDefinitionToJson(s));
+  REQUIRE(back.ok());
+  CHECK(back->min_workers == 2);
+  CHECK(*back == s);
 }
 
 TEST_CASE("a definition is read without the submit rules of this release") {

@@ -118,6 +118,27 @@ TEST_CASE("placement strategy") {
   CHECK_FALSE(PlacementStrategyFromName("spread").has_value());
 }
 
+TEST_CASE("scaling_config.num_workers: a size, or an elastic {min, max}") {
+  JobSpec fixed = MustParse(With("/scaling_config/num_workers", 3));
+  CHECK(fixed.num_workers == 3);
+  CHECK(!fixed.elastic());
+  JobSpec e = MustParse(With("/scaling_config/num_workers", json{{"min", 2}, {"max", 4}}));
+  CHECK(e.num_workers == 4);
+  CHECK(e.min_workers == 2);
+  CHECK(e.elastic());
+  CHECK(JobSpecToJson(e)["scaling_config"]["num_workers"] == json{{"min", 2}, {"max", 4}});
+  CHECK(MustParse(JobSpecToJson(e)) == e);
+  CHECK(!MustParse(With("/scaling_config/num_workers", json{{"min", 3}, {"max", 3}})).elastic());
+  ExpectError(With("/scaling_config/num_workers", json{{"min", 3}, {"max", 2}}),
+              "scaling_config.num_workers.max", "must be >= min (3), got 2");
+  ExpectError(With("/scaling_config/num_workers", json{{"max", 2}}),
+              "scaling_config.num_workers.min", "is required");
+  ExpectError(With("/scaling_config/num_workers", json{{"min", 0}, {"max", 2}}),
+              "scaling_config.num_workers.min", "must be an integer >= 1");
+  ExpectError(With("/scaling_config/num_workers", json{{"min", 1}, {"max", 2}, {"most", 3}}),
+              "scaling_config.num_workers.most", "has: min, max");
+}
+
 TEST_CASE("run_config fields") {
   ExpectError(With("/run_config/storage_path", "results"), "run_config.storage_path",
               "absolute directory path");

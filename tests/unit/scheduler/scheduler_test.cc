@@ -151,3 +151,23 @@ TEST_CASE("a long queue of one shape: the waiting reason is shared, placements s
   CHECK(r.waiting["j4999"] == r.waiting["j3"]);
   CHECK(r.waiting["j3"].find("CPU: 1 needed, 0 free") != std::string::npos);
 }
+
+TEST_CASE("an elastic job starts with the most workers that fit, at least its minimum") {
+  PendingJob j = Job("e", 4, 1);
+  j.min_workers = 2;
+  auto r = Schedule({Node("a", 2), Node("b", 1)}, {j});
+  REQUIRE(r.placements.size() == 1);
+  CHECK(r.placements[0].rank_nodes == std::vector<std::string>{"a", "a", "b"});
+  r = Schedule({Node("a", 5)}, {j});
+  REQUIRE(r.placements.size() == 1);
+  CHECK(r.placements[0].rank_nodes.size() == 4);  // never more than the maximum
+  r = Schedule({Node("a", 1)}, {j});
+  CHECK(r.placements.empty());
+  REQUIRE(r.waiting.count("e"));
+  CHECK(r.waiting["e"].find("CPU: 2 needed, 1 free") != std::string::npos);  // the minimum
+  // Feasible as soon as its minimum could ever run.
+  CHECK(CheckFeasible({Node("a", 2)}, j).ok());
+  CHECK(!CheckFeasible({Node("a", 1)}, j).ok());
+  // A fixed job of the same size is all or nothing.
+  CHECK(Schedule({Node("a", 2), Node("b", 1)}, {Job("f", 4, 1)}).placements.empty());
+}
