@@ -57,6 +57,19 @@ class Reader {
     const json* v = Find(key);
     if (v != nullptr && v->is_number_integer() && v->get<int64_t>() >= 0) *out = v->get<int64_t>();
   }
+  // An array of integers in [0, INT_MAX]; anything else counts as absent.
+  void OptIntArray(const char* key, std::vector<int>* out) const {
+    const json* v = Find(key);
+    if (v == nullptr || !v->is_array()) return;
+    std::vector<int> values;
+    for (const json& x : *v) {
+      if (!x.is_number_integer() || x.get<int64_t>() < 0 ||
+          x.get<int64_t>() > std::numeric_limits<int>::max())
+        return;
+      values.push_back(x.get<int>());
+    }
+    *out = std::move(values);
+  }
   void OptObject(const char* key, json* out) const {
     const json* v = Find(key);
     if (v != nullptr && v->is_object()) *out = *v;
@@ -134,8 +147,22 @@ void Take(Reader& r, Ack* m) { r.ReqNonNegativeInt("seq", &m->seq); }
 void Put(const Stop&, json&) {}
 void Take(Reader&, Stop*) {}
 
-void Put(const Regroup& m, json& j) { j["generation"] = m.generation; }
-void Take(Reader& r, Regroup* m) { r.ReqNonNegativeInt("generation", &m->generation); }
+void Put(const Regroup& m, json& j) {
+  j["generation"] = m.generation;
+  if (!m.ranks.empty()) {
+    j["ranks"] = m.ranks;
+    j["store_addr"] = m.store_addr;
+    j["store_port"] = m.store_port;
+  }
+}
+void Take(Reader& r, Regroup* m) {
+  r.ReqNonNegativeInt("generation", &m->generation);
+  r.OptIntArray("ranks", &m->ranks);
+  r.OptString("store_addr", &m->store_addr);
+  int64_t port = 0;
+  r.OptNonNegative("store_port", &port);
+  m->store_port = port <= 65535 ? static_cast<int>(port) : 0;
+}
 
 template <typename Variant>
 std::string_view TypeName(const Variant& v) {

@@ -25,6 +25,7 @@
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -118,10 +119,20 @@ struct Stop {
 // failure_config.peer_recovery): the survivors rebuild their collective group as
 // generation `generation` together with the replacement and carry on from the most advanced
 // survivor's state (traintl_host_api.regroup_wait).
+// An elastic job's regroup also names the group: `ranks`, the job's ranks that go on, in
+// group order (a rank's place in it is its rank in the group, whose size is its length),
+// and the store the group meets at (`store_addr`, `store_port`: served by the process of
+// ranks[0]). Absent: every rank, at the attempt's master_addr:master_port.
 struct Regroup {
   static constexpr std::string_view kType = "regroup";
   int generation = 0;  // in [1, INT_MAX]; later announcements have larger ones
-  bool operator==(const Regroup& o) const { return generation == o.generation; }
+  std::vector<int> ranks;
+  std::string store_addr;
+  int store_port = 0;
+  bool operator==(const Regroup& o) const {
+    return generation == o.generation && ranks == o.ranks && store_addr == o.store_addr &&
+           store_port == o.store_port;
+  }
 };
 
 using AgentMessage = std::variant<Ack, Stop, Regroup>;

@@ -106,7 +106,7 @@ void AgentChannel::HandleLine(const std::string& line) {
   } else if (const auto* regroup = std::get_if<events::Regroup>(&*message)) {
     {
       std::lock_guard<std::mutex> lock(ack_mu_);
-      regroup_generation_ = std::max(regroup_generation_, regroup->generation);
+      if (regroup->generation > regroup_.generation) regroup_ = *regroup;
     }
     ack_cv_.notify_all();
   }
@@ -115,9 +115,14 @@ void AgentChannel::HandleLine(const std::string& line) {
 int AgentChannel::WaitForRegroup(int min_generation, std::chrono::milliseconds limit) {
   std::unique_lock<std::mutex> lock(ack_mu_);
   ack_cv_.wait_for(lock, limit,
-                   [&] { return regroup_generation_ >= min_generation || stop_requested(); });
-  if (regroup_generation_ >= min_generation) return regroup_generation_;
+                   [&] { return regroup_.generation >= min_generation || stop_requested(); });
+  if (regroup_.generation >= min_generation) return regroup_.generation;
   return stop_requested() ? -1 : 0;
+}
+
+events::Regroup AgentChannel::LatestRegroup() {
+  std::lock_guard<std::mutex> lock(ack_mu_);
+  return regroup_;
 }
 
 }  // namespace worker

@@ -56,6 +56,8 @@ class AgentChannel {
   // `min_generation` (returns the latest announced), the agent asked the worker to stop
   // (-1), or `limit` passed (0).
   int WaitForRegroup(int min_generation, std::chrono::milliseconds limit);
+  // The latest regroup announced (generation 0: none yet).
+  events::Regroup LatestRegroup();
 
  private:
   void ReadLoop();
@@ -66,7 +68,7 @@ class AgentChannel {
   std::mutex ack_mu_;
   std::condition_variable ack_cv_;
   std::set<int64_t> acked_ TRAINTL_GUARDED_BY(ack_mu_);
-  int regroup_generation_ TRAINTL_GUARDED_BY(ack_mu_) = 0;  // the latest announced
+  events::Regroup regroup_ TRAINTL_GUARDED_BY(ack_mu_);  // the latest announced
   std::atomic<bool> stop_requested_{false};
   std::thread reader_;
 };

@@ -36,6 +36,7 @@ WorkerHost::WorkerHost(RankContext context, AgentChannel* channel)
   api_.regroup_wait = &WorkerHost::RegroupWaitThunk;
   api_.next_report_seq = &WorkerHost::NextReportSeqThunk;
   api_.skip_report_seq = &WorkerHost::SkipReportSeqThunk;
+  api_.regroup_info = &WorkerHost::RegroupInfoThunk;
   // Test only (tests/e2e/test_async_checkpoints.py): slows the background write so that a
   // kill lands in the middle of it. Not TRAINTL_*: those names are the runtime's, refused
   // in a job spec's env.
@@ -460,6 +461,21 @@ int64_t WorkerHost::RegroupWaitThunk(void* host, int64_t min_generation, int64_t
   const int min = static_cast<int>(std::clamp<int64_t>(min_generation, 0, INT32_MAX));
   const auto limit = std::chrono::milliseconds(std::max<int64_t>(timeout_ms, 0));
   return static_cast<WorkerHost*>(host)->channel_->WaitForRegroup(min, limit);
+}
+
+const char* WorkerHost::RegroupInfoThunk(void* host) {
+  auto* self = static_cast<WorkerHost*>(host);
+  const events::Regroup r = self->channel_->LatestRegroup();
+  if (r.generation == 0) return nullptr;
+  nlohmann::json j = {{"generation", r.generation}};
+  if (!r.ranks.empty()) {
+    j["ranks"] = r.ranks;
+    j["store_addr"] = r.store_addr;
+    j["store_port"] = r.store_port;
+  }
+  std::lock_guard<std::mutex> lock(self->regroup_mu_);
+  self->regroup_infos_.push_back(j.dump());
+  return self->regroup_infos_.back().c_str();
 }
 
 int64_t WorkerHost::NextReportSeqThunk(void* host) {

@@ -160,12 +160,17 @@ class WorkerHost {
   static int64_t RegroupWaitThunk(void* host, int64_t min_generation, int64_t timeout_ms);
   static int64_t NextReportSeqThunk(void* host);
   static int SkipReportSeqThunk(void* host, int64_t seq, char* err, size_t err_len);
+  static const char* RegroupInfoThunk(void* host);
   static const char* GetCheckpoint(void* host);
   static int ShouldStop(void* host);
   static void Log(void* host, int level, const char* msg);
   static void ProgressThunk(void* host, const traintl_progress* progress);
   // Sends the latest progress when it changed, every kProgressInterval, until destroyed.
   void ProgressLoop();
+
+  // regroup_info()'s answers: each stays valid until the process exits (traintl/abi.h).
+  std::mutex regroup_mu_;
+  std::deque<std::string> regroup_infos_ TRAINTL_GUARDED_BY(regroup_mu_);
 
   const RankContext context_;
   const std::string context_json_;

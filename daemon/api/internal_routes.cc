@@ -14,6 +14,7 @@
 #include "daemon/head/node_registry.h"
 #include "daemon/node/log_chunk.h"
 #include "proto/launch_plan.h"
+#include "proto/worker_events.h"
 
 namespace traintl {
 
@@ -282,8 +283,18 @@ void RegisterNodeRoutes(http::Router& router, const InternalRoutesContext& ctx) 
       res->SendError(400, "regroup needs job_id, attempt and a generation >= 1");
       return;
     }
+    // The message's own codec reads the rest (ranks, store), as a worker would.
+    json message = body;
+    message["type"] = "regroup";
+    message.erase("job_id");
+    message.erase("attempt");
+    auto regroup = events::DecodeAgentMessage(message.dump());
+    if (!regroup.ok()) {
+      res->SendError(400, regroup.status().message());
+      return;
+    }
     ctx.agent->Regroup(body["job_id"].get<std::string>(), body["attempt"].get<int>(),
-                       body["generation"].get<int>());
+                       std::get<events::Regroup>(*regroup));
     res->SendJson(200, {{"ok", true}});
   });
 

@@ -1,5 +1,6 @@
 #include "daemon/head/attempt_tracker.h"
 
+#include <algorithm>
 #include <csignal>
 #include <cstring>
 #include <utility>
@@ -33,7 +34,9 @@ cmd::AttemptOutcome Failed(std::string reason, std::optional<int> rank = std::nu
 
 }  // namespace
 
-AttemptTracker::AttemptTracker(AttemptPlacement placement) : placement_(std::move(placement)) {}
+AttemptTracker::AttemptTracker(AttemptPlacement placement) : placement_(std::move(placement)) {
+  for (int r = 0; r < world_size(); ++r) active_.insert(r);
+}
 
 bool AttemptTracker::IsRemote(int rank) const {
   return rank >= 0 && rank < world_size() &&
@@ -88,6 +91,7 @@ AttemptTracker::Commands AttemptTracker::OnReport(int rank, int seq, const nlohm
              << placement_.staging_prefix << "; ignored";
     ckpt.clear();
   }
+  if (!active_.count(rank)) return {};  // left the group of an elastic job
   reports_[seq][rank] = {metrics, ckpt};
   if (generation_ > 0) {
     // After a regroup a rank continues the report sequence of the replica whose state it
@@ -106,7 +110,9 @@ AttemptTracker::Commands AttemptTracker::OnReport(int rank, int seq, const nlohm
 void AttemptTracker::CommitComplete(Commands* out) {
   for (auto it = reports_.begin(); it != reports_.end();) {
     auto& ranks = it->second;
-    if (static_cast<int>(ranks.size()) < world_size()) {
+    const bool complete =
+        std::all_of(active_.begin(), active_.end(), [&ranks](int r) { return ranks.count(r) > 0; });
+    if (!complete) {
       ++it;
       continue;
     }
@@ -120,7 +126,7 @@ void AttemptTracker::CommitComplete(Commands* out) {
       break;
     }
     for (const auto& [r, rep] : ranks)
-      if (!rep.second.empty()) c.checkpoint_dirs[r] = rep.second;
+      if (!rep.second.empty() && active_.count(r)) c.checkpoint_dirs[r] = rep.second;
     if (!c.checkpoint_dirs.empty()) ++commits_in_flight_;
     out->push_back(std::move(c));
     it = reports_.erase(it);
@@ -133,6 +139,8 @@ AttemptTracker::Commands AttemptTracker::OnExit(const WorkerExit& e, const std::
       e.signal ? SignalName(*e.signal) : "exit code " + std::to_string(e.exit_code.value_or(-1));
   Commands out{RecordWorkerEvent{e.rank, "exited", detail}};
   if (IsCleanExit(e)) return out;
+  // A rank an elastic job went on without (its node was lost, and is back).
+  if (!active_.count(e.rank)) return out;
   if (Replaceable(e)) {
     ++replacements_;
     ++generation_;
@@ -170,11 +178,52 @@ AttemptTracker::Commands AttemptTracker::OnReplacementFailed(int rank, const std
   e.rank = rank;
   e.exit_code = 1;
   exits_[rank] = e;
+  Commands out;
+  if (TryShrink({rank}, &out)) return out;  // elastic: the others go on without it
   FailWith(Failed("rank " + std::to_string(rank) + " could not be replaced: " + why, rank));
   return BeginEnding();
 }
 
+bool AttemptTracker::TryShrink(const std::set<int>& gone, Commands* out) {
+  if (placement_.min_ranks <= 0 || ending_ || stop_requested_ || !launched_) return false;
+  std::vector<int> left;
+  for (int r : active_) {
+    if (gone.count(r) || Exited(r)) continue;
+    if (!hellos_.count(r)) return false;  // a rank still starting holds no state to go on with
+    left.push_back(r);
+  }
+  if (static_cast<int>(left.size()) < placement_.min_ranks || left.empty()) return false;
+  active_ = std::set<int>(left.begin(), left.end());
+  ++generation_;
+  // What the ranks that left reported but nobody committed no longer counts.
+  for (auto& [q, ranks] : reports_)
+    for (int r : gone) ranks.erase(r);
+  out->push_back(Shrink{generation_, left});
+  CommitComplete(out);
+  return true;
+}
+
 AttemptTracker::Commands AttemptTracker::OnNodeLost(const std::string& node) {
+  std::set<int> lost;
+  for (int r = 0; r < world_size(); ++r) {
+    if (placement_.rank_nodes[static_cast<size_t>(r)] == node && IsRemote(r) && !Exited(r))
+      lost.insert(r);
+  }
+  if (!lost.empty() && placement_.min_ranks > 0) {
+    Commands out;
+    if (TryShrink(lost, &out)) {
+      for (int r : lost) {
+        WorkerExit e;
+        e.job_id = placement_.job_id;
+        e.attempt = placement_.attempt;
+        e.rank = r;
+        e.signal = SIGKILL;
+        exits_[r] = e;
+        out.insert(out.begin(), RecordWorkerEvent{r, "exited", "lost with its node " + node});
+      }
+      return out;
+    }
+  }
   bool hit = false;
   for (int r = 0; r < world_size(); ++r) {
     if (placement_.rank_nodes[static_cast<size_t>(r)] != node || !IsRemote(r) || Exited(r))

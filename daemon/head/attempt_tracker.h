@@ -41,6 +41,10 @@ struct AttemptPlacement {
   // Peer recovery (failure_config.peer_recovery): how many dead ranks may be replaced
   // while the others keep running (-1: no limit); 0: off, a death fails the attempt.
   int max_replacements = 0;
+  // An elastic job (scaling_config.num_workers {min, max}): when ranks are lost with their
+  // node (or cannot be replaced), the others go on as a smaller group as long as at least
+  // this many are left. 0: not elastic.
+  int min_ranks = 0;
 };
 
 class AttemptTracker {
@@ -73,8 +77,14 @@ class AttemptTracker {
     int rank = 0;
     int generation = 0;
   };
-  using Command =
-      std::variant<StopWorkers, RecordWorkerEvent, MarkRunning, CommitReport, End, ReplaceRank>;
+  // Elastic: the ranks left (in group order) go on as generation `generation` without the
+  // others; tell them, with where the new group meets (JobManager picks the store).
+  struct Shrink {
+    int generation = 0;
+    std::vector<int> ranks;
+  };
+  using Command = std::variant<StopWorkers, RecordWorkerEvent, MarkRunning, CommitReport, End,
+                               ReplaceRank, Shrink>;
   using Commands = std::vector<Command>;
 
   explicit AttemptTracker(AttemptPlacement placement);
@@ -133,6 +143,8 @@ class AttemptTracker {
   // Ranks replaced so far, and the collective generation (0 until the first).
   int replacements() const { return replacements_; }
   int generation() const { return generation_; }
+  // The ranks in the collective group (every rank until an elastic job shrank).
+  const std::set<int>& active() const { return active_; }
 
  private:
   Commands BeginEnding();
@@ -141,6 +153,9 @@ class AttemptTracker {
   bool Replaceable(const WorkerExit& e) const;
   // Commits every pending report that every rank has sent, oldest first.
   void CommitComplete(Commands* out);
+  // Elastic: drops `gone` from the group and emits Shrink when enough ranks that said hello
+  // are left; false (nothing changed) otherwise.
+  bool TryShrink(const std::set<int>& gone, Commands* out);
 
   // Constant after construction.
   const AttemptPlacement placement_;
@@ -157,6 +172,7 @@ class AttemptTracker {
   std::map<int, WorkerExit> exits_;
   int replacements_ = 0;
   int generation_ = 0;
+  std::set<int> active_;
 };
 
 // How a worker's exit reads in `traintl status`: "rank 1 was killed by SIGKILL", "rank 0

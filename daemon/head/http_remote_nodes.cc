@@ -66,12 +66,15 @@ void HttpRemoteNodes::Ack(const std::string& api_address, const std::string& job
 }
 
 void HttpRemoteNodes::Regroup(const std::string& api_address, const std::string& job_id,
-                              int attempt, int generation) {
-  const std::string body =
-      json{{"job_id", job_id}, {"attempt", attempt}, {"generation", generation}}.dump();
-  calls_->Post([peers = peers_, api_address, body] {
+                              int attempt, const events::Regroup& regroup) {
+  json message = json::parse(events::Encode(regroup));
+  message.erase("type");
+  json body = {{"job_id", job_id}, {"attempt", attempt}};
+  body.update(message);
+  const std::string text = body.dump();
+  calls_->Post([peers = peers_, api_address, text] {
     auto r =
-        peers->Call(api_address, "POST", "/v1/internal/regroup", body, std::chrono::seconds(3));
+        peers->Call(api_address, "POST", "/v1/internal/regroup", text, std::chrono::seconds(3));
     // Its survivors' collectives fail anyway; unannounced, they fail the attempt (a restart).
     if (!r.ok() || r->status != 200)
       LOG_WARN << "could not ask " << api_address << " to regroup workers";

@@ -36,7 +36,7 @@ class HttpRemoteNodes : public RemoteNodes {
   void Ack(const std::string& api_address, const std::string& job_id, int attempt,
            const std::vector<std::pair<int, int>>& acks) override;
   void Regroup(const std::string& api_address, const std::string& job_id, int attempt,
-               int generation) override;
+               const events::Regroup& regroup) override;
 
  private:
   // Constant after construction.

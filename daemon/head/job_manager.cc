@@ -372,6 +372,7 @@ void JobManager::StartAttempt(const JobRecord& job, const JobSpec& spec,
   where.local_node = options_.node_id;
   where.staging_prefix = Agent::StagingDir(job.trial_dir, where.attempt) + "/";
   where.max_replacements = spec.peer_recovery ? spec.max_failures : 0;
+  where.min_ranks = spec.elastic() ? spec.min_workers : 0;
   ActiveAttempt a(std::move(where));
   a.trial_dir = job.trial_dir;
   a.hold_reports = listener_ != nullptr && listener_->HoldsReports(job.id);
@@ -452,8 +453,12 @@ void JobManager::LaunchCommitted(const std::string& job_id, const JobRecord& job
   base.hold_reports = a.hold_reports;
   std::vector<std::pair<std::string, NodeAttemptPlan>> plans =
       NodePlans(base, a.rank_nodes(), a.rank_gpus);
-  if (spec.peer_recovery) {
+  if (spec.peer_recovery || spec.elastic()) {
     for (const auto& [node, plan] : plans) a.node_plans[node] = plan;
+  }
+  if (spec.elastic()) {
+    a.store_port_base = NextWorkerPortBase(worker_ports_end_, basics.world_size);
+    worker_ports_end_ = a.store_port_base + basics.world_size;
   }
   LOG_INFO << "job " << job_id << ": starting attempt " << a.attempt() << " with "
            << a.tracker.world_size() << " worker(s) on " << plans.size() << " node(s)"
@@ -518,9 +523,19 @@ void JobManager::ReplaceRank(ActiveAttempt& a, const AttemptTracker::ReplaceRank
   // The survivors first: their collectives already fail, and they wait for this word
   // before they rendezvous again.
   std::set<std::string> nodes(a.rank_nodes().begin(), a.rank_nodes().end());
+  events::Regroup regroup;
+  regroup.generation = r.generation;
+  if (a.tracker.active().size() < a.rank_nodes().size()) {
+    // A shrunk elastic group: the replacement joins it where it meets now.
+    regroup.ranks.assign(a.tracker.active().begin(), a.tracker.active().end());
+    const int first = regroup.ranks.front();
+    const NodeStatus* host = registry_.Get(a.rank_nodes()[static_cast<size_t>(first)]);
+    regroup.store_addr = host != nullptr ? host->host : options_.host;
+    regroup.store_port = first == 0 ? a.master_port : a.store_port_base + first;
+  }
   for (const auto& n : nodes) {
     if (std::unique_ptr<NodeClient> client = ClientFor(n))
-      client->Regroup(a.job_id(), a.attempt(), r.generation);
+      client->Regroup(a.job_id(), a.attempt(), regroup);
   }
   const std::string job_id = a.job_id();
   const int attempt = a.attempt();
@@ -543,6 +558,29 @@ void JobManager::ReplaceRank(ActiveAttempt& a, const AttemptTracker::ReplaceRank
                  });
 }
 
+void JobManager::Shrink(ActiveAttempt& a, const AttemptTracker::Shrink& s) {
+  events::Regroup regroup;
+  regroup.generation = s.generation;
+  regroup.ranks = s.ranks;
+  // The first rank left serves the group's store: rank 0 where it is left (its store
+  // lives on), otherwise on the port reserved for that rank, on its node.
+  const int first = s.ranks.front();
+  const NodeStatus* host = registry_.Get(a.rank_nodes()[static_cast<size_t>(first)]);
+  regroup.store_addr = host != nullptr ? host->host : options_.host;
+  regroup.store_port = first == 0 ? a.master_port : a.store_port_base + first;
+  std::string list;
+  for (int r : s.ranks) list += (list.empty() ? "" : ",") + std::to_string(r);
+  LOG_INFO << "job " << a.job_id() << " attempt " << a.attempt() << ": going on with ranks " << list
+           << " (elastic, generation " << s.generation << ", store " << regroup.store_addr << ":"
+           << regroup.store_port << ")";
+  std::set<std::string> nodes;
+  for (int r : s.ranks) nodes.insert(a.rank_nodes()[static_cast<size_t>(r)]);
+  for (const auto& n : nodes) {
+    if (std::unique_ptr<NodeClient> client = ClientFor(n))
+      client->Regroup(a.job_id(), a.attempt(), regroup);
+  }
+}
+
 JobManager::ActiveAttempt* JobManager::Find(const std::string& job_id, int attempt) {
   auto it = active_.find(job_id);
   if (it == active_.end() || it->second.attempt() != attempt) return nullptr;
@@ -562,6 +600,8 @@ void JobManager::Run(ActiveAttempt& a, AttemptTracker::Commands commands) {
       CommitReport(a, *r);
     } else if (auto* replace = std::get_if<AttemptTracker::ReplaceRank>(&c)) {
       ReplaceRank(a, *replace);
+    } else if (auto* shrink = std::get_if<AttemptTracker::Shrink>(&c)) {
+      Shrink(a, *shrink);
     } else if (auto* end = std::get_if<AttemptTracker::End>(&c)) {
       EndAttemptNow(a, end->outcome);
       return;  // nothing follows an end

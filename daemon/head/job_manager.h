@@ -223,7 +223,11 @@ class JobManager : public WorkerPoolListener {
     // chose (0 until known), from which replacement ranks are started.
     std::map<std::string, NodeAttemptPlan> node_plans;
     int master_port = 0;
+    // Elastic: rank r, when the first of a shrunk group, serves its store on base + r.
+    int store_port_base = 0;
   };
+  // Elastic: tells the ranks left where their smaller group meets.
+  void Shrink(ActiveAttempt& a, const AttemptTracker::Shrink& s);
   // Starts a replacement for a dead rank of `a` and tells the survivors to regroup.
   void ReplaceRank(ActiveAttempt& a, const AttemptTracker::ReplaceRank& r);
   // Acks `a`'s held reports that `release` picks, on whichever node each rank runs.

@@ -32,7 +32,8 @@ NodeAttemptPlan BasePlan(const JobRecord& job, const JobSpec& spec, const Attemp
     base.worker_port_base = b.worker_port_base;
   }
   base.use_gpu = spec.use_gpu;
-  base.peer_recovery = spec.peer_recovery;
+  // An elastic job goes on through the same regroups as peer recovery.
+  base.peer_recovery = spec.peer_recovery || spec.elastic();
   nlohmann::json datasets = nlohmann::json::object();
   for (const auto& [name, d] : spec.datasets) {
     datasets[name] = {{"uri", d.uri}, {"format", d.format}, {"split", d.split}};

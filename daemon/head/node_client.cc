@@ -19,8 +19,9 @@ void LocalNodeClient::Ack(const std::string& job_id, int attempt,
   for (const auto& [rank, seq] : acks) agent_->Ack(job_id, attempt, rank, seq);
 }
 
-void LocalNodeClient::Regroup(const std::string& job_id, int attempt, int generation) {
-  agent_->Regroup(job_id, attempt, generation);
+void LocalNodeClient::Regroup(const std::string& job_id, int attempt,
+                              const events::Regroup& regroup) {
+  agent_->Regroup(job_id, attempt, regroup);
 }
 
 void RemoteNodeClient::Launch(NodeAttemptPlan plan, std::function<void(Result<int>)> done) {
@@ -42,8 +43,9 @@ void RemoteNodeClient::Ack(const std::string& job_id, int attempt,
   remote_->Ack(api_address_, job_id, attempt, acks);
 }
 
-void RemoteNodeClient::Regroup(const std::string& job_id, int attempt, int generation) {
-  remote_->Regroup(api_address_, job_id, attempt, generation);
+void RemoteNodeClient::Regroup(const std::string& job_id, int attempt,
+                               const events::Regroup& regroup) {
+  remote_->Regroup(api_address_, job_id, attempt, regroup);
 }
 
 }  // namespace traintl

@@ -34,7 +34,7 @@ class NodeClient {
                    const std::vector<std::pair<int, int>>& acks) = 0;
   // Best effort: the attempt's live workers on the node regroup as `generation` (peer
   // recovery: a rank is being replaced).
-  virtual void Regroup(const std::string& job_id, int attempt, int generation) = 0;
+  virtual void Regroup(const std::string& job_id, int attempt, const events::Regroup& regroup) = 0;
 };
 
 class LocalNodeClient : public NodeClient {
@@ -44,7 +44,7 @@ class LocalNodeClient : public NodeClient {
   void Stop(const std::string& job_id, int attempt, bool urgent) override;
   void Ack(const std::string& job_id, int attempt,
            const std::vector<std::pair<int, int>>& acks) override;
-  void Regroup(const std::string& job_id, int attempt, int generation) override;
+  void Regroup(const std::string& job_id, int attempt, const events::Regroup& regroup) override;
 
  private:
   Agent* const agent_;
@@ -59,7 +59,7 @@ class RemoteNodeClient : public NodeClient {
   void Stop(const std::string& job_id, int attempt, bool urgent) override;
   void Ack(const std::string& job_id, int attempt,
            const std::vector<std::pair<int, int>>& acks) override;
-  void Regroup(const std::string& job_id, int attempt, int generation) override;
+  void Regroup(const std::string& job_id, int attempt, const events::Regroup& regroup) override;
 
  private:
   RemoteNodes* const remote_;

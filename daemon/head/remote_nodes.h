@@ -14,6 +14,7 @@
 
 #include "common/result.h"
 #include "common/status.h"
+#include "proto/worker_events.h"
 
 namespace traintl {
 
@@ -34,7 +35,7 @@ class RemoteNodes {
   // Best effort: tells the attempt's live workers on the node to regroup as `generation`
   // (peer recovery; Agent::Regroup).
   virtual void Regroup(const std::string& api_address, const std::string& job_id, int attempt,
-                       int generation) = 0;
+                       const events::Regroup& regroup) = 0;
 };
 
 }  // namespace traintl

@@ -64,8 +64,8 @@ class Agent {
   }
 
   // Peer recovery: the attempt's live workers here regroup as `generation`.
-  void Regroup(const std::string& job_id, int attempt, int generation) {
-    pool_->Regroup(job_id, attempt, generation);
+  void Regroup(const std::string& job_id, int attempt, const events::Regroup& regroup) {
+    pool_->Regroup(job_id, attempt, regroup);
   }
   int LiveWorkers(const std::string& job_id, int attempt) const {
     return pool_->LiveWorkers(job_id, attempt);

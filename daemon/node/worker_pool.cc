@@ -520,10 +520,9 @@ void WorkerPool::Ack(const std::string& job_id, int attempt, int rank, int seq) 
   }
 }
 
-void WorkerPool::Regroup(const std::string& job_id, int attempt, int generation) {
+void WorkerPool::Regroup(const std::string& job_id, int attempt, const events::Regroup& regroup) {
   for (auto& [pid, w] : workers_) {
-    if (w->job_id == job_id && w->attempt == attempt && !w->exited)
-      Send(w, events::Regroup{generation});
+    if (w->job_id == job_id && w->attempt == attempt && !w->exited) Send(w, regroup);
   }
 }
 

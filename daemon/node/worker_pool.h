@@ -160,7 +160,7 @@ class WorkerPool {
   void Ack(const std::string& job_id, int attempt, int rank, int seq);
   // Tells every live worker of the attempt that the head replaces a dead rank: they
   // regroup as `generation` (peer recovery, events::Regroup).
-  void Regroup(const std::string& job_id, int attempt, int generation);
+  void Regroup(const std::string& job_id, int attempt, const events::Regroup& regroup);
   // Number of live (not yet reported as exited) workers of the attempt.
   int LiveWorkers(const std::string& job_id, int attempt) const;
   std::vector<pid_t> LivePids() const;

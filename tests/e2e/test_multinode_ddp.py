@@ -150,5 +150,66 @@ class PeerRecoveryAcrossNodesTest(NetnsClusterTestCase):
             self.assertEqual(finals["killed", r], finals["straight", r], f"rank {r}")
 
 
+class ElasticShrinkTest(NetnsClusterTestCase):
+    """Elastic sizes: 3 ranks on 3 nodes; the node of rank 0 (which serves the rendezvous)
+    is lost, and the two ranks left go on as a group of 2 in the same attempt, without a
+    restart or a disk round trip, meeting at the store rank 1 serves on its reserved port."""
+    edges = 2
+
+    def skip_reason(self):
+        lib = lib_path("libtest_peer_recovery.so")
+        return None if os.path.exists(lib) else f"no {lib} (built with TRAINTL_BUILD_TORCH=ON)"
+
+    def test_losing_a_node_shrinks_the_group(self):
+        c, net = self.cluster, self.net
+        loss = []  # the cluster's short node-loss timeout (cluster_harness.LOSS_MS)
+        head = self.daemon(net.hub, net.HUB_IP, 1, ["--server"] + loss, node_id="node-zz-head")
+        head.start(role="head")
+        c.voters = [head]
+        edge = self.daemon(net.edge, net.EDGE_IP, 1, ["--join", head.address] + loss,
+                           node_id="node-aa-edge")
+        edge.start(role="agent")
+        edge2 = self.daemon(net.edge2, net.EDGE2_IP, 1, ["--join", head.address] + loss,
+                            node_id="node-bb-edge2")
+        edge2.start(role="agent")
+        c.wait_nodes(3)
+        out = tempfile.mkdtemp(prefix="traintl-elastic-")
+        os.chmod(out, 0o777)
+        self.addCleanup(shutil.rmtree, out, True)
+        spec = {
+            "name": "elastic",
+            "entrypoint": {"library": lib_path("libtest_peer_recovery.so")},
+            "train_loop_config": {"steps": 150, "step_ms": 40, "report_every": 10,
+                                  "global_batch": 48, "out_dir": out},
+            "scaling_config": {"num_workers": {"min": 2, "max": 3},
+                               "resources_per_worker": {"CPU": 1},
+                               "placement_strategy": "STRICT_SPREAD"},
+            "env": {"OMP_NUM_THREADS": "1"},
+        }
+        job_id = head.submit_spec(spec)
+        head.wait_job(job_id, lambda j: j["metrics"].get("step", 0) >= 20, timeout=120,
+                      what="step 20")
+        self.assertEqual(c.ranks_by_daemon(job_id), {c.daemons.index(edge): [0],
+                                                     c.daemons.index(edge2): [1],
+                                                     c.daemons.index(head): [2]})
+        edge.kill9()
+        job = head.wait_terminal(job_id, timeout=300)
+        self.assertEqual(job["state"], "SUCCEEDED", job)
+        self.assertEqual(job["attempt"], 1, job)
+        self.assertEqual(job["metrics"]["step"], 150, job)
+        # Ranks 1 and 2 ran every step; the last ones as a group of 2.
+        for r in (1, 2):
+            with open(os.path.join(out, f"steps_rank{r}_gen0.txt")) as f:
+                rows = [line.split() for line in f if line.strip()]
+            steps = [int(row[0]) for row in rows]
+            self.assertEqual(sorted(set(steps)), list(range(150)))
+            self.assertLessEqual(len(steps) - 150, 1)
+            self.assertEqual(rows[0][2], "3")
+            self.assertEqual(rows[-1][2], "2")
+        with open(os.path.join(out, "final_rank1.bin"), "rb") as a, \
+                open(os.path.join(out, "final_rank2.bin"), "rb") as b:
+            self.assertEqual(a.read(), b.read())
+
+
 if __name__ == "__main__":
     main()

@@ -45,7 +45,8 @@ class GradientSynchronizer : public std::enable_shared_from_this<GradientSynchro
                        const PrepareModelOptions& options)
       : params_(std::move(params)),
         group_(group),
-        world_(at::scalar_tensor(static_cast<double>(group->world_size()), at::kDouble)) {
+        world_size_(group->world_size()),
+        world_(at::scalar_tensor(static_cast<double>(world_size_), at::kDouble)) {
     bucket_of_.resize(params_.size());
     offset_.resize(params_.size());
     ready_.assign(params_.size(), 0);
@@ -112,6 +113,11 @@ class GradientSynchronizer : public std::enable_shared_from_this<GradientSynchro
     std::lock_guard<std::mutex> lock(mu_);
     if (!in_backward_) {
       in_backward_ = true;
+      // An elastic job's group may have shrunk or grown since the last pass.
+      if (group_->world_size() != world_size_) {
+        world_size_ = group_->world_size();
+        world_ = at::scalar_tensor(static_cast<double>(world_size_), at::kDouble);
+      }
       std::weak_ptr<GradientSynchronizer> weak = weak_from_this();
       ::torch::autograd::Engine::get_default_engine().queue_callback([weak] {
         if (auto self = weak.lock()) self->Finalize();
@@ -192,7 +198,8 @@ class GradientSynchronizer : public std::enable_shared_from_this<GradientSynchro
   std::mutex mu_;
   std::vector<at::Tensor> params_;
   ProcessGroup* group_;
-  const at::Tensor world_;  // 0-dim: divides without changing the gradient's dtype
+  int world_size_;
+  at::Tensor world_;  // 0-dim: divides without changing the gradient's dtype
   std::vector<size_t> bucket_of_;
   std::vector<int64_t> offset_;
   std::vector<Bucket> buckets_;

@@ -21,6 +21,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
 #include "common/logging.h"
+#include "traintl/host.h"
 #include "traintl/torch.h"
 #include "traintl/train.h"
 #include "worker/torch/coalesce.h"
@@ -74,12 +75,14 @@ struct RuntimeState {
   std::mutex mu;
   bool resolved = false;          // guarded by mu
   RuntimeOptions options;         // guarded by mu; valid once resolved
+  int job_rank = 0;               // guarded by mu: the rank in the job (the context's)
   std::mutex group_mu;            // held while building the group (a blocking rendezvous)
   ProcessGroup* group = nullptr;  // guarded by group_mu
   // Peer recovery (guarded by group_mu): the stable group process_group() returns, rank
   // 0's store server (it outlives every generation's group), the generation in use.
   GenerationGroup* generations = nullptr;
   StoreServer* server = nullptr;
+  int server_port = 0;
   int generation = 0;
   std::atomic<bool> joined{false};  // see Joining()
 };
@@ -442,7 +445,12 @@ namespace {
 // Requires State().group_mu.
 ProcessGroup* BuildGeneration(const RuntimeOptions& o, int generation) {
   RuntimeState& s = State();
-  if (o.rank == 0 && s.server == nullptr) s.server = StartStoreServer(o).release();
+  // Rank 0 of the group serves its store: the attempt's rank 0 on master_port, or in an
+  // elastic job that lost it, the first rank left on the port the head reserved for it.
+  if (o.rank == 0 && (s.server == nullptr || s.server_port != o.master_port)) {
+    s.server = StartStoreServer(o).release();
+    s.server_port = o.master_port;
+  }
   auto client =
       ValueOrThrow(StoreClient::Connect(o.master_addr, o.master_port, o.rendezvous_timeout));
   c10::intrusive_ptr<c10d::Store> store =
@@ -490,6 +498,7 @@ RuntimeOptions CurrentOptions() {
   std::lock_guard<std::mutex> lock(s.mu);
   if (!s.resolved) {
     s.options = OptionsFromContext();
+    s.job_rank = s.options.rank;
     s.resolved = true;
   }
   return s.options;
@@ -501,14 +510,47 @@ Status InitForTesting(const RuntimeOptions& options) {
   std::lock_guard<std::mutex> lock(s.mu);
   if (s.resolved) return Status::FailedPrecondition("traintl::torch is already initialized");
   s.options = options;
+  s.job_rank = options.rank;
   s.resolved = true;
   return Status::Ok();
 }
 
+namespace {
+
+// An elastic regroup's group (traintl_host_api.regroup_info): this rank's place in it, its
+// size and its store replace the options in effect. Nothing changes for a peer-recovery
+// regroup, which keeps every rank.
+void ApplyRegroupInfo(int generation) {
+  const traintl_host_api* api = traintl::internal::current_host_api;
+  if (api == nullptr || !TRAINTL_HOST_API_HAS(api, regroup_info) || api->regroup_info == nullptr)
+    return;
+  const char* text = api->regroup_info(api->host);
+  if (text == nullptr) return;
+  const nlohmann::json info = nlohmann::json::parse(text, nullptr, false);
+  if (!info.is_object() || info.value("generation", 0) != generation || !info.contains("ranks") ||
+      !info["ranks"].is_array() || info["ranks"].empty())
+    return;
+  const std::vector<int> ranks = info["ranks"].get<std::vector<int>>();
+  RuntimeState& s = State();
+  std::lock_guard<std::mutex> lock(s.mu);
+  const auto at = std::find(ranks.begin(), ranks.end(), s.job_rank);
+  if (at == ranks.end()) {
+    throw CollectiveError("traintl::torch: rank " + std::to_string(s.job_rank) +
+                          " is not in the group of generation " + std::to_string(generation));
+  }
+  s.options.rank = static_cast<int>(at - ranks.begin());
+  s.options.world_size = static_cast<int>(ranks.size());
+  s.options.master_addr = info.value("store_addr", s.options.master_addr);
+  s.options.master_port = info.value("store_port", s.options.master_port);
+}
+
+}  // namespace
+
 void RegroupProcessGroup(int generation) {
   RuntimeState& s = State();
-  const RuntimeOptions o = CurrentOptions();
   process_group();  // the first generation, when none was built yet
+  ApplyRegroupInfo(generation);
+  const RuntimeOptions o = CurrentOptions();
   std::lock_guard<std::mutex> lock(s.group_mu);
   if (s.generations == nullptr)
     throw std::logic_error("traintl::torch: regroup without peer recovery");

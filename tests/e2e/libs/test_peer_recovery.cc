@@ -13,8 +13,13 @@
 //   report_every (10): steps between reports (metrics: step, loss; rank 0 also attaches a
 //     checkpoint with the parameters when ckpt is true)
 //   ckpt (false)
+//   global_batch (0): when > 0 (elastic jobs), each step's data is one batch of that many
+//     rows drawn from the step alone, split among the group's ranks by their place in the
+//     group (process_group().rank() of world_size()), so the global batch stays whatever
+//     the group's size
 //   out_dir (""): each incarnation appends "<step> <unix ns>" to
-//     <out_dir>/steps_rank<R>_gen<G>.txt when it completes a step; the killed rank writes
+//     <out_dir>/steps_rank<R>_gen<G>.txt when it completes a step (then the group's size);
+//     the killed rank writes
 //     the time of its death to <out_dir>/kill.txt; at the end every rank writes its
 //     parameters' bytes to <out_dir>/final_rank<R>.bin
 #include <signal.h>
@@ -67,6 +72,7 @@ void train_loop(const nlohmann::json& config) {
   const int report_every = std::max(1, config.value("report_every", 10));
   const bool ckpt = config.value("ckpt", false);
   const std::string out_dir = config.value("out_dir", "");
+  const int global_batch = config.value("global_batch", 0);
   const auto ctx = traintl::get_context();
   const int rank = ctx.world_rank();
   const int generation = ctx.json().value("regroup_generation", 0);
@@ -85,9 +91,18 @@ void train_loop(const nlohmann::json& config) {
   traintl::torch::run_steps(
       0, steps, traintl::torch::module_state(model, optimizer), [&](int64_t step) {
         optimizer.zero_grad();
-        torch::manual_seed(static_cast<uint64_t>(step * 1000 + rank));
-        const torch::Tensor x = torch::randn({16, 32});
-        const torch::Tensor y = torch::randn({16, 4});
+        torch::Tensor x, y;
+        auto& group = traintl::torch::process_group();
+        if (global_batch > 0) {
+          torch::manual_seed(static_cast<uint64_t>(step));
+          const int64_t per = global_batch / group.world_size();
+          x = torch::randn({global_batch, 32}).narrow(0, per * group.rank(), per);
+          y = torch::randn({global_batch, 4}).narrow(0, per * group.rank(), per);
+        } else {
+          torch::manual_seed(static_cast<uint64_t>(step * 1000 + rank));
+          x = torch::randn({16, 32});
+          y = torch::randn({16, 4});
+        }
         const torch::Tensor loss = torch::mse_loss(model->forward(x), y);
         if (step_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(step_ms));
         if (first_incarnation && rank == kill_rank && step == kill_step) {
@@ -96,7 +111,8 @@ void train_loop(const nlohmann::json& config) {
         }
         loss.backward();
         optimizer.step();
-        if (steps_log.is_open()) steps_log << step << " " << UnixNanos() << std::endl;
+        if (steps_log.is_open())
+          steps_log << step << " " << UnixNanos() << " " << group.world_size() << std::endl;
         if ((step + 1) % report_every == 0) {
           const nlohmann::json metrics = {{"step", step + 1}, {"loss", loss.item<double>()}};
           if (ckpt && rank == 0) {

@@ -430,3 +430,35 @@ TEST_CASE("tracker: the replacement's reports take the dead rank's place") {
   REQUIRE(Count<T::CommitReport>(out) == 1);
   CHECK(First<T::CommitReport>(out)->seq == 2);
 }
+
+TEST_CASE("tracker: an elastic attempt goes on with the ranks left when a node is lost") {
+  AttemptPlacement p;
+  p.job_id = "j1";
+  p.attempt = 1;
+  p.rank_nodes = {"h", "n2", "n3"};
+  p.local_node = "h";
+  p.staging_prefix = "/t/.staging/attempt_1/";
+  p.min_ranks = 2;
+  T t(p);
+  t.OnLaunched(true);
+  for (int r = 0; r < 3; ++r) t.OnHello(r);
+  // Rank 1 reported seq 0, the others not yet: its report no longer counts once it is gone.
+  CHECK(t.OnReport(1, 0, json{{"step", 1}}, "").empty());
+  T::Commands out = t.OnNodeLost("n2");
+  const T::Shrink* shrink = First<T::Shrink>(out);
+  REQUIRE(shrink != nullptr);
+  CHECK(shrink->generation == 1);
+  CHECK(shrink->ranks == std::vector<int>{0, 2});
+  CHECK(!t.failure());
+  CHECK(!t.ending());
+  CHECK(t.active() == std::set<int>{0, 2});
+  CHECK(t.Exited(1));
+  // Reports of the two left commit without rank 1.
+  CHECK(t.OnReport(0, 0, json{{"step", 1}}, "").empty());
+  CHECK(Count<T::CommitReport>(t.OnReport(2, 0, json{{"step", 1}}, "")) == 1);
+  // Below the minimum: the attempt fails as before.
+  out = t.OnNodeLost("n3");
+  CHECK(Count<T::Shrink>(out) == 0);
+  CHECK(t.failure());
+  CHECK(Count<T::StopWorkers>(out) == 1);
+}

@@ -33,9 +33,10 @@ struct RecordingRemote : RemoteNodes {
                       std::to_string(rank) + ":" + std::to_string(seq));
   }
   void Regroup(const std::string& api_address, const std::string& job_id, int attempt,
-               int generation) override {
+               const events::Regroup& regroup) override {
     regrouped.push_back(api_address + " " + job_id + " " + std::to_string(attempt) + " " +
-                        std::to_string(generation));
+                        std::to_string(regroup.generation) + " " +
+                        std::to_string(regroup.ranks.size()));
   }
   Result<int> answer = 0;
   std::vector<std::string> regrouped;
@@ -80,8 +81,8 @@ TEST_CASE("remote node: the plan travels as JSON; errors name the node") {
   client.Stop("j1", 2, true);
   CHECK(remote.stopped ==
         std::vector<std::string>{"10.0.0.2:7450 j1 2", "10.0.0.2:7450 j1 2 urgent"});
-  client.Regroup("j1", 2, 3);
-  CHECK(remote.regrouped == std::vector<std::string>{"10.0.0.2:7450 j1 2 3"});
+  client.Regroup("j1", 2, events::Regroup{3, {0, 2}, "10.0.0.1", 21000});
+  CHECK(remote.regrouped == std::vector<std::string>{"10.0.0.2:7450 j1 2 3 2"});
 }
 
 TEST_CASE("local node: the agent's own answer, synchronously") {

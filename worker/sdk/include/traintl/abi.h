@@ -244,6 +244,10 @@ typedef struct traintl_host_api {
    * regroup, every rank continues the sequence of the replica whose state it took. Waits
    * for queued reports first. Returns 0, or non-zero with a message in err. */
   int (*skip_report_seq)(void* host, int64_t seq, char* err, size_t err_len);
+  /* The latest regroup announced, as a JSON object: {"generation": G} and, for an elastic
+   * job, "ranks" (the job's ranks in the new group, in group order), "store_addr" and
+   * "store_port" (where the group meets). NULL before any. */
+  const char* (*regroup_info)(void* host);
 } traintl_host_api;
 
 /* True when the host's struct contains `field` (it may be older than the library). */
