@@ -37,6 +37,7 @@ json NodeAttemptPlanToJson(const NodeAttemptPlan& p) {
     out["local_ranks"] = p.local_ranks;
     out["local_world_size"] = p.local_world_size;
   }
+  if (!p.group_ranks.empty()) out["group_ranks"] = p.group_ranks;
   // Only for the newer kinds, so that a library plan reads as it always did.
   if (p.entry_kind != "library") {
     out["entry_kind"] = p.entry_kind;
@@ -89,6 +90,11 @@ Result<NodeAttemptPlan> NodeAttemptPlanFromJson(const json& j) {
     f.Opt("regroup_generation", &p.regroup_generation);
     f.Opt("local_ranks", &p.local_ranks);
     f.Opt("local_world_size", &p.local_world_size);
+    f.Opt("group_ranks", &p.group_ranks);
+    for (int r : p.group_ranks)
+      if (r < 0 || r >= p.world_size)
+        throw FieldError(f.Name("group_ranks") + "rank " + std::to_string(r) +
+                         " outside the world");
     if (p.regroup_generation < 0) throw FieldError(f.Name("regroup_generation") + "negative");
     if (!p.local_ranks.empty()) {
       if (p.local_ranks.size() != p.world_ranks.size())

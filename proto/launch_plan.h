@@ -66,6 +66,10 @@ struct NodeAttemptPlan {
   // world_ranks.size().
   std::vector<int> local_ranks;
   int local_world_size = 0;
+  // An elastic job growing back ("group_ranks", optional): the job's ranks in the group the
+  // started rank joins, in group order; master_addr/master_port are where that group meets.
+  // Empty: every rank of the world. Default empty.
+  std::vector<int> group_ranks;
 };
 
 nlohmann::json NodeAttemptPlanToJson(const NodeAttemptPlan& plan);

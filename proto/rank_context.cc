@@ -1,5 +1,7 @@
 #include "proto/rank_context.h"
 
+#include <cstdint>
+
 #include "common/json_depth.h"
 
 #include <utility>
@@ -100,6 +102,15 @@ Result<RankContext> ParseRankContext(const std::string& text) {
     c.peer_recovery = peer->get<bool>();
   }
   TRAINTL_RETURN_IF_ERROR(GetInt(j, "regroup_generation", false, 0, &c.regroup_generation));
+  if (auto g = j.find("group_ranks"); g != j.end() && !g->is_null()) {
+    if (!g->is_array())
+      return Status::InvalidArgument("context: \"group_ranks\" must be an array of ranks");
+    for (const auto& r : *g) {
+      if (!r.is_number_integer() || r.get<int64_t>() < 0 || r.get<int64_t>() > INT32_MAX)
+        return Status::InvalidArgument("context: \"group_ranks\" must be an array of ranks");
+      c.group_ranks.push_back(r.get<int>());
+    }
+  }
   auto gpu = j.find("use_gpu");
   if (gpu != j.end() && !gpu->is_null()) {
     if (!gpu->is_boolean())
@@ -177,6 +188,7 @@ nlohmann::json RankContextToJson(const RankContext& c) {
           {"hold_reports", c.hold_reports},
           {"peer_recovery", c.peer_recovery},
           {"regroup_generation", c.regroup_generation},
+          {"group_ranks", c.group_ranks},
           {"datasets", c.datasets},
           {"lease", lease}};
 }

@@ -67,6 +67,9 @@ struct RankContext {
   // generation instead of the attempt's first one ("regroup_generation", optional).
   // Default 0.
   int regroup_generation = 0;
+  // The job's ranks in that group, in group order, for an elastic job's rank that joins a
+  // group of another size ("group_ranks", optional). Empty: every rank. Default empty.
+  std::vector<int> group_ranks;
   // How long loading the library may take before the attempt fails (a hung file system).
   // "library_load_timeout_s", optional. Default 60.
   int library_load_timeout_s = 60;

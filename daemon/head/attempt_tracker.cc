@@ -203,6 +203,27 @@ bool AttemptTracker::TryShrink(const std::set<int>& gone, Commands* out) {
   return true;
 }
 
+std::vector<int> AttemptTracker::Missing() const {
+  std::vector<int> out;
+  if (placement_.min_ranks <= 0 || ending_ || stop_requested_ || !launched_) return out;
+  for (int r = 0; r < world_size(); ++r)
+    if (!active_.count(r)) out.push_back(r);
+  return out;
+}
+
+AttemptTracker::Commands AttemptTracker::OnCapacity(int rank, const std::string& node) {
+  if (placement_.min_ranks <= 0 || ending_ || stop_requested_ || !launched_ || rank < 0 ||
+      rank >= world_size() || active_.count(rank)) {
+    return {};
+  }
+  placement_.rank_nodes[static_cast<size_t>(rank)] = node;
+  exits_.erase(rank);  // a new incarnation lives
+  active_.insert(rank);
+  moved_.insert(rank);
+  ++generation_;
+  return {Grow{generation_, rank, node, std::vector<int>(active_.begin(), active_.end())}};
+}
+
 AttemptTracker::Commands AttemptTracker::OnNodeLost(const std::string& node) {
   std::set<int> lost;
   for (int r = 0; r < world_size(); ++r) {

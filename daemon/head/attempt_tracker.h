@@ -83,8 +83,16 @@ class AttemptTracker {
     int generation = 0;
     std::vector<int> ranks;
   };
+  // Elastic: start `rank` again on `node` (placement().rank_nodes now says so), joining the
+  // group `ranks` (in group order) as generation `generation`; tell the others to regroup.
+  struct Grow {
+    int generation = 0;
+    int rank = 0;
+    std::string node;
+    std::vector<int> ranks;
+  };
   using Command = std::variant<StopWorkers, RecordWorkerEvent, MarkRunning, CommitReport, End,
-                               ReplaceRank, Shrink>;
+                               ReplaceRank, Shrink, Grow>;
   using Commands = std::vector<Command>;
 
   explicit AttemptTracker(AttemptPlacement placement);
@@ -104,6 +112,14 @@ class AttemptTracker {
   Commands OnExit(const WorkerExit& e, const std::string& log_tail);
   // The replacement of `rank` could not be started: the attempt fails.
   Commands OnReplacementFailed(int rank, const std::string& why);
+  // Elastic: a rank the group went on without can run again on `node` (capacity came
+  // back). Nothing when the attempt is ending or the rank is in the group.
+  Commands OnCapacity(int rank, const std::string& node);
+  // Ranks of an elastic attempt that left the group (candidates for OnCapacity).
+  std::vector<int> Missing() const;
+  // Whether rank `rank` runs in a process other than the attempt's first for its place
+  // (it was started again elsewhere, OnCapacity).
+  bool Moved(int rank) const { return moved_.count(rank) > 0; }
   // `node` stopped heartbeating: its ranks count as killed.
   Commands OnNodeLost(const std::string& node);
   // `node` could not start its ranks, or was not asked to (`why` says which). Its remote
@@ -158,7 +174,7 @@ class AttemptTracker {
   bool TryShrink(const std::set<int>& gone, Commands* out);
 
   // Constant after construction.
-  const AttemptPlacement placement_;
+  AttemptPlacement placement_;  // rank_nodes change when an elastic attempt grows back
 
   bool launched_ = false;  // start_attempt committed
   bool ending_ = false;    // the workers are being stopped
@@ -173,6 +189,7 @@ class AttemptTracker {
   int replacements_ = 0;
   int generation_ = 0;
   std::set<int> active_;
+  std::set<int> moved_;
 };
 
 // How a worker's exit reads in `traintl status`: "rank 1 was killed by SIGKILL", "rank 0

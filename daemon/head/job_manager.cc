@@ -251,7 +251,24 @@ void JobManager::FullPass(bool settling) {
     }
   }
   Carry(queue_.FullPass(pending, PassInputNow(settling)));
+  GrowElastic();
   ExpireFinishedJobs();
+}
+
+void JobManager::GrowElastic() {
+  if (!is_head_ || shutting_down_) return;
+  for (auto& [id, a] : active_) {
+    const std::vector<int> missing = a.tracker.Missing();
+    if (missing.empty()) continue;
+    PendingJob one;
+    one.job_id = id;
+    one.num_workers = 1;
+    one.per_worker = a.per_worker;
+    ScheduleResult r = Schedule(Snapshots(SnapshotView::kAvailableNow), {one});
+    if (r.placements.empty()) continue;  // no room yet: the next pass looks again
+    Run(a, a.tracker.OnCapacity(missing.front(), r.placements[0].rank_nodes[0]));
+    return;  // one rank per pass: the snapshot changed
+  }
 }
 
 void JobManager::ExpireFinishedJobs() {
@@ -527,11 +544,8 @@ void JobManager::ReplaceRank(ActiveAttempt& a, const AttemptTracker::ReplaceRank
   regroup.generation = r.generation;
   if (a.tracker.active().size() < a.rank_nodes().size()) {
     // A shrunk elastic group: the replacement joins it where it meets now.
-    regroup.ranks.assign(a.tracker.active().begin(), a.tracker.active().end());
-    const int first = regroup.ranks.front();
-    const NodeStatus* host = registry_.Get(a.rank_nodes()[static_cast<size_t>(first)]);
-    regroup.store_addr = host != nullptr ? host->host : options_.host;
-    regroup.store_port = first == 0 ? a.master_port : a.store_port_base + first;
+    regroup = GroupRegroup(a, r.generation,
+                           std::vector<int>(a.tracker.active().begin(), a.tracker.active().end()));
   }
   for (const auto& n : nodes) {
     if (std::unique_ptr<NodeClient> client = ClientFor(n))
@@ -558,16 +572,75 @@ void JobManager::ReplaceRank(ActiveAttempt& a, const AttemptTracker::ReplaceRank
                  });
 }
 
-void JobManager::Shrink(ActiveAttempt& a, const AttemptTracker::Shrink& s) {
+events::Regroup JobManager::GroupRegroup(const ActiveAttempt& a, int generation,
+                                         const std::vector<int>& ranks) const {
   events::Regroup regroup;
-  regroup.generation = s.generation;
-  regroup.ranks = s.ranks;
-  // The first rank left serves the group's store: rank 0 where it is left (its store
-  // lives on), otherwise on the port reserved for that rank, on its node.
-  const int first = s.ranks.front();
+  regroup.generation = generation;
+  regroup.ranks = ranks;
+  // The group's first rank serves its store: the attempt's own rank 0 on master_port (its
+  // store lives on), any other on the port reserved for that rank, on its node.
+  const int first = ranks.front();
   const NodeStatus* host = registry_.Get(a.rank_nodes()[static_cast<size_t>(first)]);
   regroup.store_addr = host != nullptr ? host->host : options_.host;
-  regroup.store_port = first == 0 ? a.master_port : a.store_port_base + first;
+  regroup.store_port =
+      first == 0 && !a.tracker.Moved(0) ? a.master_port : a.store_port_base + first;
+  return regroup;
+}
+
+void JobManager::Grow(ActiveAttempt& a, const AttemptTracker::Grow& g) {
+  const events::Regroup regroup = GroupRegroup(a, g.generation, g.ranks);
+  LOG_INFO << "job " << a.job_id() << " attempt " << a.attempt() << ": rank " << g.rank
+           << " starts again on node " << g.node << " (elastic, generation " << g.generation << ", "
+           << g.ranks.size() << " ranks)";
+  std::set<std::string> nodes;
+  for (int r : g.ranks)
+    if (r != g.rank) nodes.insert(a.rank_nodes()[static_cast<size_t>(r)]);
+  for (const auto& n : nodes) {
+    if (std::unique_ptr<NodeClient> client = ClientFor(n))
+      client->Regroup(a.job_id(), a.attempt(), regroup);
+  }
+  // The rank's plan: the node's own when it ran ranks of the attempt, else any node's, as
+  // the only rank there.
+  NodeAttemptPlan plan;
+  if (auto it = a.node_plans.find(g.node); it != a.node_plans.end()) {
+    plan = it->second;
+  } else if (!a.node_plans.empty()) {
+    plan = a.node_plans.begin()->second;
+    plan.node_rank = static_cast<int>(a.node_plans.size());
+    plan.rank_gpus.clear();
+  }
+  int local = 0;
+  for (int r : g.ranks)
+    if (r != g.rank && a.rank_nodes()[static_cast<size_t>(r)] == g.node) ++local;
+  plan.world_ranks = {g.rank};
+  plan.local_ranks = {local};
+  plan.local_world_size = local + 1;
+  plan.rank_gpus.resize(static_cast<size_t>(local + 1));
+  plan.master_addr = regroup.store_addr;
+  plan.master_port = regroup.store_port;
+  plan.regroup_generation = g.generation;
+  plan.group_ranks = g.ranks;
+  const std::string job_id = a.job_id();
+  const int attempt = a.attempt();
+  const int rank = g.rank;
+  auto fail = [this, job_id, attempt, rank](const std::string& why) {
+    boost::asio::post(io_, [this, job_id, attempt, rank, why] {
+      if (ActiveAttempt* at = Find(job_id, attempt))
+        Run(*at, at->tracker.OnReplacementFailed(rank, why));
+    });
+  };
+  std::unique_ptr<NodeClient> client = ClientFor(g.node);
+  if (client == nullptr || a.node_plans.empty()) {
+    fail("node " + g.node + " is gone");
+    return;
+  }
+  client->Launch(std::move(plan), [fail](Result<int> started) {
+    if (!started.ok()) fail(started.status().message());
+  });
+}
+
+void JobManager::Shrink(ActiveAttempt& a, const AttemptTracker::Shrink& s) {
+  const events::Regroup regroup = GroupRegroup(a, s.generation, s.ranks);
   std::string list;
   for (int r : s.ranks) list += (list.empty() ? "" : ",") + std::to_string(r);
   LOG_INFO << "job " << a.job_id() << " attempt " << a.attempt() << ": going on with ranks " << list
@@ -602,6 +675,8 @@ void JobManager::Run(ActiveAttempt& a, AttemptTracker::Commands commands) {
       ReplaceRank(a, *replace);
     } else if (auto* shrink = std::get_if<AttemptTracker::Shrink>(&c)) {
       Shrink(a, *shrink);
+    } else if (auto* grow = std::get_if<AttemptTracker::Grow>(&c)) {
+      Grow(a, *grow);
     } else if (auto* end = std::get_if<AttemptTracker::End>(&c)) {
       EndAttemptNow(a, end->outcome);
       return;  // nothing follows an end

@@ -228,6 +228,13 @@ class JobManager : public WorkerPoolListener {
   };
   // Elastic: tells the ranks left where their smaller group meets.
   void Shrink(ActiveAttempt& a, const AttemptTracker::Shrink& s);
+  // Elastic: starts a rank that left the group again and tells the others to regroup.
+  void Grow(ActiveAttempt& a, const AttemptTracker::Grow& g);
+  // Elastic: where the group of `ranks` meets: the store of its first rank.
+  events::Regroup GroupRegroup(const ActiveAttempt& a, int generation,
+                               const std::vector<int>& ranks) const;
+  // Elastic attempts that lost ranks take them back where resources are free now.
+  void GrowElastic();
   // Starts a replacement for a dead rank of `a` and tells the survivors to regroup.
   void ReplaceRank(ActiveAttempt& a, const AttemptTracker::ReplaceRank& r);
   // Acks `a`'s held reports that `release` picks, on whichever node each rank runs.

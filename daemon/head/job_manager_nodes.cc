@@ -76,7 +76,8 @@ void JobManager::UsedOn(const std::string& node_id, ResourceMap* used,
   for (const auto& [id, a] : active_) {
     const double per_gpu = a.per_worker.count("GPU") ? a.per_worker.at("GPU") : 0;
     for (size_t r = 0; r < a.rank_nodes().size(); ++r) {
-      if (a.rank_nodes()[r] != node_id) continue;
+      // Ranks an elastic attempt went on without hold nothing.
+      if (a.rank_nodes()[r] != node_id || !a.tracker.active().count(static_cast<int>(r))) continue;
       for (const auto& [k, v] : a.per_worker) (*used)[k] += v;
       if (gpu_free == nullptr || r >= a.rank_gpus.size()) continue;
       for (int d : a.rank_gpus[r])

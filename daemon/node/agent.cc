@@ -238,6 +238,7 @@ Result<int> Agent::Launch(const NodeAttemptPlan& planned) {
     ctx.hold_reports = plan.hold_reports;
     ctx.peer_recovery = plan.peer_recovery;
     ctx.regroup_generation = plan.regroup_generation;
+    ctx.group_ranks = plan.group_ranks;
     ctx.datasets = plan.datasets;
     const nlohmann::json lease = pool_->LeaseContext(plan.job_id, plan.attempt, rank);
     if (lease.is_object()) {

@@ -113,6 +113,15 @@ RuntimeOptions OptionsFromContext() {
   const nlohmann::json& j = ctx.json();
   options.peer_recovery = j.value("peer_recovery", false);
   options.join_generation = j.value("regroup_generation", 0);
+  if (auto g = j.find("group_ranks"); g != j.end() && g->is_array() && !g->empty()) {
+    const std::vector<int> ranks = g->get<std::vector<int>>();
+    const auto at = std::find(ranks.begin(), ranks.end(), options.rank);
+    if (at != ranks.end()) {
+      options.job_rank = options.rank;
+      options.rank = static_cast<int>(at - ranks.begin());
+      options.world_size = static_cast<int>(ranks.size());
+    }
+  }
   return options;
 }
 
@@ -498,7 +507,7 @@ RuntimeOptions CurrentOptions() {
   std::lock_guard<std::mutex> lock(s.mu);
   if (!s.resolved) {
     s.options = OptionsFromContext();
-    s.job_rank = s.options.rank;
+    s.job_rank = s.options.job_rank >= 0 ? s.options.job_rank : s.options.rank;
     s.resolved = true;
   }
   return s.options;

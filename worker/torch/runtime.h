@@ -46,6 +46,9 @@ struct RuntimeOptions {
   // A replacement rank's first generation (the context's "regroup_generation"); 0 for the
   // attempt's ranks. Default: 0.
   int join_generation = 0;
+  // The rank in the job when it differs from `rank`, the place in the group (an elastic
+  // job's rank that joined a group of another size). -1: `rank`. Default: -1.
+  int job_rank = -1;
 };
 
 // Replaces the worker context as the source of the options. Fails when the runtime has
