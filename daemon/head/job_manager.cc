@@ -389,7 +389,10 @@ void JobManager::StartAttempt(const JobRecord& job, const JobSpec& spec,
   where.local_node = options_.node_id;
   where.staging_prefix = Agent::StagingDir(job.trial_dir, where.attempt) + "/";
   where.max_replacements = spec.peer_recovery ? spec.max_failures : 0;
-  where.min_ranks = spec.elastic() ? spec.min_workers : 0;
+  // Python functions follow regroups of the same size only (peer recovery): an elastic
+  // python job that loses a node restarts, with what fits then.
+  where.min_ranks =
+      spec.elastic() && spec.entry_kind == EntrypointKind::kLibrary ? spec.min_workers : 0;
   ActiveAttempt a(std::move(where));
   a.trial_dir = job.trial_dir;
   a.hold_reports = listener_ != nullptr && listener_->HoldsReports(job.id);

@@ -95,9 +95,9 @@ void train_loop(const nlohmann::json& config) {
         auto& group = traintl::torch::process_group();
         if (global_batch > 0) {
           torch::manual_seed(static_cast<uint64_t>(step));
-          const int64_t per = global_batch / group.world_size();
-          x = torch::randn({global_batch, 32}).narrow(0, per * group.rank(), per);
-          y = torch::randn({global_batch, 4}).narrow(0, per * group.rank(), per);
+          const traintl::torch::BatchSlice slice = traintl::torch::batch_slice(global_batch);
+          x = torch::randn({global_batch, 32}).narrow(0, slice.begin, slice.size);
+          y = torch::randn({global_batch, 4}).narrow(0, slice.begin, slice.size);
         } else {
           torch::manual_seed(static_cast<uint64_t>(step * 1000 + rank));
           x = torch::randn({16, 32});

@@ -462,3 +462,40 @@ TEST_CASE("tracker: an elastic attempt goes on with the ranks left when a node i
   CHECK(t.failure());
   CHECK(Count<T::StopWorkers>(out) == 1);
 }
+
+TEST_CASE("tracker: an elastic attempt that shrank takes its rank back when capacity returns") {
+  AttemptPlacement p;
+  p.job_id = "j1";
+  p.attempt = 1;
+  p.rank_nodes = {"n1", "n2", "h"};
+  p.local_node = "h";
+  p.staging_prefix = "/t/.staging/attempt_1/";
+  p.min_ranks = 2;
+  T t(p);
+  CHECK(t.Missing().empty());  // not launched yet
+  t.OnLaunched(true);
+  for (int r = 0; r < 3; ++r) t.OnHello(r);
+  CHECK(t.Missing().empty());
+  REQUIRE(Count<T::Shrink>(t.OnNodeLost("n1")) == 1);
+  CHECK(t.Missing() == std::vector<int>{0});
+  T::Commands out = t.OnCapacity(0, "n3");
+  const T::Grow* grow = First<T::Grow>(out);
+  REQUIRE(grow != nullptr);
+  CHECK(grow->generation == 2);
+  CHECK(grow->rank == 0);
+  CHECK(grow->node == "n3");
+  CHECK(grow->ranks == std::vector<int>{0, 1, 2});
+  CHECK(t.placement().rank_nodes[0] == "n3");
+  CHECK(t.Moved(0));
+  CHECK(!t.Exited(0));
+  CHECK(t.Missing().empty());
+  CHECK(t.RemoteLive() == 2);            // ranks 0 (on n3) and 1
+  CHECK(t.OnCapacity(0, "n4").empty());  // already in the group
+  // Its start failed: the group shrinks again.
+  CHECK(Count<T::Shrink>(t.OnReplacementFailed(0, "no room")) == 1);
+  CHECK(!t.failure());
+  // Nothing grows once the attempt is ending.
+  t.OnStopRequested();
+  CHECK(t.Missing().empty());
+  CHECK(t.OnCapacity(0, "n3").empty());
+}

@@ -160,6 +160,10 @@ TEST_CASE("a replacement plan starts one rank in its old place, joining a genera
   CHECK(back->local_world_size == 2);
   CHECK(back->regroup_generation == 2);
   CHECK(back->peer_recovery);
+  r.group_ranks = {1, 4};
+  back = NodeAttemptPlanFromJson(NodeAttemptPlanToJson(r));
+  REQUIRE(back.ok());
+  CHECK(back->group_ranks == std::vector<int>{1, 4});
   // A local rank outside the node's count is refused.
   nlohmann::json bad = NodeAttemptPlanToJson(r);
   bad["local_ranks"] = {2};

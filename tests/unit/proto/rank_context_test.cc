@@ -76,6 +76,9 @@ TEST_CASE("a rank context round-trips through the context file's JSON") {
   REQUIRE(back.ok());
   CHECK(back->peer_recovery);
   CHECK(back->regroup_generation == 3);
+  CHECK(back->group_ranks.empty());
+  c.group_ranks = {0, 2};
+  CHECK(ParseRankContext(RankContextToJson(c).dump())->group_ranks == std::vector<int>{0, 2});
   j["peer_recovery"] = 1;
   CHECK_THAT(ParseRankContext(j.dump()).status().message(), Catch::Contains("peer_recovery"));
   j["peer_recovery"] = true;

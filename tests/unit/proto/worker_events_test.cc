@@ -87,6 +87,12 @@ TEST_CASE("agent messages round-trip as the lines the agent has always sent") {
   auto regroup = events::DecodeAgentMessage(events::Encode(events::Regroup{5}));
   REQUIRE(regroup.ok());
   CHECK(std::get<events::Regroup>(*regroup).generation == 5);
+  CHECK(std::get<events::Regroup>(*regroup).ranks.empty());
+  // An elastic regroup names the group and its store.
+  const events::Regroup elastic{3, {1, 2}, "10.0.0.3", 21001};
+  auto back = events::DecodeAgentMessage(events::Encode(elastic));
+  REQUIRE(back.ok());
+  CHECK(std::get<events::Regroup>(*back) == elastic);
   CHECK(AgentError(R"({"type":"regroup"})").message() ==
         "malformed regroup message: generation: missing");
 }

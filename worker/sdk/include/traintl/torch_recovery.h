@@ -34,6 +34,12 @@
 // buffers and the optimizer's state). The report sequence follows the state: a replacement
 // continues the sequence of the survivor it took the state from.
 //
+// Elastic jobs (scaling_config.num_workers {"min", "max"}) go through the same regroups:
+// when a node is lost and at least min ranks are left, the group goes on smaller (each
+// rank's place and the group's size change: process_group().rank() and world_size()); when
+// capacity returns, the ranks that left start again and take a survivor's state. To keep
+// the global batch, a step takes its part of it by batch_slice() (below).
+//
 // When no survivor holds the state (every replica died), or the rendezvous with the
 // replacement fails (another rank dies during it), the error stands: the attempt fails and
 // restarts from its latest checkpoint, as failure_config allows. Peer recovery needs the
@@ -44,6 +50,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -90,6 +97,21 @@ StepState module_state(const ModelType& model, ::torch::optim::Optimizer& optimi
     opt->load(o);
   };
   return state;
+}
+
+// This rank's part of a global batch of `global_batch` rows among the group's ranks as the
+// group is now: rows [begin, begin + size); the first global_batch % world_size ranks get one
+// row more. A step that draws its global batch from the step number and trains on its slice
+// keeps the global batch (and the averaged gradient) whatever the group's size.
+struct BatchSlice {
+  int64_t begin = 0;
+  int64_t size = 0;
+};
+inline BatchSlice batch_slice(int64_t global_batch) {
+  ProcessGroup& group = process_group();
+  const int64_t w = group.world_size(), r = group.rank();
+  const int64_t base = global_batch / w, extra = global_batch % w;
+  return {r * base + std::min(r, extra), base + (r < extra ? 1 : 0)};
 }
 
 // Runs step(i) for i = first_step, first_step + 1, ... while i < end_step and the job was not
