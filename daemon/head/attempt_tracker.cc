@@ -208,15 +208,21 @@ std::vector<int> AttemptTracker::Missing() const {
   if (placement_.min_ranks <= 0 || ending_ || stop_requested_ || !launched_) return out;
   for (int r = 0; r < world_size(); ++r)
     if (!active_.count(r)) out.push_back(r);
+  if (world_size() < placement_.max_ranks) out.push_back(world_size());
   return out;
 }
 
 AttemptTracker::Commands AttemptTracker::OnCapacity(int rank, const std::string& node) {
+  const bool added = rank == world_size() && rank < placement_.max_ranks;
   if (placement_.min_ranks <= 0 || ending_ || stop_requested_ || !launched_ || rank < 0 ||
-      rank >= world_size() || active_.count(rank)) {
+      (rank >= world_size() && !added) || active_.count(rank)) {
     return {};
   }
-  placement_.rank_nodes[static_cast<size_t>(rank)] = node;
+  if (added) {
+    placement_.rank_nodes.push_back(node);
+  } else {
+    placement_.rank_nodes[static_cast<size_t>(rank)] = node;
+  }
   exits_.erase(rank);  // a new incarnation lives
   active_.insert(rank);
   moved_.insert(rank);

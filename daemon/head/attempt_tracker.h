@@ -45,6 +45,9 @@ struct AttemptPlacement {
   // node (or cannot be replaced), the others go on as a smaller group as long as at least
   // this many are left. 0: not elastic.
   int min_ranks = 0;
+  // An elastic job's maximum: the attempt grows up to this many ranks when capacity
+  // appears, beyond the ranks it started with. 0: the size it started with.
+  int max_ranks = 0;
 };
 
 class AttemptTracker {
@@ -112,10 +115,12 @@ class AttemptTracker {
   Commands OnExit(const WorkerExit& e, const std::string& log_tail);
   // The replacement of `rank` could not be started: the attempt fails.
   Commands OnReplacementFailed(int rank, const std::string& why);
-  // Elastic: a rank the group went on without can run again on `node` (capacity came
-  // back). Nothing when the attempt is ending or the rank is in the group.
+  // Elastic: a rank the group went on without, or a new rank (the next number, up to
+  // max_ranks), can run on `node` (capacity came back or appeared). Nothing when the
+  // attempt is ending or the rank is in the group.
   Commands OnCapacity(int rank, const std::string& node);
-  // Ranks of an elastic attempt that left the group (candidates for OnCapacity).
+  // Ranks of an elastic attempt that left the group, then the next new rank while below
+  // max_ranks (candidates for OnCapacity, in that order).
   std::vector<int> Missing() const;
   // Whether rank `rank` runs in a process other than the attempt's first for its place
   // (it was started again elsewhere, OnCapacity).

@@ -122,7 +122,8 @@ Status JobManager::CheckFeasible(const JobSpec& spec) const {
 ResourceMap JobManager::UsedResources() const {
   ResourceMap used;
   for (const auto& [id, a] : active_)
-    for (const auto& [k, v] : a.per_worker) used[k] += v * a.tracker.world_size();
+    for (const auto& [k, v] : a.per_worker)
+      used[k] += v * static_cast<double>(a.tracker.active().size());
   return used;
 }
 
@@ -393,6 +394,7 @@ void JobManager::StartAttempt(const JobRecord& job, const JobSpec& spec,
   // python job that loses a node restarts, with what fits then.
   where.min_ranks =
       spec.elastic() && spec.entry_kind == EntrypointKind::kLibrary ? spec.min_workers : 0;
+  where.max_ranks = where.min_ranks > 0 ? spec.num_workers : 0;
   ActiveAttempt a(std::move(where));
   a.trial_dir = job.trial_dir;
   a.hold_reports = listener_ != nullptr && listener_->HoldsReports(job.id);
@@ -477,8 +479,9 @@ void JobManager::LaunchCommitted(const std::string& job_id, const JobRecord& job
     for (const auto& [node, plan] : plans) a.node_plans[node] = plan;
   }
   if (spec.elastic()) {
-    a.store_port_base = NextWorkerPortBase(worker_ports_end_, basics.world_size);
-    worker_ports_end_ = a.store_port_base + basics.world_size;
+    // A port per rank it may ever have.
+    a.store_port_base = NextWorkerPortBase(worker_ports_end_, spec.num_workers);
+    worker_ports_end_ = a.store_port_base + spec.num_workers;
   }
   LOG_INFO << "job " << job_id << ": starting attempt " << a.attempt() << " with "
            << a.tracker.world_size() << " worker(s) on " << plans.size() << " node(s)"
@@ -615,6 +618,7 @@ void JobManager::Grow(ActiveAttempt& a, const AttemptTracker::Grow& g) {
   int local = 0;
   for (int r : g.ranks)
     if (r != g.rank && a.rank_nodes()[static_cast<size_t>(r)] == g.node) ++local;
+  plan.world_size = std::max(plan.world_size, a.tracker.world_size());
   plan.world_ranks = {g.rank};
   plan.local_ranks = {local};
   plan.local_world_size = local + 1;

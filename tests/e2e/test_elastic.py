@@ -1,8 +1,12 @@
-"""Elastic sizes, first part (scaling_config.num_workers {"min": m, "max": n}): a job starts
-with as many ranks in [m, n] as fit now instead of waiting for n, waits only while fewer
-than m fit, and a restart after a failure starts again with what fits then. Going on with
-fewer ranks without a restart, and growing back, are not built yet (README)."""
-from harness import DaemonTestCase, main, train_spec
+"""Elastic sizes (scaling_config.num_workers {"min": m, "max": n}): a job starts with as many
+ranks in [m, n] as fit now instead of waiting for n, waits only while fewer than m fit, and
+grows to n in the same attempt when resources free up, the new rank taking a survivor's
+state. (Shrinking when a node is lost, and growing back on it: test_multinode_ddp.py.)"""
+import os
+import shutil
+import tempfile
+
+from harness import DaemonTestCase, lib_path, main, train_spec, wait_for
 
 
 def elastic(name, lo, hi, **config):
@@ -36,6 +40,57 @@ class ElasticStartTest(DaemonTestCase):
         job = self.daemon.wait_terminal(job_id)
         self.assertEqual(job["state"], "SUCCEEDED", job)
         self.assertEqual(job["metrics"]["world_size"], 3, job)
+
+    def test_grows_to_its_maximum_when_resources_free_up(self):
+        lib = lib_path("libtest_peer_recovery.so")
+        if not os.path.exists(lib):
+            self.skipTest(f"no {lib} (built with TRAINTL_BUILD_TORCH=ON)")
+        self.daemon.stop()
+        self.daemon.cleanup()
+        from harness import Daemon
+        self.daemon = Daemon(num_cpus=4).start()
+        out = tempfile.mkdtemp(prefix="traintl-elastic-")
+        self.addCleanup(shutil.rmtree, out, True)
+        hog = self.daemon.submit_spec(train_spec(name="hog", workers=1, epochs=500,
+                                                 sleep_ms=100))
+        self.daemon.wait_job(hog, lambda j: j["state"] == "RUNNING", what="hog running")
+        steps = 300
+        spec = {
+            "name": "grow",
+            "entrypoint": {"library": lib},
+            "train_loop_config": {"steps": steps, "step_ms": 30, "report_every": 10,
+                                  "global_batch": 48, "out_dir": out},
+            "scaling_config": {"num_workers": {"min": 2, "max": 4},
+                               "resources_per_worker": {"CPU": 1}},
+            "env": {"OMP_NUM_THREADS": "1"},
+        }
+        job_id = self.daemon.submit_spec(spec)
+
+        def worlds(rank):
+            try:
+                with open(os.path.join(out, f"steps_rank{rank}_gen0.txt")) as f:
+                    return [line.split()[2] for line in f if line.strip()]
+            except OSError:
+                return []
+        wait_for(lambda: len(worlds(0)) >= 20, timeout=120, what="20 steps of 3 ranks")
+        self.assertEqual(set(worlds(0)), {"3"})
+        self.daemon.post(f"/v1/jobs/{hog}/stop")
+        job = self.daemon.wait_terminal(job_id, timeout=300)
+        self.assertEqual(job["state"], "SUCCEEDED", job)
+        self.assertEqual(job["attempt"], 1, job)
+        self.assertEqual(job["metrics"]["step"], steps, job)
+        w = worlds(0)
+        self.assertEqual(w[0], "3")
+        self.assertEqual(w[-1], "4")
+        grown = [n for n in os.listdir(out) if n.startswith("steps_rank3_")]
+        self.assertEqual(len(grown), 1, os.listdir(out))
+        with open(os.path.join(out, grown[0])) as f:
+            self.assertGreater(int(f.readline().split()[0]), 0)  # a survivor's state
+        finals = set()
+        for r in range(4):
+            with open(os.path.join(out, f"final_rank{r}.bin"), "rb") as f:
+                finals.add(f.read())
+        self.assertEqual(len(finals), 1)
 
     def test_a_minimum_that_can_never_fit_is_refused(self):
         status, body = self.daemon.post("/v1/jobs", {"spec": elastic("e", 4, 6)})

@@ -499,3 +499,29 @@ TEST_CASE("tracker: an elastic attempt that shrank takes its rank back when capa
   CHECK(t.Missing().empty());
   CHECK(t.OnCapacity(0, "n3").empty());
 }
+
+TEST_CASE("tracker: an elastic attempt that started smaller grows up to its maximum") {
+  AttemptPlacement p;
+  p.job_id = "j1";
+  p.attempt = 1;
+  p.rank_nodes = {"h", "h"};
+  p.local_node = "h";
+  p.staging_prefix = "/t/.staging/attempt_1/";
+  p.min_ranks = 2;
+  p.max_ranks = 3;
+  T t(p);
+  t.OnLaunched(true);
+  t.OnHello(0);
+  t.OnHello(1);
+  CHECK(t.Missing() == std::vector<int>{2});
+  CHECK(t.OnCapacity(3, "h").empty());  // not the next number
+  const T::Grow* grow = First<T::Grow>(t.OnCapacity(2, "h"));
+  REQUIRE(grow != nullptr);
+  CHECK(grow->ranks == std::vector<int>{0, 1, 2});
+  CHECK(t.world_size() == 3);
+  CHECK(t.Missing().empty());
+  // Reports now complete with all three.
+  t.OnReport(0, 0, json{{"step", 1}}, "");
+  CHECK(t.OnReport(1, 0, json{{"step", 1}}, "").empty());
+  CHECK(Count<T::CommitReport>(t.OnReport(2, 0, json{{"step", 1}}, "")) == 1);
+}
