@@ -1,6 +1,10 @@
 #include "worker/data/columns.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
 #include <new>
 
 namespace traintl {
@@ -55,7 +59,7 @@ bool operator==(const ColumnSpec& a, const ColumnSpec& b) {
 
 Buffer& Buffer::operator=(Buffer&& other) noexcept {
   if (this != &other) {
-    std::free(data_);
+    Release(data_, capacity_);
     data_ = other.data_;
     size_ = other.size_;
     capacity_ = other.capacity_;
@@ -65,12 +69,55 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
   return *this;
 }
 
+void Buffer::Release(char* data, size_t capacity) {
+  if (data == nullptr) return;
+  if (capacity >= kHugeBufferBytes) {
+    ::munmap(data, capacity);
+  } else {
+    std::free(data);
+  }
+}
+
 void Buffer::Reserve(size_t n) {
   if (n <= capacity_) return;
-  void* p = std::realloc(data_, n);
-  if (p == nullptr) throw std::bad_alloc();
-  data_ = static_cast<char*>(p);
-  capacity_ = n;
+  if (n < kHugeBufferBytes) {
+    void* p = std::realloc(data_, n);
+    if (p == nullptr) throw std::bad_alloc();
+    data_ = static_cast<char*>(p);
+    capacity_ = n;
+    return;
+  }
+  if (n > SIZE_MAX - 2 * kHugeBufferBytes) throw std::bad_alloc();
+  const size_t capacity = (n + kHugeBufferBytes - 1) / kHugeBufferBytes * kHugeBufferBytes;
+  if (capacity_ >= kHugeBufferBytes) {
+    // Grown by the kernel, without copying (as realloc does for its own large blocks); the
+    // mapping keeps its advice.
+    void* m = ::mremap(data_, capacity_, capacity, MREMAP_MAYMOVE);
+    if (m == MAP_FAILED) throw std::bad_alloc();
+    data_ = static_cast<char*>(m);
+    capacity_ = capacity;
+    return;
+  }
+  // mmap aligns to 4 KiB only: map 2 MiB more and unmap what lies outside the aligned range,
+  // so that every 2 MiB of the buffer can be one huge page.
+  void* m = ::mmap(nullptr, capacity + kHugeBufferBytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) throw std::bad_alloc();
+  const uintptr_t base = reinterpret_cast<uintptr_t>(m);
+  const uintptr_t aligned = (base + kHugeBufferBytes - 1) & ~uintptr_t{kHugeBufferBytes - 1};
+  if (aligned > base) ::munmap(m, aligned - base);
+  if (aligned - base < kHugeBufferBytes) {
+    ::munmap(reinterpret_cast<char*>(aligned) + capacity, kHugeBufferBytes - (aligned - base));
+  }
+  char* p = reinterpret_cast<char*>(aligned);
+#ifdef MADV_HUGEPAGE
+  ::madvise(p, capacity, MADV_HUGEPAGE);  // advice only: without it, 4 KiB pages as before
+#endif
+  // All of the old capacity, as realloc keeps it (a caller may have written past size()).
+  if (capacity_ > 0) std::memcpy(p, data_, capacity_);
+  Release(data_, capacity_);
+  data_ = p;
+  capacity_ = capacity;
 }
 
 void Buffer::Grow(size_t min_capacity) {

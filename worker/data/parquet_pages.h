@@ -67,6 +67,12 @@ Status DecodeColumnChunk(const uint8_t* data, size_t len, const ChunkDesc& desc,
 // is bad or does not decompress to exactly that many bytes.
 Status Decompress(int32_t codec, const uint8_t* in, size_t in_len, uint8_t* out, size_t out_len);
 
+// Writes the n doubles at `src` (little-endian, not necessarily aligned: PLAIN data in a
+// page) to `dst` as floats, each exactly static_cast<float>(double) (rounded to nearest,
+// NaNs quieted), two or more at a time where the CPU allows: a DOUBLE column read as
+// float32 (what iter_torch_batches asks for) converts every value of the column.
+void NarrowDoubles(const uint8_t* src, size_t n, float* dst);
+
 }  // namespace parquet
 }  // namespace data
 }  // namespace traintl

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -189,4 +190,44 @@ TEST_CASE("FreeList: gives back the memory it was given, keeps at most max_idle"
   CHECK(list.Take().capacity() == 10);
   CHECK(list.Take().capacity() == 10);
   CHECK(list.Take().capacity() == 0);
+}
+
+TEST_CASE("Buffer: capacities from 2 MiB up are 2 MiB-aligned mappings that keep their bytes") {
+  Buffer b;
+  b.Resize(1000);  // malloc'ed
+  for (size_t i = 0; i < 1000; ++i) b.data()[i] = static_cast<char>(i * 7);
+  b.Resize(kHugeBufferBytes + 5);  // copied into a mapping of its own
+  CHECK(b.capacity() == 2 * kHugeBufferBytes);
+  CHECK(reinterpret_cast<uintptr_t>(b.data()) % kHugeBufferBytes == 0);
+  for (size_t i = 0; i < 1000; ++i) REQUIRE(b.data()[i] == static_cast<char>(i * 7));
+  for (size_t i = 1000; i < b.size(); i += 4093) b.data()[i] = static_cast<char>(i);
+  b.data()[b.capacity() - 1] = 'z';  // all of the capacity is writable
+  b.Resize(7 * kHugeBufferBytes);    // grown by mremap
+  CHECK(b.capacity() == 7 * kHugeBufferBytes);
+  for (size_t i = 0; i < 1000; ++i) REQUIRE(b.data()[i] == static_cast<char>(i * 7));
+  for (size_t i = 1000; i < kHugeBufferBytes + 5; i += 4093) {
+    REQUIRE(b.data()[i] == static_cast<char>(i));
+  }
+  CHECK(b.data()[2 * kHugeBufferBytes - 1] == 'z');
+  b.data()[b.capacity() - 1] = 'y';
+  b.Resize(10);  // shrinking keeps the capacity
+  CHECK(b.capacity() == 7 * kHugeBufferBytes);
+
+  // Moves hand the mapping over; assignment and destruction unmap it.
+  const char* memory = b.data();
+  Buffer c(std::move(b));
+  CHECK(c.data() == memory);
+  CHECK(b.capacity() == 0);
+  Buffer d;
+  d.Resize(3 * kHugeBufferBytes);
+  d = std::move(c);
+  CHECK(d.data() == memory);
+  CHECK(d.data()[0] == 0);
+  Buffer e;
+  e.Reserve(kHugeBufferBytes);  // exactly 2 MiB: one huge page's worth
+  CHECK(e.capacity() == kHugeBufferBytes);
+  e.Reserve(kHugeBufferBytes - 1);  // nothing to do
+  CHECK(e.capacity() == kHugeBufferBytes);
+  d = std::move(e);
+  CHECK(d.capacity() == kHugeBufferBytes);
 }

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <set>
@@ -542,4 +543,69 @@ TEST_CASE("parquet: PLAIN_DICTIONARY pages (the v1 name) with bit-packed and RLE
   st = DecodeColumnChunk(reinterpret_cast<const uint8_t*>(bad.data()), bad.size(), desc, 0, 9,
                          DType::kInt64, &out);
   CHECK_FALSE(st.ok());
+}
+
+TEST_CASE("parquet: NarrowDoubles gives static_cast<float>'s bits for every kind of double") {
+  // Specials, float rounding midpoints and their neighbours, overflow to infinity,
+  // subnormals of both types, NaNs with payloads (quieted the same way), then random bits.
+  std::vector<double> v = {0.0,
+                           -0.0,
+                           1.0,
+                           -1.5,
+                           0.1,
+                           3.4028235677973366e38,
+                           3.4028234663852886e38,
+                           -3.5e38,
+                           1e300,
+                           1.401298464324817e-45,
+                           7.006492321624085e-46,
+                           7.0064923216240862e-46,
+                           1e-320,
+                           -1e-310,
+                           std::numeric_limits<double>::infinity(),
+                           -std::numeric_limits<double>::infinity(),
+                           std::numeric_limits<double>::quiet_NaN(),
+                           std::numeric_limits<double>::signaling_NaN()};
+  for (uint64_t bits : {0x7ff0000000000001ull, 0xfff8000000000123ull, 0x7ff4000000000000ull}) {
+    double d;
+    std::memcpy(&d, &bits, sizeof d);
+    v.push_back(d);
+  }
+  for (float f : {1.0f, 16777216.0f, 1e-38f, 3.0e38f}) {
+    const double next = std::nextafter(static_cast<double>(f), 1e300);
+    const double mid = (static_cast<double>(f) + static_cast<double>(std::nextafter(f, 1e30f))) / 2;
+    for (double d : {mid, std::nextafter(mid, 0.0), std::nextafter(mid, 1e300), next}) {
+      v.push_back(d);
+      v.push_back(-d);
+    }
+  }
+  uint64_t state = 0x9e3779b97f4a7c15ull;
+  for (int i = 0; i < 20000; ++i) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    uint64_t bits = state ^ (state >> 29);
+    if (i % 2 == 0) bits = (bits & 0x800fffffffffffffull) | ((0x360ull + (bits >> 55)) << 52);
+    double d;
+    std::memcpy(&d, &bits, sizeof d);
+    v.push_back(d);
+  }
+  // Every length up to 40 at every byte offset modulo 8 (the page's values need not be
+  // aligned), and the whole vector.
+  std::vector<uint8_t> bytes(v.size() * sizeof(double) + 8);
+  for (size_t offset = 0; offset < 8; ++offset) {
+    std::memcpy(bytes.data() + offset, v.data(), v.size() * sizeof(double));
+    for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{8}, size_t{9}, size_t{15}, size_t{16},
+                     size_t{17}, size_t{33}, size_t{40}, v.size()}) {
+      for (size_t start = 0; start + n <= v.size() && start < 24; start += 5) {
+        std::vector<float> got(n + 1, 42.0f);
+        parquet::NarrowDoubles(bytes.data() + offset + start * sizeof(double), n, got.data());
+        for (size_t i = 0; i < n; ++i) {
+          const float want = static_cast<float>(v[start + i]);
+          INFO("offset " << offset << " start " << start << " n " << n << " i " << i);
+          REQUIRE(std::memcmp(&got[i], &want, sizeof want) == 0);
+        }
+        REQUIRE(got[n] == 42.0f);  // nothing written past the n values
+        if (n == v.size()) break;
+      }
+    }
+  }
 }
