@@ -159,6 +159,19 @@ AttemptTracker::Commands AttemptTracker::OnExit(const WorkerExit& e, const std::
   return out;
 }
 
+WorkerExit AttemptTracker::SyntheticExit(int rank, bool killed) const {
+  WorkerExit e;
+  e.job_id = placement_.job_id;
+  e.attempt = placement_.attempt;
+  e.rank = rank;
+  if (killed) {
+    e.signal = SIGKILL;
+  } else {
+    e.exit_code = 1;
+  }
+  return e;
+}
+
 bool AttemptTracker::Replaceable(const WorkerExit& e) const {
   if (placement_.max_replacements == 0 || ending_ || stop_requested_ || !launched_) return false;
   if (placement_.max_replacements > 0 && replacements_ >= placement_.max_replacements) return false;
@@ -172,12 +185,7 @@ bool AttemptTracker::Replaceable(const WorkerExit& e) const {
 }
 
 AttemptTracker::Commands AttemptTracker::OnReplacementFailed(int rank, const std::string& why) {
-  WorkerExit e;
-  e.job_id = placement_.job_id;
-  e.attempt = placement_.attempt;
-  e.rank = rank;
-  e.exit_code = 1;
-  exits_[rank] = e;
+  exits_[rank] = SyntheticExit(rank, /*killed=*/false);
   Commands out;
   if (TryShrink({rank}, &out)) return out;  // elastic: the others go on without it
   FailWith(Failed("rank " + std::to_string(rank) + " could not be replaced: " + why, rank));
@@ -240,12 +248,7 @@ AttemptTracker::Commands AttemptTracker::OnNodeLost(const std::string& node) {
     Commands out;
     if (TryShrink(lost, &out)) {
       for (int r : lost) {
-        WorkerExit e;
-        e.job_id = placement_.job_id;
-        e.attempt = placement_.attempt;
-        e.rank = r;
-        e.signal = SIGKILL;
-        exits_[r] = e;
+        exits_[r] = SyntheticExit(r, /*killed=*/true);
         out.insert(out.begin(), RecordWorkerEvent{r, "exited", "lost with its node " + node});
       }
       return out;
@@ -256,12 +259,7 @@ AttemptTracker::Commands AttemptTracker::OnNodeLost(const std::string& node) {
     if (placement_.rank_nodes[static_cast<size_t>(r)] != node || !IsRemote(r) || Exited(r))
       continue;
     hit = true;
-    WorkerExit e;
-    e.job_id = placement_.job_id;
-    e.attempt = placement_.attempt;
-    e.rank = r;
-    e.signal = SIGKILL;
-    exits_[r] = e;
+    exits_[r] = SyntheticExit(r, /*killed=*/true);
     if (!ending_) FailWith(Failed("rank " + std::to_string(r) + " lost with its node " + node, r));
   }
   return hit ? BeginEnding() : Commands{};
@@ -272,12 +270,7 @@ AttemptTracker::Commands AttemptTracker::OnNodeStartFailed(const std::string& no
   for (int r = 0; r < world_size(); ++r) {
     if (placement_.rank_nodes[static_cast<size_t>(r)] != node || !IsRemote(r) || Exited(r))
       continue;
-    WorkerExit e;
-    e.job_id = placement_.job_id;
-    e.attempt = placement_.attempt;
-    e.rank = r;
-    e.exit_code = 1;
-    exits_[r] = e;
+    exits_[r] = SyntheticExit(r, /*killed=*/false);
   }
   FailWith(Failed(why));
   return BeginEnding();

@@ -170,6 +170,9 @@ class AttemptTracker {
  private:
   Commands BeginEnding();
   void FailWith(cmd::AttemptOutcome o);
+  // The exit recorded for a rank whose worker did not report one: lost with its node
+  // (`killed`: SIGKILL) or never started.
+  WorkerExit SyntheticExit(int rank, bool killed) const;
   // Whether `e`'s death is recovered by replacing its rank (see OnExit).
   bool Replaceable(const WorkerExit& e) const;
   // Commits every pending report that every rank has sent, oldest first.

@@ -390,10 +390,9 @@ void JobManager::StartAttempt(const JobRecord& job, const JobSpec& spec,
   where.local_node = options_.node_id;
   where.staging_prefix = Agent::StagingDir(job.trial_dir, where.attempt) + "/";
   where.max_replacements = spec.peer_recovery ? spec.max_failures : 0;
-  // Python functions follow regroups of the same size only (peer recovery): an elastic
-  // python job that loses a node restarts, with what fits then.
+  // A command job has no run_steps: an elastic one restarts with what fits then.
   where.min_ranks =
-      spec.elastic() && spec.entry_kind == EntrypointKind::kLibrary ? spec.min_workers : 0;
+      spec.elastic() && spec.entry_kind != EntrypointKind::kCommand ? spec.min_workers : 0;
   where.max_ranks = where.min_ranks > 0 ? spec.num_workers : 0;
   ActiveAttempt a(std::move(where));
   a.trial_dir = job.trial_dir;

@@ -34,7 +34,7 @@ NodeAttemptPlan BasePlan(const JobRecord& job, const JobSpec& spec, const Attemp
   base.use_gpu = spec.use_gpu;
   // An elastic job goes on through the same regroups as peer recovery.
   base.peer_recovery =
-      spec.peer_recovery || (spec.elastic() && spec.entry_kind == EntrypointKind::kLibrary);
+      spec.peer_recovery || (spec.elastic() && spec.entry_kind != EntrypointKind::kCommand);
   nlohmann::json datasets = nlohmann::json::object();
   for (const auto& [name, d] : spec.datasets) {
     datasets[name] = {{"uri", d.uri}, {"format", d.format}, {"split", d.split}};

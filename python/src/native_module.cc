@@ -229,6 +229,14 @@ int64_t NextReportSeq() {
   return api.next_report_seq(api.host);
 }
 
+py::object RegroupInfo() {
+  const traintl_host_api& api = Api();
+  if (!TRAINTL_HOST_API_HAS(&api, regroup_info) || api.regroup_info == nullptr) return py::none();
+  const char* text = api.regroup_info(api.host);
+  if (text == nullptr) return py::none();
+  return py::str(text);
+}
+
 void SkipReportSeq(int64_t seq) {
   const traintl_host_api& api = Api();
   if (!HasRecovery(api)) ThrowRuntime("traintl: this worker has no peer recovery");
@@ -498,6 +506,9 @@ PYBIND11_MODULE(_native, m) {
         "Peer recovery: the latest regroup generation announced if >= min_generation, waiting "
         "up to timeout_ms; 0 when none came, -1 when the job is stopping.");
   m.def("next_report_seq", &NextReportSeq, "Peer recovery: the seq of the next report.");
+  m.def("regroup_info", &RegroupInfo,
+        "The latest regroup announced as JSON (generation; for an elastic job ranks, "
+        "store_addr, store_port), or None.");
   m.def("skip_report_seq", &SkipReportSeq, py::arg("seq"),
         "Peer recovery: continues the report sequence at seq (never backwards).");
   m.def("should_stop", &ShouldStop, "True once the job was asked to stop.");

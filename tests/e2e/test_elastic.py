@@ -2,11 +2,61 @@
 ranks in [m, n] as fit now instead of waiting for n, waits only while fewer than m fit, and
 grows to n in the same attempt when resources free up, the new rank taking a survivor's
 state. (Shrinking when a node is lost, and growing back on it: test_multinode_ddp.py.)"""
+import json
 import os
+import re
 import shutil
+import subprocess
 import tempfile
 
-from harness import DaemonTestCase, lib_path, main, train_spec, wait_for
+from harness import DaemonTestCase, cli_in, lib_path, main, train_spec, wait_for
+
+# An elastic Python function: a global batch of 48 rows per step, drawn from the step, split
+# among the group's ranks as it is now.
+ELASTIC_PY = r'''
+import os, time
+import torch
+import torch.distributed as dist
+from traintl import train
+
+
+def train_fn(config):
+    rank = train.get_context().get_world_rank()
+    out = config["out_dir"]
+    torch.manual_seed(0)
+    model = train.torch.prepare_model(torch.nn.Linear(32, 4))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    log = open(os.path.join(out, f"steps_rank{rank}.txt"), "a")
+
+    def step(i):
+        opt.zero_grad()
+        torch.manual_seed(i)
+        x, y = torch.randn(48, 32), torch.randn(48, 4)
+        w, g = dist.get_world_size(), dist.get_rank()
+        per = 48 // w
+        loss = torch.nn.functional.mse_loss(model(x[g * per:(g + 1) * per]),
+                                            y[g * per:(g + 1) * per])
+        time.sleep(0.03)
+        loss.backward()
+        opt.step()
+        log.write(f"{i} {w}\n")
+        log.flush()
+        if (i + 1) % 10 == 0:
+            train.report({"step": i + 1})
+
+    train.torch.run_steps(step, config["steps"], model=model, optimizer=opt)
+    with open(os.path.join(out, f"final_rank{rank}.bin"), "wb") as f:
+        for p in model.parameters():
+            f.write(p.detach().contiguous().numpy().tobytes())
+'''
+
+
+def _python_has_torch():
+    try:
+        return subprocess.run(["/usr/bin/python3", "-c", "import torch"], capture_output=True,
+                              timeout=120).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
 
 
 def elastic(name, lo, hi, **config):
@@ -86,6 +136,55 @@ class ElasticStartTest(DaemonTestCase):
         self.assertEqual(len(grown), 1, os.listdir(out))
         with open(os.path.join(out, grown[0])) as f:
             self.assertGreater(int(f.readline().split()[0]), 0)  # a survivor's state
+        finals = set()
+        for r in range(4):
+            with open(os.path.join(out, f"final_rank{r}.bin"), "rb") as f:
+                finals.add(f.read())
+        self.assertEqual(len(finals), 1)
+
+    def test_a_python_function_grows_too(self):
+        if not _python_has_torch():
+            self.skipTest("/usr/bin/python3 cannot import torch")
+        self.daemon.stop()
+        self.daemon.cleanup()
+        from harness import Daemon
+        self.daemon = Daemon(num_cpus=4).start()
+        out = tempfile.mkdtemp(prefix="traintl-elastic-py-")
+        self.addCleanup(shutil.rmtree, out, True)
+        src = os.path.join(out, "src")
+        os.makedirs(src)
+        with open(os.path.join(src, "train.py"), "w") as f:
+            f.write(ELASTIC_PY)
+        hog = self.daemon.submit_spec(train_spec(name="hog", workers=1, epochs=500,
+                                                 sleep_ms=100))
+        self.daemon.wait_job(hog, lambda j: j["state"] == "RUNNING", what="hog running")
+        steps = 300
+        spec = {"name": "grow-py", "entrypoint": {"python": "train:train_fn", "working_dir": "."},
+                "train_loop_config": {"steps": steps, "out_dir": out},
+                "scaling_config": {"num_workers": {"min": 2, "max": 4},
+                                   "resources_per_worker": {"CPU": 1}},
+                "env": {"OMP_NUM_THREADS": "1"}}
+        with open(os.path.join(src, "job.json"), "w") as f:
+            json.dump(spec, f)
+        p = cli_in(self.daemon, src, "submit", "job.json", timeout=300)
+        m = re.search(r"\b([0-9a-f]{12})\b", p.stdout)
+        self.assertIsNotNone(m, p.stdout + p.stderr)
+        job_id = m.group(1)
+
+        def worlds():
+            try:
+                with open(os.path.join(out, "steps_rank0.txt")) as f:
+                    return [line.split()[1] for line in f if line.strip()]
+            except OSError:
+                return []
+        wait_for(lambda: len(worlds()) >= 20, timeout=180, what="20 steps of 3 ranks")
+        self.assertEqual(set(worlds()), {"3"})
+        self.daemon.post(f"/v1/jobs/{hog}/stop")
+        job = self.daemon.wait_terminal(job_id, timeout=300)
+        self.assertEqual(job["state"], "SUCCEEDED", job)
+        self.assertEqual(job["attempt"], 1, job)
+        w = worlds()
+        self.assertEqual(w[-1], "4", w)
         finals = set()
         for r in range(4):
             with open(os.path.join(out, f"final_rank{r}.bin"), "rb") as f:

@@ -16,6 +16,7 @@ docs/WORKER_PROTOCOL.md "Peer recovery"):
 
 import datetime
 import io
+import json
 
 import torch
 import torch.distributed as dist
@@ -23,6 +24,7 @@ import torch.distributed as dist
 from traintl.train import _session
 
 _store = None        # the TCPStore this process talks through (rank 0: also the server)
+_store_port = 0      # the port of the store this process serves (0: none)
 _generation = 0      # the generation the default group belongs to
 _joined = False      # a replacement took a survivor's state
 
@@ -32,6 +34,17 @@ def enabled():
     world = ctx.get("world_size")
     return (ctx.get("peer_recovery") is True and isinstance(world, int) and world > 1
             and not (ctx.get("use_gpu") is True and torch.cuda.is_available()))
+
+
+def place():
+    """(rank, world size) of this rank in its group: its place in the context's group_ranks
+    (an elastic job's rank that joined a group of another size), else the job's."""
+    ctx = _session.context()
+    rank, world = ctx["world_rank"], ctx["world_size"]
+    group = ctx.get("group_ranks")
+    if isinstance(group, list) and rank in group:
+        return group.index(rank), len(group)
+    return rank, world
 
 
 def joining():
@@ -48,13 +61,16 @@ def _timeout():
 def init_group(rank, world_size, master_addr, master_port, generation=None):
     """Initializes the default group as generation `generation` (default: the context's
     regroup_generation, 0 for the attempt's ranks)."""
-    global _store, _generation
+    global _store, _store_port, _generation
     if generation is None:
         gen = _session.context().get("regroup_generation")
         generation = gen if isinstance(gen, int) and gen > 0 else 0
-    if rank == 0 and _store is None:
+    if rank == 0 and _store_port != master_port:
+        # The group's first rank serves its store: the attempt's rank 0 once, or in an
+        # elastic job the first rank left, on the port the head reserved for it.
         _store = dist.TCPStore(master_addr, master_port, world_size, True, _timeout(),
                                wait_for_workers=False)
+        _store_port = master_port
     elif rank != 0:
         # A new connection every generation: the old one may have died with rank 0.
         from traintl.train import torch as train_torch
@@ -127,12 +143,23 @@ def prepare(model):
 
 def _regroup(generation):
     ctx = _session.context()
+    rank, world = place()
+    addr, port = ctx.get("master_addr") or "127.0.0.1", ctx["master_port"]
+    info = _session.native().regroup_info()
+    info = json.loads(info) if info else {}
+    if info.get("generation") == generation and info.get("ranks"):
+        # An elastic group of another size: this rank's place in it, and where it meets.
+        ranks = info["ranks"]
+        if ctx["world_rank"] not in ranks:
+            raise RuntimeError(f"rank {ctx['world_rank']} is not in the group of generation "
+                               f"{generation}")
+        rank, world = ranks.index(ctx["world_rank"]), len(ranks)
+        addr, port = info["store_addr"], info["store_port"]
     try:
         dist.destroy_process_group()
     except Exception:  # a group broken by the dead peer: a new one is made anyway
         pass
-    init_group(ctx["world_rank"], ctx["world_size"], ctx.get("master_addr") or "127.0.0.1",
-               ctx["master_port"], generation)
+    init_group(rank, world, addr, port, generation)
     for s in _syncs:
         s.reset()
     _session.native().log(1, f"traintl: regrouped as generation {generation}")

@@ -109,7 +109,9 @@ def _ensure_process_group():
             if loopback and (world_size == 1 or _is_loopback(master_addr)):
                 os.environ["GLOO_SOCKET_IFNAME"] = loopback[0]
         if _recovery.enabled():
-            _recovery.init_group(rank, world_size, master_addr, _context_int("master_port", 0))
+            group_rank, group_size = _recovery.place()
+            _recovery.init_group(group_rank, group_size, master_addr,
+                                 _context_int("master_port", 0))
         else:
             dist.init_process_group(backend=backend, **kwargs)
         return dist.group.WORLD
