@@ -556,25 +556,68 @@ void JobManager::ReplaceRank(ActiveAttempt& a, const AttemptTracker::ReplaceRank
     if (std::unique_ptr<NodeClient> client = ClientFor(n))
       client->Regroup(a.job_id(), a.attempt(), regroup);
   }
+  auto plan = a.node_plans.find(node);
+  if (!regroup.ranks.empty() || a.tracker.Moved(r.rank) || plan == a.node_plans.end()) {
+    // Into a group of another size, or on a node the rank did not start on.
+    LaunchRank(a, r.rank, node, RankPlan(a, r.rank, node, regroup));
+  } else if (a.master_port == 0) {
+    LaunchRank(a, r.rank, node, std::nullopt);
+  } else {
+    LaunchRank(a, r.rank, node, ReplacementPlan(plan->second, r.rank, a.master_port, r.generation));
+  }
+}
+
+NodeAttemptPlan JobManager::RankPlan(const ActiveAttempt& a, int rank, const std::string& node,
+                                     const events::Regroup& regroup) const {
+  // The node's own plan when it ran ranks of the attempt, else any node's, as the only
+  // rank there.
+  NodeAttemptPlan plan;
+  if (auto it = a.node_plans.find(node); it != a.node_plans.end()) {
+    plan = it->second;
+  } else if (!a.node_plans.empty()) {
+    plan = a.node_plans.begin()->second;
+    plan.node_rank = static_cast<int>(a.node_plans.size());
+    plan.rank_gpus.clear();
+  }
+  const std::vector<int> ranks =
+      regroup.ranks.empty() ? std::vector<int>(a.tracker.active().begin(), a.tracker.active().end())
+                            : regroup.ranks;
+  int local = 0;
+  for (int r : ranks)
+    if (r != rank && a.rank_nodes()[static_cast<size_t>(r)] == node) ++local;
+  plan.world_size = std::max(plan.world_size, a.tracker.world_size());
+  plan.world_ranks = {rank};
+  plan.local_ranks = {local};
+  plan.local_world_size = local + 1;
+  plan.rank_gpus.resize(static_cast<size_t>(local + 1));
+  const events::Regroup group =
+      regroup.ranks.empty() ? GroupRegroup(a, regroup.generation, ranks) : regroup;
+  plan.master_addr = group.store_addr;
+  plan.master_port = group.store_port;
+  plan.regroup_generation = regroup.generation;
+  plan.group_ranks = ranks;
+  return plan;
+}
+
+void JobManager::LaunchRank(ActiveAttempt& a, int rank, const std::string& node,
+                            std::optional<NodeAttemptPlan> plan) {
   const std::string job_id = a.job_id();
   const int attempt = a.attempt();
   // Posted: the local agent answers within Launch, and this runs inside Run.
-  auto fail = [this, job_id, attempt, rank = r.rank](const std::string& why) {
+  auto fail = [this, job_id, attempt, rank](const std::string& why) {
     boost::asio::post(io_, [this, job_id, attempt, rank, why] {
       if (ActiveAttempt* at = Find(job_id, attempt))
         Run(*at, at->tracker.OnReplacementFailed(rank, why));
     });
   };
-  auto plan = a.node_plans.find(node);
   std::unique_ptr<NodeClient> client = ClientFor(node);
-  if (plan == a.node_plans.end() || a.master_port == 0 || client == nullptr) {
+  if (client == nullptr || !plan || a.node_plans.empty()) {
     fail(client == nullptr ? "node " + node + " is gone" : "the attempt's rendezvous is unknown");
     return;
   }
-  client->Launch(ReplacementPlan(plan->second, r.rank, a.master_port, r.generation),
-                 [fail](Result<int> started) {
-                   if (!started.ok()) fail(started.status().message());
-                 });
+  client->Launch(std::move(*plan), [fail](Result<int> started) {
+    if (!started.ok()) fail(started.status().message());
+  });
 }
 
 events::Regroup JobManager::GroupRegroup(const ActiveAttempt& a, int generation,
@@ -604,45 +647,7 @@ void JobManager::Grow(ActiveAttempt& a, const AttemptTracker::Grow& g) {
     if (std::unique_ptr<NodeClient> client = ClientFor(n))
       client->Regroup(a.job_id(), a.attempt(), regroup);
   }
-  // The rank's plan: the node's own when it ran ranks of the attempt, else any node's, as
-  // the only rank there.
-  NodeAttemptPlan plan;
-  if (auto it = a.node_plans.find(g.node); it != a.node_plans.end()) {
-    plan = it->second;
-  } else if (!a.node_plans.empty()) {
-    plan = a.node_plans.begin()->second;
-    plan.node_rank = static_cast<int>(a.node_plans.size());
-    plan.rank_gpus.clear();
-  }
-  int local = 0;
-  for (int r : g.ranks)
-    if (r != g.rank && a.rank_nodes()[static_cast<size_t>(r)] == g.node) ++local;
-  plan.world_size = std::max(plan.world_size, a.tracker.world_size());
-  plan.world_ranks = {g.rank};
-  plan.local_ranks = {local};
-  plan.local_world_size = local + 1;
-  plan.rank_gpus.resize(static_cast<size_t>(local + 1));
-  plan.master_addr = regroup.store_addr;
-  plan.master_port = regroup.store_port;
-  plan.regroup_generation = g.generation;
-  plan.group_ranks = g.ranks;
-  const std::string job_id = a.job_id();
-  const int attempt = a.attempt();
-  const int rank = g.rank;
-  auto fail = [this, job_id, attempt, rank](const std::string& why) {
-    boost::asio::post(io_, [this, job_id, attempt, rank, why] {
-      if (ActiveAttempt* at = Find(job_id, attempt))
-        Run(*at, at->tracker.OnReplacementFailed(rank, why));
-    });
-  };
-  std::unique_ptr<NodeClient> client = ClientFor(g.node);
-  if (client == nullptr || a.node_plans.empty()) {
-    fail("node " + g.node + " is gone");
-    return;
-  }
-  client->Launch(std::move(plan), [fail](Result<int> started) {
-    if (!started.ok()) fail(started.status().message());
-  });
+  LaunchRank(a, g.rank, g.node, RankPlan(a, g.rank, g.node, regroup));
 }
 
 void JobManager::Shrink(ActiveAttempt& a, const AttemptTracker::Shrink& s) {

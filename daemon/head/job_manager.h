@@ -230,6 +230,14 @@ class JobManager : public WorkerPoolListener {
   void Shrink(ActiveAttempt& a, const AttemptTracker::Shrink& s);
   // Elastic: starts a rank that left the group again and tells the others to regroup.
   void Grow(ActiveAttempt& a, const AttemptTracker::Grow& g);
+  // The plan that starts `rank` on `node` joining the group `regroup` names (its ranks
+  // and store; empty ranks: every rank in the group, at its store).
+  NodeAttemptPlan RankPlan(const ActiveAttempt& a, int rank, const std::string& node,
+                           const events::Regroup& regroup) const;
+  // Launches `plan` (none: it could not be made); when it cannot start, the tracker
+  // hears OnReplacementFailed.
+  void LaunchRank(ActiveAttempt& a, int rank, const std::string& node,
+                  std::optional<NodeAttemptPlan> plan);
   // Elastic: where the group of `ranks` meets: the store of its first rank.
   events::Regroup GroupRegroup(const ActiveAttempt& a, int generation,
                                const std::vector<int>& ranks) const;
