@@ -138,12 +138,29 @@ AttemptTracker::Commands AttemptTracker::OnExit(const WorkerExit& e, const std::
   const std::string detail =
       e.signal ? SignalName(*e.signal) : "exit code " + std::to_string(e.exit_code.value_or(-1));
   Commands out{RecordWorkerEvent{e.rank, "exited", detail}};
-  if (IsCleanExit(e)) return out;
+  if (IsCleanExit(e)) {
+    // A rank started again late (peer recovery, an elastic group growing) may still wait
+    // to join a group whose other ranks all finished: it can only time out. Stop it.
+    bool others_done = true, late_live = false;
+    for (int r : active_) {
+      if (Exited(r)) {
+        others_done = others_done && IsCleanExit(exits_.at(r));
+      } else if (moved_.count(r) || replaced_.count(r)) {
+        late_live = true;
+      } else {
+        others_done = false;
+      }
+    }
+    if (others_done && late_live)
+      for (auto& c : BeginEnding()) out.push_back(std::move(c));
+    return out;
+  }
   // A rank an elastic job went on without (its node was lost, and is back).
   if (!active_.count(e.rank)) return out;
   if (Replaceable(e)) {
     ++replacements_;
     ++generation_;
+    replaced_.insert(e.rank);
     // The new worker is a new incarnation: until it exits, the rank lives again.
     exits_.erase(e.rank);
     // What the dead one reported but nobody committed is superseded by what its
@@ -211,6 +228,12 @@ bool AttemptTracker::TryShrink(const std::set<int>& gone, Commands* out) {
   return true;
 }
 
+void AttemptTracker::MoveRank(int rank, const std::string& node) {
+  if (rank < 0 || rank >= world_size()) return;
+  placement_.rank_nodes[static_cast<size_t>(rank)] = node;
+  moved_.insert(rank);
+}
+
 std::vector<int> AttemptTracker::Missing() const {
   std::vector<int> out;
   if (placement_.min_ranks <= 0 || ending_ || stop_requested_ || !launched_) return out;
@@ -253,6 +276,22 @@ AttemptTracker::Commands AttemptTracker::OnNodeLost(const std::string& node) {
       }
       return out;
     }
+  }
+  // Peer recovery: the lost ranks start again elsewhere while a survivor holds the state.
+  const int budget = placement_.max_replacements;
+  const bool room = budget < 0 || replacements_ + static_cast<int>(lost.size()) <= budget;
+  bool survivor = false;
+  for (int r : hellos_) survivor = survivor || (!lost.count(r) && !Exited(r) && active_.count(r));
+  if (!lost.empty() && budget != 0 && room && survivor && !ending_ && !stop_requested_ &&
+      launched_) {
+    Commands out;
+    for (int r : lost) out.push_back(RecordWorkerEvent{r, "exited", "lost with its node " + node});
+    replacements_ += static_cast<int>(lost.size());
+    ++generation_;
+    for (auto& [q, ranks] : reports_)
+      for (int r : lost) ranks.erase(r);
+    out.push_back(Relocate{generation_, std::vector<int>(lost.begin(), lost.end())});
+    return out;
   }
   bool hit = false;
   for (int r = 0; r < world_size(); ++r) {

@@ -94,8 +94,15 @@ class AttemptTracker {
     std::string node;
     std::vector<int> ranks;
   };
+  // Peer recovery: `ranks` were lost with their node; start each again on another node
+  // (JobManager finds room and calls MoveRank), joining generation `generation` with the
+  // survivors. When there is no room, OnReplacementFailed.
+  struct Relocate {
+    int generation = 0;
+    std::vector<int> ranks;
+  };
   using Command = std::variant<StopWorkers, RecordWorkerEvent, MarkRunning, CommitReport, End,
-                               ReplaceRank, Shrink, Grow>;
+                               ReplaceRank, Shrink, Grow, Relocate>;
   using Commands = std::vector<Command>;
 
   explicit AttemptTracker(AttemptPlacement placement);
@@ -119,6 +126,8 @@ class AttemptTracker {
   // max_ranks), can run on `node` (capacity came back or appeared). Nothing when the
   // attempt is ending or the rank is in the group.
   Commands OnCapacity(int rank, const std::string& node);
+  // Relocate: `rank` runs on `node` from now on.
+  void MoveRank(int rank, const std::string& node);
   // Ranks of an elastic attempt that left the group, then the next new rank while below
   // max_ranks (candidates for OnCapacity, in that order).
   std::vector<int> Missing() const;
@@ -198,6 +207,7 @@ class AttemptTracker {
   int generation_ = 0;
   std::set<int> active_;
   std::set<int> moved_;
+  std::set<int> replaced_;  // ranks replaced in place (peer recovery)
 };
 
 // How a worker's exit reads in `traintl status`: "rank 1 was killed by SIGKILL", "rank 0

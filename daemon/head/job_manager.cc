@@ -261,14 +261,50 @@ void JobManager::GrowElastic() {
   for (auto& [id, a] : active_) {
     const std::vector<int> missing = a.tracker.Missing();
     if (missing.empty()) continue;
-    PendingJob one;
-    one.job_id = id;
-    one.num_workers = 1;
-    one.per_worker = a.per_worker;
-    ScheduleResult r = Schedule(Snapshots(SnapshotView::kAvailableNow), {one});
-    if (r.placements.empty()) continue;  // no room yet: the next pass looks again
-    Run(a, a.tracker.OnCapacity(missing.front(), r.placements[0].rank_nodes[0]));
+    const std::string node = NodeWithRoom(a);
+    if (node.empty()) continue;  // no room yet: the next pass looks again
+    Run(a, a.tracker.OnCapacity(missing.front(), node));
     return;  // one rank per pass: the snapshot changed
+  }
+}
+
+std::string JobManager::NodeWithRoom(const ActiveAttempt& a) const {
+  PendingJob one;
+  one.job_id = a.job_id();
+  one.num_workers = 1;
+  one.per_worker = a.per_worker;
+  ScheduleResult r = Schedule(Snapshots(SnapshotView::kAvailableNow), {one});
+  return r.placements.empty() ? "" : r.placements[0].rank_nodes[0];
+}
+
+void JobManager::Relocate(ActiveAttempt& a, const AttemptTracker::Relocate& r) {
+  // Place every lost rank first (each on a node with room now), so that the survivors'
+  // regroup names where the group meets.
+  std::vector<std::pair<int, std::string>> placed;
+  for (int rank : r.ranks) {
+    const std::string node = NodeWithRoom(a);
+    if (node.empty()) {
+      FailReplacement(a, rank, "no node has room for it");  // the attempt restarts
+      return;
+    }
+    a.tracker.MoveRank(rank, node);
+    placed.emplace_back(rank, node);
+  }
+  const std::vector<int> ranks(a.tracker.active().begin(), a.tracker.active().end());
+  const events::Regroup regroup = GroupRegroup(a, r.generation, ranks);
+  std::set<std::string> nodes;
+  for (int q : ranks)
+    if (std::find(r.ranks.begin(), r.ranks.end(), q) == r.ranks.end())
+      nodes.insert(a.rank_nodes()[static_cast<size_t>(q)]);
+  for (const auto& n : nodes) {
+    if (std::unique_ptr<NodeClient> client = ClientFor(n))
+      client->Regroup(a.job_id(), a.attempt(), regroup);
+  }
+  for (const auto& [rank, node] : placed) {
+    LOG_INFO << "job " << a.job_id() << " attempt " << a.attempt() << ": rank " << rank
+             << " lost with its node starts again on node " << node
+             << " (peer recovery, generation " << r.generation << ")";
+    LaunchRank(a, rank, node, RankPlan(a, rank, node, regroup));
   }
 }
 
@@ -477,8 +513,9 @@ void JobManager::LaunchCommitted(const std::string& job_id, const JobRecord& job
   if (spec.peer_recovery || spec.elastic()) {
     for (const auto& [node, plan] : plans) a.node_plans[node] = plan;
   }
-  if (spec.elastic()) {
-    // A port per rank it may ever have.
+  if (spec.elastic() || spec.peer_recovery) {
+    // A port per rank it may ever have: where a rank serves its group's store when it is
+    // the first of a shrunk group, or rank 0 started on another node.
     a.store_port_base = NextWorkerPortBase(worker_ports_end_, spec.num_workers);
     worker_ports_end_ = a.store_port_base + spec.num_workers;
   }
@@ -599,16 +636,20 @@ NodeAttemptPlan JobManager::RankPlan(const ActiveAttempt& a, int rank, const std
   return plan;
 }
 
+void JobManager::FailReplacement(ActiveAttempt& a, int rank, const std::string& why) {
+  // Posted: the local agent answers within Launch, and callers run inside Run.
+  boost::asio::post(io_, [this, job_id = a.job_id(), attempt = a.attempt(), rank, why] {
+    if (ActiveAttempt* at = Find(job_id, attempt))
+      Run(*at, at->tracker.OnReplacementFailed(rank, why));
+  });
+}
+
 void JobManager::LaunchRank(ActiveAttempt& a, int rank, const std::string& node,
                             std::optional<NodeAttemptPlan> plan) {
   const std::string job_id = a.job_id();
   const int attempt = a.attempt();
-  // Posted: the local agent answers within Launch, and this runs inside Run.
   auto fail = [this, job_id, attempt, rank](const std::string& why) {
-    boost::asio::post(io_, [this, job_id, attempt, rank, why] {
-      if (ActiveAttempt* at = Find(job_id, attempt))
-        Run(*at, at->tracker.OnReplacementFailed(rank, why));
-    });
+    if (ActiveAttempt* at = Find(job_id, attempt)) FailReplacement(*at, rank, why);
   };
   std::unique_ptr<NodeClient> client = ClientFor(node);
   if (client == nullptr || !plan || a.node_plans.empty()) {
@@ -688,6 +729,8 @@ void JobManager::Run(ActiveAttempt& a, AttemptTracker::Commands commands) {
       Shrink(a, *shrink);
     } else if (auto* grow = std::get_if<AttemptTracker::Grow>(&c)) {
       Grow(a, *grow);
+    } else if (auto* relocate = std::get_if<AttemptTracker::Relocate>(&c)) {
+      Relocate(a, *relocate);
     } else if (auto* end = std::get_if<AttemptTracker::End>(&c)) {
       EndAttemptNow(a, end->outcome);
       return;  // nothing follows an end

@@ -234,6 +234,8 @@ class JobManager : public WorkerPoolListener {
   // and store; empty ranks: every rank in the group, at its store).
   NodeAttemptPlan RankPlan(const ActiveAttempt& a, int rank, const std::string& node,
                            const events::Regroup& regroup) const;
+  // Tells the tracker (soon, not from within Run) that `rank` could not be started.
+  void FailReplacement(ActiveAttempt& a, int rank, const std::string& why);
   // Launches `plan` (none: it could not be made); when it cannot start, the tracker
   // hears OnReplacementFailed.
   void LaunchRank(ActiveAttempt& a, int rank, const std::string& node,
@@ -243,6 +245,10 @@ class JobManager : public WorkerPoolListener {
                                const std::vector<int>& ranks) const;
   // Elastic attempts that lost ranks take them back where resources are free now.
   void GrowElastic();
+  // Peer recovery: ranks lost with their node start again where there is room.
+  void Relocate(ActiveAttempt& a, const AttemptTracker::Relocate& r);
+  // A node with room for one more worker of `a` now, or "" when none has.
+  std::string NodeWithRoom(const ActiveAttempt& a) const;
   // Starts a replacement for a dead rank of `a` and tells the survivors to regroup.
   void ReplaceRank(ActiveAttempt& a, const AttemptTracker::ReplaceRank& r);
   // Acks `a`'s held reports that `release` picks, on whichever node each rank runs.

@@ -104,7 +104,7 @@ class ElasticStartTest(DaemonTestCase):
         hog = self.daemon.submit_spec(train_spec(name="hog", workers=1, epochs=500,
                                                  sleep_ms=100))
         self.daemon.wait_job(hog, lambda j: j["state"] == "RUNNING", what="hog running")
-        steps = 300
+        steps = 600
         spec = {
             "name": "grow",
             "entrypoint": {"library": lib},
@@ -158,7 +158,7 @@ class ElasticStartTest(DaemonTestCase):
         hog = self.daemon.submit_spec(train_spec(name="hog", workers=1, epochs=500,
                                                  sleep_ms=100))
         self.daemon.wait_job(hog, lambda j: j["state"] == "RUNNING", what="hog running")
-        steps = 300
+        steps = 600
         spec = {"name": "grow-py", "entrypoint": {"python": "train:train_fn", "working_dir": "."},
                 "train_loop_config": {"steps": steps, "out_dir": out},
                 "scaling_config": {"num_workers": {"min": 2, "max": 4},

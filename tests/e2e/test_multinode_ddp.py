@@ -152,6 +152,67 @@ class PeerRecoveryAcrossNodesTest(NetnsClusterTestCase):
             self.assertEqual(finals["killed", r], finals["straight", r], f"rank {r}")
 
 
+class PeerRecoveryNodeLossTest(NetnsClusterTestCase):
+    """Peer recovery when the dead rank's node is lost: the rank starts again on another
+    node with room (here the head's), the survivor keeps training, and the weights are
+    bit-identical to a run without the loss."""
+    edges = 2
+
+    def skip_reason(self):
+        lib = lib_path("libtest_peer_recovery.so")
+        return None if os.path.exists(lib) else f"no {lib} (built with TRAINTL_BUILD_TORCH=ON)"
+
+    def test_a_rank_lost_with_its_node_starts_again_elsewhere(self):
+        c, net = self.cluster, self.net
+        head = self.daemon(net.hub, net.HUB_IP, 1, ["--server"], node_id="node-zz-head")
+        head.start(role="head")
+        c.voters = [head]
+        edge = self.daemon(net.edge, net.EDGE_IP, 1, ["--join", head.address],
+                           node_id="node-aa-edge")
+        edge.start(role="agent")
+        edge2 = self.daemon(net.edge2, net.EDGE2_IP, 1, ["--join", head.address],
+                            node_id="node-bb-edge2")
+        edge2.start(role="agent")
+        c.wait_nodes(3)
+        out = tempfile.mkdtemp(prefix="traintl-peer-loss-")
+        os.chmod(out, 0o777)
+        self.addCleanup(shutil.rmtree, out, True)
+
+        def run(name, kill):
+            d = os.path.join(out, name)
+            os.makedirs(d)
+            os.chmod(d, 0o777)
+            spec = {
+                "name": name,
+                "entrypoint": {"library": lib_path("libtest_peer_recovery.so")},
+                "train_loop_config": {"steps": 200, "step_ms": 30, "report_every": 10,
+                                      "out_dir": d},
+                "scaling_config": {"num_workers": 2, "resources_per_worker": {"CPU": 1},
+                                   "placement_strategy": "SPREAD"},
+                "run_config": {"failure_config": {"max_failures": 1, "peer_recovery": True}},
+                "env": {"OMP_NUM_THREADS": "1"},
+            }
+            job_id = head.submit_spec(spec)
+            if kill:
+                head.wait_job(job_id, lambda j: j["metrics"].get("step", 0) >= 20,
+                              timeout=120, what="step 20")
+                placed = c.ranks_by_daemon(job_id)
+                self.assertEqual(placed.get(c.daemons.index(edge)), [0], placed)
+                edge.kill9()
+            job = head.wait_terminal(job_id, timeout=300)
+            self.assertEqual(job["state"], "SUCCEEDED", job)
+            self.assertEqual(job["attempt"], 1, job)
+            finals = []
+            for r in (0, 1):
+                with open(os.path.join(d, f"final_rank{r}.bin"), "rb") as f:
+                    finals.append(f.read())
+            return finals
+        straight = run("straight", kill=False)
+        self.assertEqual(run("lost", kill=True), straight)
+        # Rank 0 started again (generation 1) where there was room: on the head's node.
+        self.assertTrue(os.path.exists(os.path.join(out, "lost", "steps_rank0_gen1.txt")))
+
+
 class ElasticShrinkTest(NetnsClusterTestCase):
     """Elastic sizes: 3 ranks on 3 nodes; the node of rank 0 (which serves the rendezvous)
     is lost, and the two ranks left go on as a group of 2 in the same attempt, without a

@@ -126,6 +126,14 @@ int64_t run_steps(int64_t first_step, int64_t end_step, const StepState& state,
       regroup(generation);
     }
   }
+  // A rank that joins as the last step ends (an elastic group growing) waits for the
+  // others in its rendezvous: meet it there and hand it the final state, rather than leave
+  // it waiting until the rendezvous times out.
+  if (next >= end_step) {
+    const int announced =
+        WaitRegroup(api, detail::CurrentGeneration() + 1, std::chrono::milliseconds(0));
+    if (announced > 0) regroup(announced);
+  }
   return next;
 }
 

@@ -248,4 +248,11 @@ def run_steps(step, num_steps, first_step=0, model=None, optimizer=None, get_sta
                           f"generation {generation}")
             _regroup(generation)
             i = _resync(native, get_state, set_state, i, have_state=True)
+    # A rank that joins as the last step ends (an elastic group growing) waits for the
+    # others in its rendezvous: meet it and hand it the final state.
+    if i >= num_steps:
+        announced = native.regroup_wait(_generation + 1, 0)
+        if announced > 0:
+            _regroup(announced)
+            _resync(native, get_state, set_state, i, have_state=True)
     return i

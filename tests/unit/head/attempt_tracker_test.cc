@@ -525,3 +525,49 @@ TEST_CASE("tracker: an elastic attempt that started smaller grows up to its maxi
   CHECK(t.OnReport(1, 0, json{{"step", 1}}, "").empty());
   CHECK(Count<T::CommitReport>(t.OnReport(2, 0, json{{"step", 1}}, "")) == 1);
 }
+
+TEST_CASE("tracker: with peer recovery, ranks lost with their node start again elsewhere") {
+  AttemptPlacement p;
+  p.job_id = "j1";
+  p.attempt = 1;
+  p.rank_nodes = {"n1", "h"};
+  p.local_node = "h";
+  p.staging_prefix = "/t/.staging/attempt_1/";
+  p.max_replacements = 1;
+  T t(p);
+  t.OnLaunched(true);
+  t.OnHello(0);
+  t.OnHello(1);
+  T::Commands out = t.OnNodeLost("n1");
+  const T::Relocate* relocate = First<T::Relocate>(out);
+  REQUIRE(relocate != nullptr);
+  CHECK(relocate->generation == 1);
+  CHECK(relocate->ranks == std::vector<int>{0});
+  CHECK(Count<T::StopWorkers>(out) == 0);
+  CHECK(!t.failure());
+  t.MoveRank(0, "n2");
+  CHECK(t.placement().rank_nodes[0] == "n2");
+  CHECK(t.Moved(0));
+  CHECK(t.RemoteLive() == 1);  // rank 0's new incarnation on n2
+  // The budget is spent: the next loss fails the attempt.
+  t.OnHello(0);
+  out = t.OnNodeLost("n2");
+  CHECK(Count<T::Relocate>(out) == 0);
+  CHECK(t.failure());
+}
+
+TEST_CASE("tracker: a rank started late is stopped when every other rank finished") {
+  T t = Recovering(2, -1);
+  t.OnExit(Killed(1, SIGKILL), "");  // replaced
+  t.OnHello(1);
+  // Rank 0 finishes while rank 1's replacement still runs: it is asked to stop (it may be
+  // waiting for a group that no longer meets), and its exit then is no failure.
+  T::Commands out = t.OnExit(Exit(0, 0), "");
+  CHECK(Count<T::StopWorkers>(out) == 1);
+  CHECK(!First<T::StopWorkers>(out)->urgent);
+  t.OnExit(Killed(1, SIGTERM, /*stopped=*/true), "");
+  CHECK(EndOf(t.Settle(0)).state == kJobSucceeded);
+  // Without a late rank, nothing is stopped early.
+  T u = Recovering(2, -1);
+  CHECK(Count<T::StopWorkers>(u.OnExit(Exit(0, 0), "")) == 0);
+}
