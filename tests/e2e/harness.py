@@ -8,6 +8,7 @@ process outlives its job.
 import copy
 import json
 import os
+import re
 import shutil
 import socket
 import signal
@@ -351,6 +352,26 @@ def cli_in(daemon, cwd, *args, timeout=120):
     env.pop("TRAINTL_ADDRESS", None)
     return subprocess.run([bin_path("traintl"), "--data-dir", daemon.data_dir] + list(args),
                           cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def python_has_torch():
+    """Whether Debian's /usr/bin/python3 (the one traintl embeds) can import torch."""
+    try:
+        return subprocess.run(["/usr/bin/python3", "-c", "import torch"], capture_output=True,
+                              timeout=120).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def submit_python(daemon, src, spec):
+    """Writes `spec` as src/job.json and submits it with `traintl submit` in `src` (its
+    working_dir is packed from there); returns the job id."""
+    with open(os.path.join(src, "job.json"), "w") as f:
+        json.dump(spec, f)
+    p = cli_in(daemon, src, "submit", "job.json", timeout=300)
+    m = re.search(r"\b([0-9a-f]{12})\b", p.stdout)
+    assert m is not None, f"traintl submit printed no job id:\n{p.stdout}\n{p.stderr}"
+    return m.group(1)
 
 
 class JobCliMixin:

@@ -2,14 +2,12 @@
 ranks in [m, n] as fit now instead of waiting for n, waits only while fewer than m fit, and
 grows to n in the same attempt when resources free up, the new rank taking a survivor's
 state. (Shrinking when a node is lost, and growing back on it: test_multinode_ddp.py.)"""
-import json
 import os
-import re
 import shutil
-import subprocess
 import tempfile
 
-from harness import DaemonTestCase, cli_in, lib_path, main, train_spec, wait_for
+from harness import (DaemonTestCase, lib_path, main, python_has_torch, submit_python,
+                     train_spec, wait_for)
 
 # An elastic Python function: a global batch of 48 rows per step, drawn from the step, split
 # among the group's ranks as it is now.
@@ -49,14 +47,6 @@ def train_fn(config):
         for p in model.parameters():
             f.write(p.detach().contiguous().numpy().tobytes())
 '''
-
-
-def _python_has_torch():
-    try:
-        return subprocess.run(["/usr/bin/python3", "-c", "import torch"], capture_output=True,
-                              timeout=120).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
 
 
 def elastic(name, lo, hi, **config):
@@ -143,7 +133,7 @@ class ElasticStartTest(DaemonTestCase):
         self.assertEqual(len(finals), 1)
 
     def test_a_python_function_grows_too(self):
-        if not _python_has_torch():
+        if not python_has_torch():
             self.skipTest("/usr/bin/python3 cannot import torch")
         self.daemon.stop()
         self.daemon.cleanup()
@@ -164,12 +154,7 @@ class ElasticStartTest(DaemonTestCase):
                 "scaling_config": {"num_workers": {"min": 2, "max": 4},
                                    "resources_per_worker": {"CPU": 1}},
                 "env": {"OMP_NUM_THREADS": "1"}}
-        with open(os.path.join(src, "job.json"), "w") as f:
-            json.dump(spec, f)
-        p = cli_in(self.daemon, src, "submit", "job.json", timeout=300)
-        m = re.search(r"\b([0-9a-f]{12})\b", p.stdout)
-        self.assertIsNotNone(m, p.stdout + p.stderr)
-        job_id = m.group(1)
+        job_id = submit_python(self.daemon, src, spec)
 
         def worlds():
             try:

@@ -98,28 +98,44 @@ class ThreeNamespaceDdpTest(DdpNetnsTestCase):
         self.assertEqual(len(head.get(f"/v1/jobs/{job_id}/metrics")[1]["history"]), 3)
 
 
-class PeerRecoveryAcrossNodesTest(NetnsClusterTestCase):
-    """Peer recovery (failure_config.peer_recovery) with the dead rank on another node than
-    the head: the head tells that node's agent to start the replacement and the survivor's
-    node to regroup, both over HTTP; the replacement of rank 0 serves the rendezvous again
-    on its node's address."""
+class PeerRecoveryNetnsCase(NetnsClusterTestCase):
+    """Skips without libtest_peer_recovery.so; starts the head and its agents, each of 1
+    CPU, with node ids that fix the rank order (edge first, then edge2, the head last)."""
 
     def skip_reason(self):
         lib = lib_path("libtest_peer_recovery.so")
         return None if os.path.exists(lib) else f"no {lib} (built with TRAINTL_BUILD_TORCH=ON)"
 
-    def test_rank0_on_an_agent_is_replaced_there(self):
+    def start_nodes(self):
         c, net = self.cluster, self.net
         head = self.daemon(net.hub, net.HUB_IP, 1, ["--server"], node_id="node-zz-head")
         head.start(role="head")
         c.voters = [head]
-        edge = self.daemon(net.edge, net.EDGE_IP, 1, ["--join", head.address],
-                           node_id="node-aa-edge")
-        edge.start(role="agent")
-        c.wait_nodes(2)
-        out = tempfile.mkdtemp(prefix="traintl-peer-nodes-")
-        os.chmod(out, 0o777)
+        agents = []
+        for ns, ip, node_id in ((net.edge, net.EDGE_IP, "node-aa-edge"),
+                                (net.edge2, net.EDGE2_IP, "node-bb-edge2"))[:self.edges]:
+            agents.append(self.daemon(ns, ip, 1, ["--join", head.address], node_id=node_id))
+            agents[-1].start(role="agent")
+        c.wait_nodes(1 + self.edges)
+        return head, agents
+
+    def out_dir(self, prefix):
+        out = tempfile.mkdtemp(prefix=prefix)
+        os.chmod(out, 0o777)  # the workers run as the daemons' accounts
         self.addCleanup(shutil.rmtree, out, True)
+        return out
+
+
+class PeerRecoveryAcrossNodesTest(PeerRecoveryNetnsCase):
+    """Peer recovery (failure_config.peer_recovery) with the dead rank on another node than
+    the head: the head tells that node's agent to start the replacement and the survivor's
+    node to regroup, both over HTTP; the replacement of rank 0 serves the rendezvous again
+    on its node's address."""
+
+    def test_rank0_on_an_agent_is_replaced_there(self):
+        c = self.cluster
+        head, (edge,) = self.start_nodes()
+        out = self.out_dir("traintl-peer-nodes-")
 
         def spec(name, kill_rank):
             return {
@@ -152,31 +168,16 @@ class PeerRecoveryAcrossNodesTest(NetnsClusterTestCase):
             self.assertEqual(finals["killed", r], finals["straight", r], f"rank {r}")
 
 
-class PeerRecoveryNodeLossTest(NetnsClusterTestCase):
+class PeerRecoveryNodeLossTest(PeerRecoveryNetnsCase):
     """Peer recovery when the dead rank's node is lost: the rank starts again on another
     node with room (here the head's), the survivor keeps training, and the weights are
     bit-identical to a run without the loss."""
     edges = 2
 
-    def skip_reason(self):
-        lib = lib_path("libtest_peer_recovery.so")
-        return None if os.path.exists(lib) else f"no {lib} (built with TRAINTL_BUILD_TORCH=ON)"
-
     def test_a_rank_lost_with_its_node_starts_again_elsewhere(self):
-        c, net = self.cluster, self.net
-        head = self.daemon(net.hub, net.HUB_IP, 1, ["--server"], node_id="node-zz-head")
-        head.start(role="head")
-        c.voters = [head]
-        edge = self.daemon(net.edge, net.EDGE_IP, 1, ["--join", head.address],
-                           node_id="node-aa-edge")
-        edge.start(role="agent")
-        edge2 = self.daemon(net.edge2, net.EDGE2_IP, 1, ["--join", head.address],
-                            node_id="node-bb-edge2")
-        edge2.start(role="agent")
-        c.wait_nodes(3)
-        out = tempfile.mkdtemp(prefix="traintl-peer-loss-")
-        os.chmod(out, 0o777)
-        self.addCleanup(shutil.rmtree, out, True)
+        c = self.cluster
+        head, (edge, _) = self.start_nodes()
+        out = self.out_dir("traintl-peer-loss-")
 
         def run(name, kill):
             d = os.path.join(out, name)
@@ -213,7 +214,7 @@ class PeerRecoveryNodeLossTest(NetnsClusterTestCase):
         self.assertTrue(os.path.exists(os.path.join(out, "lost", "steps_rank0_gen1.txt")))
 
 
-class ElasticShrinkTest(NetnsClusterTestCase):
+class ElasticShrinkTest(PeerRecoveryNetnsCase):
     """Elastic sizes: 3 ranks on 3 nodes; the node of rank 0 (which serves the rendezvous)
     is lost, and the two ranks left go on as a group of 2 in the same attempt, without a
     restart or a disk round trip, meeting at the store rank 1 serves on its reserved port;
@@ -221,26 +222,10 @@ class ElasticShrinkTest(NetnsClusterTestCase):
     and the group is 3 again."""
     edges = 2
 
-    def skip_reason(self):
-        lib = lib_path("libtest_peer_recovery.so")
-        return None if os.path.exists(lib) else f"no {lib} (built with TRAINTL_BUILD_TORCH=ON)"
-
     def test_losing_a_node_shrinks_the_group(self):
-        c, net = self.cluster, self.net
-        loss = []  # the cluster's short node-loss timeout (cluster_harness.LOSS_MS)
-        head = self.daemon(net.hub, net.HUB_IP, 1, ["--server"] + loss, node_id="node-zz-head")
-        head.start(role="head")
-        c.voters = [head]
-        edge = self.daemon(net.edge, net.EDGE_IP, 1, ["--join", head.address] + loss,
-                           node_id="node-aa-edge")
-        edge.start(role="agent")
-        edge2 = self.daemon(net.edge2, net.EDGE2_IP, 1, ["--join", head.address] + loss,
-                            node_id="node-bb-edge2")
-        edge2.start(role="agent")
-        c.wait_nodes(3)
-        out = tempfile.mkdtemp(prefix="traintl-elastic-")
-        os.chmod(out, 0o777)
-        self.addCleanup(shutil.rmtree, out, True)
+        c = self.cluster
+        head, (edge, edge2) = self.start_nodes()  # the cluster's short node-loss timeout
+        out = self.out_dir("traintl-elastic-")
         spec = {
             "name": "elastic",
             "entrypoint": {"library": lib_path("libtest_peer_recovery.so")},

@@ -3,15 +3,12 @@ a step is replaced while the other rank keeps its process and state; the job fin
 its first attempt, redoes at most the step in progress, loses no committed report or
 checkpoint, and ends with the same weights, to the bit, as a run without the death. With
 no survivor it falls back to a restart from the checkpoint."""
-import json
 import os
-import re
 import shutil
-import subprocess
 import tempfile
 import unittest
 
-from harness import Daemon, DaemonTestCase, cli_in, lib_path, main
+from harness import Daemon, DaemonTestCase, lib_path, main, python_has_torch, submit_python
 
 LIB = lib_path("libtest_peer_recovery.so")
 STEPS = 60
@@ -157,15 +154,7 @@ def train_fn(config):
 '''
 
 
-def _python_has_torch():
-    try:
-        return subprocess.run(["/usr/bin/python3", "-c", "import torch"], capture_output=True,
-                              timeout=120).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-
-
-@unittest.skipUnless(_python_has_torch(), "/usr/bin/python3 cannot import torch")
+@unittest.skipUnless(python_has_torch(), "/usr/bin/python3 cannot import torch")
 class PythonPeerRecoveryTest(PeerRecoveryTest):
     def run_job(self, name, workers=2, kill_rank=-1, kill_step=-1, **kw):
         out = os.path.join(self.tmp, name)
@@ -183,12 +172,8 @@ class PythonPeerRecoveryTest(PeerRecoveryTest):
             "run_config": {"failure_config": {"max_failures": 2, "peer_recovery": True}},
             "env": {"OMP_NUM_THREADS": "1"},
         }
-        with open(os.path.join(src, "job.json"), "w") as f:
-            json.dump(spec, f)
-        p = cli_in(self.daemon, src, "submit", "job.json", timeout=300)
-        m = re.search(r"\b([0-9a-f]{12})\b", p.stdout)
-        self.assertIsNotNone(m, p.stdout + p.stderr)
-        return m.group(1), out, self.daemon.wait_terminal(m.group(1), timeout=300)
+        job_id = submit_python(self.daemon, src, spec)
+        return job_id, out, self.daemon.wait_terminal(job_id, timeout=300)
 
     def check_recovered(self, victim):
         _, straight_dir, straight = self.run_job("straight")
