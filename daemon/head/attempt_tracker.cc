@@ -171,7 +171,15 @@ AttemptTracker::Commands AttemptTracker::OnExit(const WorkerExit& e, const std::
   }
   // A rank this head stopped while the attempt was ending is not a failure of its own.
   const bool expected = ending_ && e.stopped_by_agent;
-  if (!expected) FailWith(DescribeExit(e, log_tail));
+  if (!expected && e.signal && !e.stopped_by_agent && failure_ && !failure_->signal &&
+      !stop_requested_) {
+    // A rank killed from outside is the cause; a peer that failed by itself a moment
+    // earlier (its collective saw the dead rank first) is its consequence, whichever exit
+    // the agent reaped first.
+    failure_ = DescribeExit(e, log_tail);
+  } else if (!expected) {
+    FailWith(DescribeExit(e, log_tail));
+  }
   for (auto& c : BeginEnding()) out.push_back(std::move(c));
   return out;
 }

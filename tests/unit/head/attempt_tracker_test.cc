@@ -571,3 +571,22 @@ TEST_CASE("tracker: a rank started late is stopped when every other rank finishe
   T u = Recovering(2, -1);
   CHECK(Count<T::StopWorkers>(u.OnExit(Exit(0, 0), "")) == 0);
 }
+
+TEST_CASE("tracker: a rank killed from outside is the cause, whichever exit came first") {
+  T t = OneNode(2);
+  t.OnLaunched(true);
+  WorkerExit own = Exit(0, 1);
+  own.done_seen = true;
+  own.done_error = "Allreduce failed";
+  t.OnExit(own, "");  // its collective saw the dead peer before the agent reaped that one
+  t.OnExit(Killed(1, SIGKILL), "");
+  REQUIRE(t.failure());
+  CHECK(t.failure()->failed_rank == 1);
+  CHECK(t.failure()->signal == SIGKILL);
+  // A rank the agent stopped does not take the place of the first failure.
+  T u = OneNode(2);
+  u.OnLaunched(true);
+  u.OnExit(own, "");
+  u.OnExit(Killed(1, SIGTERM, /*stopped=*/true), "");
+  CHECK(u.failure()->failed_rank == 0);
+}
