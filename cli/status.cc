@@ -55,7 +55,11 @@ std::string FormatJobDetail(const nlohmann::json& job, int64_t now_ms) {
   std::string allowed = max_failures < 0 ? "unlimited" : "of " + std::to_string(max_failures);
   field("Attempt:", (attempt > 0 ? std::to_string(attempt) : std::string("-")) + " (failures " +
                         std::to_string(failures) + " " + allowed + ")");
-  if (auto workers = JsonInt(job, "num_workers")) field("Workers:", std::to_string(*workers));
+  if (auto workers = JsonInt(job, "num_workers")) {
+    auto min = JsonInt(job, "min_workers");
+    field("Workers:", min ? std::to_string(*min) + "-" + std::to_string(*workers) + " (elastic)"
+                          : std::to_string(*workers));
+  }
   auto started = JsonInt(job, "started_at");
   auto ended = JsonInt(job, "ended_at");
   // The head's view of the running ranks: stragglers and a stalled collective, named.

@@ -40,23 +40,36 @@ int NumWorkersOf(const JobRecord& job) {
   return n != it->end() && n->is_number_integer() ? n->get<int>() : 1;
 }
 
+// An elastic job's minimum (its definition's scaling.min_workers), or 0.
+int MinWorkersOf(const JobRecord& job) {
+  if (job.definition.empty()) return 0;
+  json d = ParseOr(job.definition, json::object());
+  auto it = d.find("scaling");
+  if (it == d.end() || !it->is_object()) return 0;
+  auto n = it->find("min_workers");
+  return n != it->end() && n->is_number_integer() ? n->get<int>() : 0;
+}
+
 }  // namespace
 
 int JobNumWorkers(const JobRecord& job) { return NumWorkersOf(job); }
 
 json JobSummaryJson(const JobRecord& job) {
   const int workers = NumWorkersOf(job);
-  return json{{"job_id", job.id},
-              {"name", job.name},
-              {"state", job.state},
-              {"attempt", job.attempt},
-              {"num_workers", workers},
-              {"submitted_at", job.submitted_at},
-              {"started_at", Opt(job.started_at)},
-              {"ended_at", Opt(job.ended_at)},
-              {"message", job.message},
-              {"pending_reason", job.state == kJobPending ? job.pending_reason : ""},
-              {"metrics", ParseOr(job.metrics, json::object())}};
+  json out{{"job_id", job.id},
+           {"name", job.name},
+           {"state", job.state},
+           {"attempt", job.attempt},
+           {"num_workers", workers},
+           {"submitted_at", job.submitted_at},
+           {"started_at", Opt(job.started_at)},
+           {"ended_at", Opt(job.ended_at)},
+           {"message", job.message},
+           {"pending_reason", job.state == kJobPending ? job.pending_reason : ""},
+           {"metrics", ParseOr(job.metrics, json::object())}};
+  // An elastic job: num_workers is its maximum (the ranks whose logs there may be).
+  if (const int min = MinWorkersOf(job); min > 0 && min < workers) out["min_workers"] = min;
+  return out;
 }
 
 json AttemptJson(const AttemptRecord& a) {

@@ -6,8 +6,8 @@ import os
 import shutil
 import tempfile
 
-from harness import (DaemonTestCase, lib_path, main, python_has_torch, submit_python,
-                     train_spec, wait_for)
+from harness import (DaemonTestCase, cli_in, lib_path, main, python_has_torch,
+                     submit_python, train_spec, wait_for)
 
 # An elastic Python function: a global batch of 48 rows per step, drawn from the step, split
 # among the group's ranks as it is now.
@@ -63,6 +63,9 @@ class ElasticStartTest(DaemonTestCase):
         job = self.daemon.wait_terminal(job_id)
         self.assertEqual(job["state"], "SUCCEEDED", job)
         self.assertEqual(job["spec"]["scaling_config"]["num_workers"], {"min": 2, "max": 4})
+        self.assertEqual((job["num_workers"], job["min_workers"]), (4, 2))
+        status = cli_in(self.daemon, "/", "status", job_id)
+        self.assertIn("2-4 (elastic)", status.stdout, status.stdout + status.stderr)
         # 3 CPUs, 1 per rank: 3 ranks, each told the world size 3.
         self.assertEqual(job["metrics"]["world_size"], 3, job)
         self.assertEqual(job["attempt"], 1, job)
