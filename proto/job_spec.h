@@ -132,7 +132,7 @@ struct JobSpec {
   // failure_config.peer_recovery: when a rank dies, the others keep running and a
   // replacement rank takes a survivor's in-memory state (traintl::torch::run_steps), instead
   // of a restart of every rank from the checkpoint. Each replacement counts against
-  // max_failures. Needs a library or python entry point and max_failures != 0.
+  // max_failures. Needs a library or python entry point, max_failures != 0 and no use_gpu.
   // Default false.
   bool peer_recovery = false;
   // run_config.time_limit_s: the job is stopped (STOPPED, with that reason) once this long

@@ -362,6 +362,12 @@ bool ParseRunConfig(Checker& c, const json& doc, JobSpec* spec) {
   spec->max_failures = 0;
   spec->peer_recovery = false;
   spec->time_limit_s = 0;
+  // Regroups rebuild Gloo groups; a dead NCCL peer can only end the attempt (for now).
+  if (spec->elastic() && spec->use_gpu) {
+    return c.Fail("scaling_config.num_workers",
+                  "an elastic size {min, max} needs CPU (Gloo) collectives: use_gpu jobs have a "
+                  "fixed size for now");
+  }
   const json* rc = Find(doc, "run_config");
   if (rc == nullptr) return true;
   if (!c.Object("run_config", *rc, "an object")) return false;
@@ -447,6 +453,11 @@ bool ParseRunConfig(Checker& c, const json& doc, JobSpec* spec) {
       if (spec->peer_recovery && spec->max_failures == 0) {
         return c.Fail(path,
                       "needs max_failures -1 or >= 1: each rank replaced counts as a failure");
+      }
+      if (spec->peer_recovery && spec->use_gpu) {
+        return c.Fail(path,
+                      "needs CPU (Gloo) collectives: a use_gpu job restarts from its checkpoint "
+                      "for now");
       }
       if (spec->peer_recovery && spec->entry_kind == EntrypointKind::kCommand) {
         return c.Fail(path,

@@ -135,6 +135,9 @@ TEST_CASE("scaling_config.num_workers: a size, or an elastic {min, max}") {
               "scaling_config.num_workers.min", "is required");
   ExpectError(With("/scaling_config/num_workers", json{{"min", 0}, {"max", 2}}),
               "scaling_config.num_workers.min", "must be an integer >= 1");
+  ExpectError(With("/scaling_config/use_gpu", true,
+                   With("/scaling_config/num_workers", json{{"min", 1}, {"max", 2}})),
+              "scaling_config.num_workers", "CPU (Gloo)");
   ExpectError(With("/scaling_config/num_workers", json{{"min", 1}, {"max", 2}, {"most", 3}}),
               "scaling_config.num_workers.most", "has: min, max");
 }
@@ -169,6 +172,9 @@ TEST_CASE("run_config fields") {
   json command = With("/run_config/failure_config/peer_recovery", true, recovering);
   command["entrypoint"] = {{"command", {"python3", "train.py"}}, {"working_dir", "."}};
   ExpectError(command, "run_config.failure_config.peer_recovery", "library and python");
+  ExpectError(With("/scaling_config/use_gpu", true,
+                   With("/run_config/failure_config/peer_recovery", true, recovering)),
+              "run_config.failure_config.peer_recovery", "CPU (Gloo)");
   // It round-trips through the stored JSON.
   JobSpec a = MustParse(With("/run_config/failure_config/peer_recovery", true, recovering));
   CHECK(MustParse(JobSpecToJson(a)).peer_recovery);

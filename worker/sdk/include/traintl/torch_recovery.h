@@ -43,7 +43,8 @@
 // When no survivor holds the state (every replica died), or the rendezvous with the
 // replacement fails (another rank dies during it), the error stands: the attempt fails and
 // restarts from its latest checkpoint, as failure_config allows. Peer recovery needs the
-// CPU (Gloo) process group; NCCL jobs restart.
+// CPU (Gloo) process group: a use_gpu job with peer_recovery or an elastic size is refused
+// at submit.
 //
 // Thread-safety: call from the training thread, one run_steps at a time.
 #pragma once
@@ -107,11 +108,15 @@ struct BatchSlice {
   int64_t begin = 0;
   int64_t size = 0;
 };
-inline BatchSlice batch_slice(int64_t global_batch) {
-  ProcessGroup& group = process_group();
-  const int64_t w = group.world_size(), r = group.rank();
+// The part of rank `rank` of `world_size` ranks.
+inline BatchSlice batch_slice(int64_t global_batch, int rank, int world_size) {
+  const int64_t w = world_size, r = rank;
   const int64_t base = global_batch / w, extra = global_batch % w;
   return {r * base + std::min(r, extra), base + (r < extra ? 1 : 0)};
+}
+inline BatchSlice batch_slice(int64_t global_batch) {
+  ProcessGroup& group = process_group();
+  return batch_slice(global_batch, group.rank(), group.world_size());
 }
 
 // Runs step(i) for i = first_step, first_step + 1, ... while i < end_step and the job was not
