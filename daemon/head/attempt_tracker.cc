@@ -163,25 +163,34 @@ AttemptTracker::Commands AttemptTracker::OnExit(const WorkerExit& e, const std::
     replaced_.insert(e.rank);
     // The new worker is a new incarnation: until it exits, the rank lives again.
     exits_.erase(e.rank);
-    // What the dead one reported but nobody committed is superseded by what its
-    // replacement reports (from the survivor's state it takes).
-    for (auto& [q, ranks] : reports_) ranks.erase(e.rank);
+    ForgetReports({e.rank});
     out.push_back(ReplaceRank{e.rank, generation_});
     return out;
   }
   // A rank this head stopped while the attempt was ending is not a failure of its own.
   const bool expected = ending_ && e.stopped_by_agent;
-  if (!expected && e.signal && !e.stopped_by_agent && failure_ && !failure_->signal &&
-      !stop_requested_) {
+  cmd::AttemptOutcome outcome = DescribeExit(e, log_tail);
+  if (replacements_ > 0 && e.done_seen && !e.done_ok) {
+    outcome.reason +=
+        " (after a rank of the attempt had been replaced; peer recovery needs the training "
+        "loop in run_steps)";
+  }
+  const bool own_failure_first = failure_ && failure_->failed_rank && failure_->exit_code;
+  if (!expected && e.signal && !e.stopped_by_agent && own_failure_first && !stop_requested_) {
     // A rank killed from outside is the cause; a peer that failed by itself a moment
     // earlier (its collective saw the dead rank first) is its consequence, whichever exit
     // the agent reaped first.
-    failure_ = DescribeExit(e, log_tail);
+    failure_ = std::move(outcome);
   } else if (!expected) {
-    FailWith(DescribeExit(e, log_tail));
+    FailWith(std::move(outcome));
   }
   for (auto& c : BeginEnding()) out.push_back(std::move(c));
   return out;
+}
+
+void AttemptTracker::ForgetReports(const std::set<int>& ranks) {
+  for (auto& [seq, by_rank] : reports_)
+    for (int r : ranks) by_rank.erase(r);
 }
 
 WorkerExit AttemptTracker::SyntheticExit(int rank, bool killed) const {
@@ -198,7 +207,7 @@ WorkerExit AttemptTracker::SyntheticExit(int rank, bool killed) const {
 }
 
 bool AttemptTracker::Replaceable(const WorkerExit& e) const {
-  if (placement_.max_replacements == 0 || ending_ || stop_requested_ || !launched_) return false;
+  if (placement_.max_replacements == 0 || !Running()) return false;
   if (placement_.max_replacements > 0 && replacements_ >= placement_.max_replacements) return false;
   // A rank that never got its library running fails the same way again; one that
   // reported its own failure failed in the training code, not by dying.
@@ -218,7 +227,7 @@ AttemptTracker::Commands AttemptTracker::OnReplacementFailed(int rank, const std
 }
 
 bool AttemptTracker::TryShrink(const std::set<int>& gone, Commands* out) {
-  if (placement_.min_ranks <= 0 || ending_ || stop_requested_ || !launched_) return false;
+  if (placement_.min_ranks <= 0 || !Running()) return false;
   std::vector<int> left;
   for (int r : active_) {
     if (gone.count(r) || Exited(r)) continue;
@@ -228,9 +237,7 @@ bool AttemptTracker::TryShrink(const std::set<int>& gone, Commands* out) {
   if (static_cast<int>(left.size()) < placement_.min_ranks || left.empty()) return false;
   active_ = std::set<int>(left.begin(), left.end());
   ++generation_;
-  // What the ranks that left reported but nobody committed no longer counts.
-  for (auto& [q, ranks] : reports_)
-    for (int r : gone) ranks.erase(r);
+  ForgetReports(gone);
   out->push_back(Shrink{generation_, left});
   CommitComplete(out);
   return true;
@@ -244,7 +251,7 @@ void AttemptTracker::MoveRank(int rank, const std::string& node) {
 
 std::vector<int> AttemptTracker::Missing() const {
   std::vector<int> out;
-  if (placement_.min_ranks <= 0 || ending_ || stop_requested_ || !launched_) return out;
+  if (placement_.min_ranks <= 0 || !Running()) return out;
   for (int r = 0; r < world_size(); ++r)
     if (!active_.count(r)) out.push_back(r);
   if (world_size() < placement_.max_ranks) out.push_back(world_size());
@@ -253,8 +260,8 @@ std::vector<int> AttemptTracker::Missing() const {
 
 AttemptTracker::Commands AttemptTracker::OnCapacity(int rank, const std::string& node) {
   const bool added = rank == world_size() && rank < placement_.max_ranks;
-  if (placement_.min_ranks <= 0 || ending_ || stop_requested_ || !launched_ || rank < 0 ||
-      (rank >= world_size() && !added) || active_.count(rank)) {
+  if (placement_.min_ranks <= 0 || !Running() || rank < 0 || (rank >= world_size() && !added) ||
+      active_.count(rank)) {
     return {};
   }
   if (added) {
@@ -290,14 +297,12 @@ AttemptTracker::Commands AttemptTracker::OnNodeLost(const std::string& node) {
   const bool room = budget < 0 || replacements_ + static_cast<int>(lost.size()) <= budget;
   bool survivor = false;
   for (int r : hellos_) survivor = survivor || (!lost.count(r) && !Exited(r) && active_.count(r));
-  if (!lost.empty() && budget != 0 && room && survivor && !ending_ && !stop_requested_ &&
-      launched_) {
+  if (!lost.empty() && budget != 0 && room && survivor && Running()) {
     Commands out;
     for (int r : lost) out.push_back(RecordWorkerEvent{r, "exited", "lost with its node " + node});
     replacements_ += static_cast<int>(lost.size());
     ++generation_;
-    for (auto& [q, ranks] : reports_)
-      for (int r : lost) ranks.erase(r);
+    ForgetReports(lost);
     out.push_back(Relocate{generation_, std::vector<int>(lost.begin(), lost.end())});
     return out;
   }

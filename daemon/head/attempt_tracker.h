@@ -179,6 +179,11 @@ class AttemptTracker {
  private:
   Commands BeginEnding();
   void FailWith(cmd::AttemptOutcome o);
+  // Launched, and neither ending nor asked to stop: deaths may still be recovered.
+  bool Running() const { return launched_ && !ending_ && !stop_requested_; }
+  // What `ranks` reported that nobody committed no longer counts (they left, or a new
+  // incarnation reports from a survivor's state).
+  void ForgetReports(const std::set<int>& ranks);
   // The exit recorded for a rank whose worker did not report one: lost with its node
   // (`killed`: SIGKILL) or never started.
   WorkerExit SyntheticExit(int rank, bool killed) const;

@@ -284,7 +284,8 @@ void JobManager::Relocate(ActiveAttempt& a, const AttemptTracker::Relocate& r) {
   for (int rank : r.ranks) {
     const std::string node = NodeWithRoom(a);
     if (node.empty()) {
-      FailReplacement(a, rank, "no node has room for it");  // the attempt restarts
+      // The attempt restarts; none of the lost ranks is started, so each counts as gone.
+      for (int lost : r.ranks) FailReplacement(a, lost, "no node has room for it");
       return;
     }
     a.tracker.MoveRank(rank, node);

@@ -323,19 +323,28 @@ TEST_CASE("lost attempts name what happened") {
 
 namespace {
 
-// Two ranks on the head's node with peer recovery allowing `max` replacements.
-AttemptTracker Recovering(int ranks, int max) {
+// An attempt on `nodes` (the head's is "h"), launched, every rank said hello; elastic with
+// `min_ranks` / `max_ranks`, peer recovery with `replacements` (see AttemptPlacement).
+AttemptTracker Launched(std::vector<std::string> nodes, int min_ranks, int max_ranks,
+                        int replacements) {
   AttemptPlacement p;
   p.job_id = "j1";
   p.attempt = 1;
-  p.rank_nodes.assign(static_cast<size_t>(ranks), "h");
+  p.rank_nodes = std::move(nodes);
   p.local_node = "h";
   p.staging_prefix = "/t/.staging/attempt_1/";
-  p.max_replacements = max;
+  p.min_ranks = min_ranks;
+  p.max_ranks = max_ranks;
+  p.max_replacements = replacements;
   AttemptTracker t(p);
   t.OnLaunched(true);
-  for (int r = 0; r < ranks; ++r) t.OnHello(r);
+  for (int r = 0; r < t.world_size(); ++r) t.OnHello(r);
   return t;
+}
+
+// `ranks` ranks on the head's node with peer recovery allowing `max` replacements.
+AttemptTracker Recovering(int ranks, int max) {
+  return Launched(std::vector<std::string>(static_cast<size_t>(ranks), "h"), 0, 0, max);
 }
 
 }  // namespace
@@ -432,16 +441,7 @@ TEST_CASE("tracker: the replacement's reports take the dead rank's place") {
 }
 
 TEST_CASE("tracker: an elastic attempt goes on with the ranks left when a node is lost") {
-  AttemptPlacement p;
-  p.job_id = "j1";
-  p.attempt = 1;
-  p.rank_nodes = {"h", "n2", "n3"};
-  p.local_node = "h";
-  p.staging_prefix = "/t/.staging/attempt_1/";
-  p.min_ranks = 2;
-  T t(p);
-  t.OnLaunched(true);
-  for (int r = 0; r < 3; ++r) t.OnHello(r);
+  T t = Launched({"h", "n2", "n3"}, /*min_ranks=*/2, /*max_ranks=*/0, /*replacements=*/0);
   // Rank 1 reported seq 0, the others not yet: its report no longer counts once it is gone.
   CHECK(t.OnReport(1, 0, json{{"step", 1}}, "").empty());
   T::Commands out = t.OnNodeLost("n2");
@@ -464,17 +464,7 @@ TEST_CASE("tracker: an elastic attempt goes on with the ranks left when a node i
 }
 
 TEST_CASE("tracker: an elastic attempt that shrank takes its rank back when capacity returns") {
-  AttemptPlacement p;
-  p.job_id = "j1";
-  p.attempt = 1;
-  p.rank_nodes = {"n1", "n2", "h"};
-  p.local_node = "h";
-  p.staging_prefix = "/t/.staging/attempt_1/";
-  p.min_ranks = 2;
-  T t(p);
-  CHECK(t.Missing().empty());  // not launched yet
-  t.OnLaunched(true);
-  for (int r = 0; r < 3; ++r) t.OnHello(r);
+  T t = Launched({"n1", "n2", "h"}, /*min_ranks=*/2, /*max_ranks=*/0, /*replacements=*/0);
   CHECK(t.Missing().empty());
   REQUIRE(Count<T::Shrink>(t.OnNodeLost("n1")) == 1);
   CHECK(t.Missing() == std::vector<int>{0});
@@ -501,18 +491,7 @@ TEST_CASE("tracker: an elastic attempt that shrank takes its rank back when capa
 }
 
 TEST_CASE("tracker: an elastic attempt that started smaller grows up to its maximum") {
-  AttemptPlacement p;
-  p.job_id = "j1";
-  p.attempt = 1;
-  p.rank_nodes = {"h", "h"};
-  p.local_node = "h";
-  p.staging_prefix = "/t/.staging/attempt_1/";
-  p.min_ranks = 2;
-  p.max_ranks = 3;
-  T t(p);
-  t.OnLaunched(true);
-  t.OnHello(0);
-  t.OnHello(1);
+  T t = Launched({"h", "h"}, /*min_ranks=*/2, /*max_ranks=*/3, /*replacements=*/0);
   CHECK(t.Missing() == std::vector<int>{2});
   CHECK(t.OnCapacity(3, "h").empty());  // not the next number
   const T::Grow* grow = First<T::Grow>(t.OnCapacity(2, "h"));
@@ -527,17 +506,7 @@ TEST_CASE("tracker: an elastic attempt that started smaller grows up to its maxi
 }
 
 TEST_CASE("tracker: with peer recovery, ranks lost with their node start again elsewhere") {
-  AttemptPlacement p;
-  p.job_id = "j1";
-  p.attempt = 1;
-  p.rank_nodes = {"n1", "h"};
-  p.local_node = "h";
-  p.staging_prefix = "/t/.staging/attempt_1/";
-  p.max_replacements = 1;
-  T t(p);
-  t.OnLaunched(true);
-  t.OnHello(0);
-  t.OnHello(1);
+  T t = Launched({"n1", "h"}, /*min_ranks=*/0, /*max_ranks=*/0, /*replacements=*/1);
   T::Commands out = t.OnNodeLost("n1");
   const T::Relocate* relocate = First<T::Relocate>(out);
   REQUIRE(relocate != nullptr);
@@ -589,4 +558,16 @@ TEST_CASE("tracker: a rank killed from outside is the cause, whichever exit came
   u.OnExit(own, "");
   u.OnExit(Killed(1, SIGTERM, /*stopped=*/true), "");
   CHECK(u.failure()->failed_rank == 0);
+}
+
+TEST_CASE("tracker: a rank that fails by itself after a replacement is told what recovery needs") {
+  T t = Recovering(2, -1);
+  t.OnExit(Killed(1, SIGKILL), "");  // replaced
+  WorkerExit own = Exit(0, 1);
+  own.done_seen = true;
+  own.done_error = "Connection closed by peer";  // its loop is not in run_steps
+  t.OnExit(own, "");
+  REQUIRE(t.failure());
+  CHECK_THAT(t.failure()->reason, Catch::Contains("Connection closed by peer"));
+  CHECK_THAT(t.failure()->reason, Catch::Contains("run_steps"));
 }
