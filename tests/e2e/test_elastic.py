@@ -6,7 +6,7 @@ import os
 import shutil
 import tempfile
 
-from harness import (DaemonTestCase, cli_in, lib_path, main, python_has_torch,
+from harness import (Daemon, DaemonTestCase, cli_in, lib_path, main, python_has_torch,
                      submit_python, train_spec, wait_for)
 
 # An elastic Python function: a global batch of 48 rows per step, drawn from the step, split
@@ -58,6 +58,19 @@ def elastic(name, lo, hi, **config):
 class ElasticStartTest(DaemonTestCase):
     num_cpus = 3
 
+    def four_cpus_one_taken(self, prefix):
+        """A daemon of 4 CPUs instead, one of them taken by a long job ("hog"); returns a
+        temp dir (removed after the test) and the hog's job id."""
+        self.daemon.stop()
+        self.daemon.cleanup()
+        self.daemon = Daemon(num_cpus=4).start()
+        out = tempfile.mkdtemp(prefix=prefix)
+        self.addCleanup(shutil.rmtree, out, True)
+        hog = self.daemon.submit_spec(train_spec(name="hog", workers=1, epochs=500,
+                                                 sleep_ms=100))
+        self.daemon.wait_job(hog, lambda j: j["state"] == "RUNNING", what="hog running")
+        return out, hog
+
     def test_starts_with_what_fits_and_every_rank_knows_the_size(self):
         job_id = self.daemon.submit_spec(elastic("e", 2, 4, epochs=2, sleep_ms=50))
         job = self.daemon.wait_terminal(job_id)
@@ -88,15 +101,7 @@ class ElasticStartTest(DaemonTestCase):
         lib = lib_path("libtest_peer_recovery.so")
         if not os.path.exists(lib):
             self.skipTest(f"no {lib} (built with TRAINTL_BUILD_TORCH=ON)")
-        self.daemon.stop()
-        self.daemon.cleanup()
-        from harness import Daemon
-        self.daemon = Daemon(num_cpus=4).start()
-        out = tempfile.mkdtemp(prefix="traintl-elastic-")
-        self.addCleanup(shutil.rmtree, out, True)
-        hog = self.daemon.submit_spec(train_spec(name="hog", workers=1, epochs=500,
-                                                 sleep_ms=100))
-        self.daemon.wait_job(hog, lambda j: j["state"] == "RUNNING", what="hog running")
+        out, hog = self.four_cpus_one_taken("traintl-elastic-")
         steps = 600
         spec = {
             "name": "grow",
@@ -138,19 +143,11 @@ class ElasticStartTest(DaemonTestCase):
     def test_a_python_function_grows_too(self):
         if not python_has_torch():
             self.skipTest("/usr/bin/python3 cannot import torch")
-        self.daemon.stop()
-        self.daemon.cleanup()
-        from harness import Daemon
-        self.daemon = Daemon(num_cpus=4).start()
-        out = tempfile.mkdtemp(prefix="traintl-elastic-py-")
-        self.addCleanup(shutil.rmtree, out, True)
+        out, hog = self.four_cpus_one_taken("traintl-elastic-py-")
         src = os.path.join(out, "src")
         os.makedirs(src)
         with open(os.path.join(src, "train.py"), "w") as f:
             f.write(ELASTIC_PY)
-        hog = self.daemon.submit_spec(train_spec(name="hog", workers=1, epochs=500,
-                                                 sleep_ms=100))
-        self.daemon.wait_job(hog, lambda j: j["state"] == "RUNNING", what="hog running")
         steps = 600
         spec = {"name": "grow-py", "entrypoint": {"python": "train:train_fn", "working_dir": "."},
                 "train_loop_config": {"steps": steps, "out_dir": out},

@@ -75,7 +75,6 @@ struct RuntimeState {
   std::mutex mu;
   bool resolved = false;          // guarded by mu
   RuntimeOptions options;         // guarded by mu; valid once resolved
-  int job_rank = 0;               // guarded by mu: the rank in the job (the context's)
   std::mutex group_mu;            // held while building the group (a blocking rendezvous)
   ProcessGroup* group = nullptr;  // guarded by group_mu
   // Peer recovery (guarded by group_mu): the stable group process_group() returns, rank
@@ -507,7 +506,7 @@ RuntimeOptions CurrentOptions() {
   std::lock_guard<std::mutex> lock(s.mu);
   if (!s.resolved) {
     s.options = OptionsFromContext();
-    s.job_rank = s.options.job_rank >= 0 ? s.options.job_rank : s.options.rank;
+    if (s.options.job_rank < 0) s.options.job_rank = s.options.rank;
     s.resolved = true;
   }
   return s.options;
@@ -519,7 +518,7 @@ Status InitForTesting(const RuntimeOptions& options) {
   std::lock_guard<std::mutex> lock(s.mu);
   if (s.resolved) return Status::FailedPrecondition("traintl::torch is already initialized");
   s.options = options;
-  s.job_rank = options.rank;
+  if (s.options.job_rank < 0) s.options.job_rank = s.options.rank;
   s.resolved = true;
   return Status::Ok();
 }
@@ -542,9 +541,9 @@ void ApplyRegroupInfo(int generation) {
   const std::vector<int> ranks = info["ranks"].get<std::vector<int>>();
   RuntimeState& s = State();
   std::lock_guard<std::mutex> lock(s.mu);
-  const auto at = std::find(ranks.begin(), ranks.end(), s.job_rank);
+  const auto at = std::find(ranks.begin(), ranks.end(), s.options.job_rank);
   if (at == ranks.end()) {
-    throw CollectiveError("traintl::torch: rank " + std::to_string(s.job_rank) +
+    throw CollectiveError("traintl::torch: rank " + std::to_string(s.options.job_rank) +
                           " is not in the group of generation " + std::to_string(generation));
   }
   s.options.rank = static_cast<int>(at - ranks.begin());

@@ -46,8 +46,9 @@ struct RuntimeOptions {
   // A replacement rank's first generation (the context's "regroup_generation"); 0 for the
   // attempt's ranks. Default: 0.
   int join_generation = 0;
-  // The rank in the job when it differs from `rank`, the place in the group (an elastic
-  // job's rank that joined a group of another size). -1: `rank`. Default: -1.
+  // The rank in the job; `rank` is the place in the group, which differs in an elastic
+  // job's group of another size. -1: `rank` (set so when the options take effect).
+  // Default: -1.
   int job_rank = -1;
 };
 

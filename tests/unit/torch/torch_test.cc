@@ -21,6 +21,7 @@
 #include <vector>
 
 #include <traintl/torch.h>
+#include <traintl/torch_recovery.h>
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
@@ -649,4 +650,24 @@ TEST_CASE("rendezvous store: binds only the given address and reports unreachabl
   CHECK(StoreClient::Connect("127.0.0.1", port, 1s).ok());
   server.value().reset();
   CHECK_FALSE(StoreClient::Connect("127.0.0.1", port, 100ms).ok());
+}
+
+TEST_CASE("batch_slice: a global batch split among the ranks, the first ones taking the rest") {
+  using traintl::torch::batch_slice;
+  for (int world = 1; world <= 5; ++world) {
+    for (int64_t global : {0, 1, 7, 48, 50}) {
+      int64_t next = 0;
+      for (int r = 0; r < world; ++r) {
+        const auto s = batch_slice(global, r, world);
+        CHECK(s.begin == next);  // contiguous, in rank order
+        CHECK(s.size >= global / world);
+        CHECK(s.size <= global / world + 1);
+        next += s.size;
+      }
+      CHECK(next == global);  // every row, once
+    }
+  }
+  CHECK(batch_slice(50, 0, 4).size == 13);
+  CHECK(batch_slice(50, 3, 4).begin == 38);
+  CHECK(batch_slice(50, 3, 4).size == 12);
 }
