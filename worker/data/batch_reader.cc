@@ -142,8 +142,8 @@ Status BatchReader::ParseUnit(const Unit& unit, int64_t line, RowBlock* out, int
                               parquet::DecodeScratch* scratch) const {
   const FileInfo& fi = dataset_->files()[static_cast<size_t>(unit.file)];
   out->Reset(schema_, std::max<int64_t>(unit.rows, 0));
-  const char* data = unit.bytes.data() + unit.begin;
-  const size_t len = unit.end - unit.begin;
+  const char* data = unit.mapping ? unit.mapping->data() : unit.bytes.data() + unit.begin;
+  const size_t len = unit.mapping ? unit.mapping->size() : unit.end - unit.begin;
   const TextPos pos{&fi.file.name, line, unit.offset};
   switch (dataset_->format()) {
     case Format::kCsv:
@@ -159,8 +159,9 @@ Status BatchReader::ParseUnit(const Unit& unit, int64_t line, RowBlock* out, int
       out->num_rows = unit.rows;
       return Status::Ok();
     case Format::kParquet:
-      return DecodeParquetRows(fi, unit.row_group, ParquetLeaves(unit.file), data, len,
-                               unit.skip_rows, unit.rows, schema_, out, scratch);
+      return DecodeParquetRows(fi, unit.row_group, ParquetLeaves(unit.file),
+                               {data, len, unit.mapping != nullptr}, unit.skip_rows, unit.rows,
+                               schema_, out, scratch);
   }
   return Status::Internal("unknown format");
 }
@@ -195,7 +196,7 @@ void BatchReader::ParserMain() {
       p->status = std::move(st);
       if (unit->line == kLineAfterPrevious) p->failed = std::move(unit);
     }
-    if (unit != nullptr) unit_bytes_.Give(std::move(unit->bytes));
+    if (unit != nullptr && unit->bytes.capacity() > 0) unit_bytes_.Give(std::move(unit->bytes));
     unit.reset();
     {
       std::lock_guard<std::mutex> lock(mu_);

@@ -30,6 +30,11 @@ Status BatchReader::ReadParquetSegment(const Segment& seg) {
   const SourceOptions source{dataset_->options().http, &stop_};
   int64_t skip = seg.skip_rows;
   int64_t left = seg.rows < 0 ? INT64_MAX : seg.rows;
+  // A local file is read in place (see MappedFile): no copy, no fresh buffers to zero.
+  std::shared_ptr<const MappedFile> mapping;
+  if (!fi.file.http) {
+    TRAINTL_ASSIGN_OR_RETURN(mapping, MappedFile::Open(fi.file, fi.parquet->file_size));
+  }
   int64_t first_row = 0;  // of row group g in the file
   for (size_t g = 0; g < seg.offset && g < groups.size(); ++g) first_row += groups[g].num_rows;
   for (size_t g = static_cast<size_t>(seg.offset); g < groups.size() && left > 0 && !stop_; ++g) {
@@ -53,11 +58,23 @@ Status BatchReader::ReadParquetSegment(const Segment& seg) {
       total += r.size;
     }
     auto unit = std::make_unique<Unit>();
-    unit->bytes = unit_bytes_.Take();
-    unit->bytes.Resize(static_cast<size_t>(total));
-    unit->accounted = static_cast<int64_t>(unit->bytes.capacity());
-    Account(unit->accounted);
     size_t at = 0;
+    if (mapping) {
+      for (const ByteRange& r : reads) TRAINTL_RETURN_IF_ERROR(mapping->Populate(r.offset, r.size));
+      unit->mapping = mapping;
+      at = static_cast<size_t>(total);
+      bytes_read_ += static_cast<int64_t>(total);
+      // Page cache, not the reader's memory; accounted all the same, as the pages stay
+      // resident while the unit waits.
+      unit->accounted = static_cast<int64_t>(total);
+      Account(unit->accounted);
+      reads.clear();
+    } else {
+      unit->bytes = unit_bytes_.Take();
+      unit->bytes.Resize(static_cast<size_t>(total));
+      unit->accounted = static_cast<int64_t>(unit->bytes.capacity());
+      Account(unit->accounted);
+    }
     for (const ByteRange& r : reads) {
       Status st;
       auto src = OpenSource(fi.file, r.offset, source);

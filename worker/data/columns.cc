@@ -9,6 +9,11 @@
 
 namespace traintl {
 namespace data {
+namespace {
+
+constexpr size_t kPageBytes = 4096;
+
+}  // namespace
 
 const char* DTypeName(DType dtype) {
   switch (dtype) {
@@ -59,14 +64,24 @@ bool operator==(const ColumnSpec& a, const ColumnSpec& b) {
 
 Buffer& Buffer::operator=(Buffer&& other) noexcept {
   if (this != &other) {
-    Release(data_, capacity_);
+    if (!borrowed_) Release(data_, capacity_);
     data_ = other.data_;
     size_ = other.size_;
     capacity_ = other.capacity_;
+    borrowed_ = other.borrowed_;
     other.data_ = nullptr;
     other.size_ = other.capacity_ = 0;
+    other.borrowed_ = false;
   }
   return *this;
+}
+
+void Buffer::Borrow(char* storage, size_t capacity) {
+  if (!borrowed_) Release(data_, capacity_);
+  data_ = storage;
+  size_ = 0;
+  capacity_ = capacity;
+  borrowed_ = true;
 }
 
 void Buffer::Release(char* data, size_t capacity) {
@@ -80,6 +95,17 @@ void Buffer::Release(char* data, size_t capacity) {
 
 void Buffer::Reserve(size_t n) {
   if (n <= capacity_) return;
+  if (borrowed_) {
+    // To memory of its own, with all of the borrowed bytes (see below).
+    char* const old = data_;
+    const size_t old_capacity = capacity_;
+    data_ = nullptr;
+    capacity_ = 0;
+    borrowed_ = false;
+    Reserve(n);
+    std::memcpy(data_, old, old_capacity);
+    return;
+  }
   if (n < kHugeBufferBytes) {
     void* p = std::realloc(data_, n);
     if (p == nullptr) throw std::bad_alloc();
@@ -88,7 +114,7 @@ void Buffer::Reserve(size_t n) {
     return;
   }
   if (n > SIZE_MAX - 2 * kHugeBufferBytes) throw std::bad_alloc();
-  const size_t capacity = (n + kHugeBufferBytes - 1) / kHugeBufferBytes * kHugeBufferBytes;
+  const size_t capacity = (n + kPageBytes - 1) / kPageBytes * kPageBytes;
   if (capacity_ >= kHugeBufferBytes) {
     // Grown by the kernel, without copying (as realloc does for its own large blocks); the
     // mapping keeps its advice.
@@ -124,9 +150,33 @@ void Buffer::Grow(size_t min_capacity) {
   Reserve(std::max<size_t>({min_capacity, capacity_ + capacity_ / 2, 64}));
 }
 
+namespace {
+
+// A column's share of a RowBlock's arena: its room, rounded up to a cache line.
+size_t ArenaShare(size_t bytes) { return (bytes + 63) / 64 * 64; }
+
+}  // namespace
+
 void RowBlock::Reset(const Schema& schema, int64_t rows) {
   num_rows = 0;
   columns.resize(schema.size());
+  size_t arena_bytes = 0;
+  for (const ColumnSpec& spec : schema) {
+    if (spec.dtype != DType::kString && rows > 0) {
+      arena_bytes += ArenaShare(spec.RowBytes() * static_cast<size_t>(rows));
+    }
+  }
+  if (arena_bytes >= kHugeBufferBytes) {
+    arena.Clear();
+    arena.Reserve(arena_bytes);
+    size_t at = 0;
+    for (size_t i = 0; i < schema.size(); ++i) {
+      if (schema[i].dtype == DType::kString) continue;
+      const size_t bytes = schema[i].RowBytes() * static_cast<size_t>(rows);
+      columns[i].values.Borrow(arena.data() + at, bytes);
+      at += ArenaShare(bytes);
+    }
+  }
   for (size_t i = 0; i < schema.size(); ++i) {
     ColumnData& c = columns[i];
     c.values.Clear();
@@ -142,8 +192,10 @@ void RowBlock::Reset(const Schema& schema, int64_t rows) {
 }
 
 size_t RowBlock::ByteSize() const {
-  size_t n = 0;
-  for (const auto& c : columns) n += c.values.capacity() + c.offsets.capacity();
+  size_t n = arena.capacity();
+  for (const auto& c : columns) {
+    n += (c.values.borrowed() ? 0 : c.values.capacity()) + c.offsets.capacity();
+  }
   return n;
 }
 

@@ -334,8 +334,8 @@ std::vector<Chunk> ParquetChunks(int file_index, const ParquetLayout& layout) {
 }
 
 Status DecodeParquetRows(const FileInfo& file, int row_group, const std::vector<int>& leaves,
-                         const char* bytes, size_t len, int64_t skip, int64_t rows,
-                         const Schema& schema, RowBlock* out, parquet::DecodeScratch* scratch) {
+                         const ChunkBytes& bytes, int64_t skip, int64_t rows, const Schema& schema,
+                         RowBlock* out, parquet::DecodeScratch* scratch) {
   const ParquetLayout& layout = *file.parquet;
   const auto& rg = layout.meta.row_groups[static_cast<size_t>(row_group)];
   size_t at = 0;
@@ -343,13 +343,16 @@ Status DecodeParquetRows(const FileInfo& file, int row_group, const std::vector<
     const size_t leaf = static_cast<size_t>(leaves[k]);
     const auto& md = rg.columns[leaf].meta_data;
     const ByteRange r = ColumnChunkRange(md);
-    if (r.size > len - at) return Status::Internal("a Parquet unit shorter than its chunks");
+    if (bytes.whole_file) at = static_cast<size_t>(r.offset);
+    if (at > bytes.len || r.size > bytes.len - at) {
+      return Status::Internal("a Parquet unit shorter than its chunks");
+    }
     parquet::ChunkDesc desc;
     desc.type = md.type;
     desc.optional = layout.columns[leaf].optional;
     desc.codec = md.codec;
     desc.num_values = md.num_values;
-    Status st = parquet::DecodeColumnChunk(reinterpret_cast<const uint8_t*>(bytes + at),
+    Status st = parquet::DecodeColumnChunk(reinterpret_cast<const uint8_t*>(bytes.data + at),
                                            static_cast<size_t>(r.size), desc, skip, rows,
                                            schema[k].dtype, &out->columns[k], scratch);
     if (!st.ok()) {

@@ -18,7 +18,9 @@
 //
 // Memory: a row group's selected column chunks are read whole (they are the unit a reader
 // thread hands to a parser, which decodes all the unit's rows into one block), so a reader
-// holds up to (parser threads + 2) row groups' chunks and decoded rows. Splitting a row
+// holds up to (parser threads + 2) row groups' chunks and decoded rows. A local file is
+// mapped (MappedFile) and its chunks decoded where they lie in the page cache; an http(s)
+// file's chunks are read into buffers with Range requests. Splitting a row
 // group into several units would bound that by rows, at the cost of decompressing the
 // pages that straddle the units' bounds once per unit.
 //
@@ -91,14 +93,21 @@ Status OpenParquetFile(size_t i, const std::map<std::string, DType>& column_type
 // The row index of a file: one Chunk per non-empty row group.
 std::vector<Chunk> ParquetChunks(int file_index, const ParquetLayout& layout);
 
+// Where DecodeParquetRows finds a row group's column chunks: either `data` holds the chunks
+// of its `leaves` one after the other (each ColumnChunkRange long), as a ranged read gives
+// them, or (`whole_file`) `data` is the whole file, mapped, and each chunk is at its offset.
+struct ChunkBytes {
+  const char* data = nullptr;
+  size_t len = 0;
+  bool whole_file = false;
+};
+
 // Decodes rows [skip, skip + rows) of row group `row_group` into `out` (which follows
-// `schema`): column k of `out` is leaf `leaves[k]` of the file, and `bytes` holds the column
-// chunks of `leaves` one after the other (each ColumnChunkRange long).
+// `schema`): column k of `out` is leaf `leaves[k]` of the file, read from `bytes`.
 // `scratch` (may be null): the calling thread's buffers for decoding pages.
 Status DecodeParquetRows(const FileInfo& file, int row_group, const std::vector<int>& leaves,
-                         const char* bytes, size_t len, int64_t skip, int64_t rows,
-                         const Schema& schema, RowBlock* out,
-                         parquet::DecodeScratch* scratch = nullptr);
+                         const ChunkBytes& bytes, int64_t skip, int64_t rows, const Schema& schema,
+                         RowBlock* out, parquet::DecodeScratch* scratch = nullptr);
 
 }  // namespace data
 }  // namespace traintl

@@ -4,12 +4,17 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <glob.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
 #include <utility>
+
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22  // Linux 5.14
+#endif
 
 namespace traintl {
 namespace data {
@@ -175,6 +180,62 @@ Result<std::unique_ptr<ByteSource>> OpenSource(const DataFile& file, uint64_t of
   ::posix_fadvise(fd, static_cast<off_t>(offset), 0, POSIX_FADV_SEQUENTIAL);
   return std::unique_ptr<ByteSource>(
       new LocalSource(file.name, fd, offset, static_cast<uint64_t>(st.st_size)));
+}
+
+Result<std::shared_ptr<const MappedFile>> MappedFile::Open(const DataFile& file,
+                                                           uint64_t expected_size) {
+  if (file.http) return Status::InvalidArgument(file.name + ": not a local file");
+  const int fd = ::open(file.path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    if (err == ENOENT) return Status::NotFound(file.name + ": no such file");
+    return Status::Unavailable(file.name + ": cannot open: " + ErrnoText(err));
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return Status::Unavailable(file.name + ": cannot stat: " + ErrnoText(err));
+  }
+  const auto size = static_cast<uint64_t>(st.st_size);
+  if (size != expected_size || size == 0) {
+    ::close(fd);
+    return Status::FailedPrecondition(file.name + ": the file has " + std::to_string(size) +
+                                      " bytes, " + std::to_string(expected_size) +
+                                      " when the job started (was it changed while the job "
+                                      "ran?)");
+  }
+  void* p = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+  const int err = errno;
+  ::close(fd);  // the mapping keeps the file
+  if (p == MAP_FAILED) return Status::Unavailable(file.name + ": cannot map: " + ErrnoText(err));
+  return std::shared_ptr<const MappedFile>(
+      new MappedFile(file.name, static_cast<const char*>(p), size));
+}
+
+MappedFile::~MappedFile() { ::munmap(const_cast<char*>(data_), size_); }
+
+Status MappedFile::Populate(uint64_t offset, uint64_t len) const {
+  if (offset > size_ || len > size_ - offset) {
+    return Status::InvalidArgument(name_ + ": bytes " + std::to_string(offset) + ".." +
+                                   std::to_string(offset + len) + " are past the file's end");
+  }
+  if (len == 0) return Status::Ok();
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t begin = offset / page * page;
+  for (;;) {
+    if (::madvise(const_cast<char*>(data_) + begin, offset + len - begin, MADV_POPULATE_READ) ==
+        0) {
+      return Status::Ok();
+    }
+    if (errno == EINTR) continue;
+    // EFAULT: a page past the file's end (it shrank); EINVAL: a kernel before 5.14, where
+    // the pages fault in on first touch instead.
+    if (errno == EINVAL) return Status::Ok();
+    return Status::Unavailable(name_ + ": cannot read bytes " + std::to_string(offset) + ".." +
+                               std::to_string(offset + len) + ": " + ErrnoText(errno) +
+                               " (was the file changed while the job ran?)");
+  }
 }
 
 Result<size_t> ReadFully(ByteSource* source, char* buf, size_t len) {

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "data_test_util.h"
 #include "worker/data/free_list.h"
@@ -193,11 +194,12 @@ TEST_CASE("FreeList: gives back the memory it was given, keeps at most max_idle"
 }
 
 TEST_CASE("Buffer: capacities from 2 MiB up are 2 MiB-aligned mappings that keep their bytes") {
+  // Rounded up to whole 4 KiB pages (not huge pages: see columns.h).
   Buffer b;
   b.Resize(1000);  // malloc'ed
   for (size_t i = 0; i < 1000; ++i) b.data()[i] = static_cast<char>(i * 7);
   b.Resize(kHugeBufferBytes + 5);  // copied into a mapping of its own
-  CHECK(b.capacity() == 2 * kHugeBufferBytes);
+  CHECK(b.capacity() == kHugeBufferBytes + 4096);
   CHECK(reinterpret_cast<uintptr_t>(b.data()) % kHugeBufferBytes == 0);
   for (size_t i = 0; i < 1000; ++i) REQUIRE(b.data()[i] == static_cast<char>(i * 7));
   for (size_t i = 1000; i < b.size(); i += 4093) b.data()[i] = static_cast<char>(i);
@@ -208,7 +210,7 @@ TEST_CASE("Buffer: capacities from 2 MiB up are 2 MiB-aligned mappings that keep
   for (size_t i = 1000; i < kHugeBufferBytes + 5; i += 4093) {
     REQUIRE(b.data()[i] == static_cast<char>(i));
   }
-  CHECK(b.data()[2 * kHugeBufferBytes - 1] == 'z');
+  CHECK(b.data()[kHugeBufferBytes + 4095] == 'z');
   b.data()[b.capacity() - 1] = 'y';
   b.Resize(10);  // shrinking keeps the capacity
   CHECK(b.capacity() == 7 * kHugeBufferBytes);
@@ -230,4 +232,76 @@ TEST_CASE("Buffer: capacities from 2 MiB up are 2 MiB-aligned mappings that keep
   CHECK(e.capacity() == kHugeBufferBytes);
   d = std::move(e);
   CHECK(d.capacity() == kHugeBufferBytes);
+}
+
+TEST_CASE("Buffer: a borrowed buffer uses the lender's memory until it must grow") {
+  std::vector<char> storage(100, 'a');
+  Buffer b;
+  b.Resize(50);  // its own memory, freed by Borrow
+  b.Borrow(storage.data(), storage.size());
+  CHECK(b.borrowed());
+  CHECK(b.size() == 0);
+  CHECK(b.capacity() == 100);
+  b.Append("xyz", 3);
+  CHECK(storage[0] == 'x');
+  b.Resize(100);  // within the loan
+  CHECK(b.data() == storage.data());
+  b.Resize(101);  // moves to memory of its own, with every borrowed byte
+  CHECK(!b.borrowed());
+  CHECK(b.data() != storage.data());
+  CHECK(std::string(b.data(), 5) == "xyzaa");
+  CHECK(b.data()[99] == 'a');
+  // Moving a borrowed buffer moves the loan; destroying it frees nothing of the lender's.
+  Buffer c;
+  c.Borrow(storage.data() + 10, 20);
+  Buffer d(std::move(c));
+  CHECK(d.borrowed());
+  CHECK(!c.borrowed());
+  CHECK(d.data() == storage.data() + 10);
+  Buffer e;
+  e.Resize(kHugeBufferBytes);
+  e = std::move(d);  // e's own mapping is unmapped, the loan taken over
+  CHECK(e.borrowed());
+}
+
+TEST_CASE("RowBlock: numeric columns of 2 MiB and more share one arena; strings do not") {
+  Schema schema = {{"a", DType::kFloat32, {}}, {"s", DType::kString, {}}, {"b", DType::kInt64, {}}};
+  RowBlock block;
+  block.Reset(schema, 1000);  // 12 KB: every column on its own
+  CHECK(!block.columns[0].values.borrowed());
+  CHECK(block.arena.capacity() == 0);
+  const int64_t rows = 200000;  // 0.8 MB + 1.6 MB
+  block.Reset(schema, rows);
+  REQUIRE(block.columns[0].values.borrowed());
+  REQUIRE(block.columns[2].values.borrowed());
+  CHECK(!block.columns[1].values.borrowed());
+  const char* arena = block.arena.data();
+  CHECK(block.columns[0].values.data() == arena);
+  CHECK(block.columns[2].values.data() == arena + 800000);  // a multiple of 64
+  CHECK(block.columns[0].values.capacity() == 800000);
+  CHECK(block.ByteSize() == block.arena.capacity() + block.columns[1].offsets.capacity() +
+                                block.columns[1].values.capacity());
+  for (int64_t r = 0; r < rows; ++r) {
+    block.columns[0].As<float>()[r] = static_cast<float>(r);
+    block.columns[2].As<int64_t>()[r] = -r;
+  }
+  // Moved as a whole (as the free lists and queues do), the columns still point into it.
+  RowBlock moved = std::move(block);
+  CHECK(moved.columns[0].values.data() == arena);
+  CHECK(moved.columns[2].As<int64_t>()[rows - 1] == -(rows - 1));
+  // A column that outgrows its share leaves the arena with its values.
+  moved.columns[0].values.Resize(800000);
+  moved.columns[0].values.Resize(800004);
+  CHECK(!moved.columns[0].values.borrowed());
+  CHECK(moved.columns[0].As<float>()[rows - 1] == static_cast<float>(rows - 1));
+  // Reset again: back into the arena, which is reused, not grown.
+  moved.Reset(schema, rows);
+  CHECK(moved.arena.data() == arena);
+  CHECK(moved.columns[0].values.data() == arena);
+  RowBlock copy_target;
+  Schema one = {{"a", DType::kFloat32, {}}};
+  copy_target.Reset(one, rows);
+  moved.num_rows = rows;
+  AppendRows(one, moved, 0, rows, &copy_target);  // reads through the loan
+  CHECK(copy_target.columns[0].As<float>()[7] == 7.0f);
 }

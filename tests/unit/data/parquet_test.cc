@@ -438,6 +438,29 @@ TEST_CASE("parquet: randomly corrupted files fail cleanly") {
   }
 }
 
+TEST_CASE("parquet: a local file changed after Open is an error naming it, not a crash") {
+  // Local files are read in place (mapped); a size other than the footer's is refused
+  // before any page of it is touched, whether the file shrank or grew.
+  TempDir dir;
+  auto text = traintl::ReadFile(kFixtures + "/types_zstd_plain_v1.parquet");
+  REQUIRE(text.ok());
+  for (size_t size : {text->size() / 2, text->size() + 100}) {
+    Write(dir / "x.parquet", *text);
+    auto ds = OpenDataset("file://" + (dir / "x.parquet"));
+    std::string changed = *text;
+    changed.resize(size, '\0');
+    Write(dir / "x.parquet", changed);
+    Table t = ReadAll(ds);
+    REQUIRE(!t.status.ok());
+    CHECK_THAT(t.status.message(),
+               Catch::Contains(dir / "x.parquet") && Catch::Contains("changed while the job ran"));
+  }
+  // Rewritten with the same size, it is read in place and decodes what it holds now.
+  Write(dir / "x.parquet", *text);
+  auto ds = OpenDataset("file://" + (dir / "x.parquet"));
+  CHECK(ReadAll(ds).status.ok());
+}
+
 TEST_CASE("parquet: files of a dataset must have the same columns") {
   TempDir dir;
   auto a = traintl::ReadFile(kFixtures + "/types_snappy_dict_v1.parquet");
