@@ -32,7 +32,7 @@ BatchReader::BatchReader(std::shared_ptr<Dataset> dataset, IterOptions options)
       options_(std::move(options)),
       max_in_flight_(ParserThreads(options_) + 2),
       unit_bytes_(static_cast<size_t>(max_in_flight_) + 1),
-      parsed_blocks_(static_cast<size_t>(max_in_flight_)),
+      parsed_blocks_(std::make_shared<FreeList<RowBlock>>(static_cast<size_t>(max_in_flight_))),
       batch_pool_(std::make_shared<FreeList<RowBlock>>(
           static_cast<size_t>(std::max(options_.prefetch_batches, 1)) + 2)) {}
 
@@ -178,7 +178,7 @@ void BatchReader::ParserMain() {
       work_.pop_front();
     }
     auto p = std::make_unique<Parsed>();
-    p->block = parsed_blocks_.Take();
+    p->block = parsed_blocks_->Take();
     p->line = unit->line;
     Status st;
     try {
@@ -208,6 +208,15 @@ void BatchReader::ParserMain() {
 
 // ---- batcher
 
+std::shared_ptr<const RowBlock> BatchReader::Lend(RowBlock block) const {
+  // Back to the parsers' free list when the last slice goes, which may be after the reader.
+  std::weak_ptr<FreeList<RowBlock>> pool = parsed_blocks_;
+  return std::shared_ptr<const RowBlock>(new RowBlock(std::move(block)), [pool](RowBlock* b) {
+    if (auto p = pool.lock()) p->Give(std::move(*b));
+    delete b;
+  });
+}
+
 bool BatchReader::Deliver(std::unique_ptr<RowBlock> batch, Status status, bool end) {
   std::unique_lock<std::mutex> lock(mu_);
   if (batch) {
@@ -235,7 +244,13 @@ void BatchReader::BatcherMain() {
     Account(shuffle->ByteSize());
   }
   const int64_t shuffle_bytes = shuffle ? shuffle->ByteSize() : 0;
-  std::unique_ptr<RowBlock> batch;
+  // A batch that lies whole inside a parsed block is a slice of it rather than a copy
+  // (SliceRows), when the block is not much larger than a batch: a slice the caller keeps
+  // keeps all of its block. Strings have no slices; shuffled rows are copied anyway.
+  bool can_slice = !shuffle;
+  for (const ColumnSpec& c : schema_) can_slice = can_slice && c.dtype != DType::kString;
+  const int64_t max_sliced_block = kMaxSlicedBlockBatches * options_.batch_size;
+  std::unique_ptr<RowBlock> batch;  // the one being filled; null until rows come for it
   int64_t batch_accounted = 0;
   auto new_batch = [&] {
     batch = std::make_unique<RowBlock>(batch_pool_->Take());
@@ -253,7 +268,6 @@ void BatchReader::BatcherMain() {
     if (shuffle) Account(-shuffle_bytes);
     Deliver(nullptr, std::move(st), end);
   };
-  new_batch();
   int64_t line = 1;  // the line after the last block's records
   for (int64_t next = 0;; ++next) {
     std::unique_ptr<Parsed> p;
@@ -270,16 +284,14 @@ void BatchReader::BatcherMain() {
     if (p->end_marker) {
       if (shuffle) {
         while (shuffle->size() > 0) {
+          if (!batch) new_batch();
           shuffle->Drain(batch.get());
-          if (batch->num_rows == options_.batch_size) {
-            if (!flush()) return;
-            new_batch();
-          }
+          if (batch->num_rows == options_.batch_size && !flush()) return;
         }
       }
-      if (batch->num_rows > 0 && !options_.drop_last) {
+      if (batch && batch->num_rows > 0 && !options_.drop_last) {
         if (!flush()) return;
-      } else {
+      } else if (batch) {
         Account(-batch_accounted);
       }
       batch.reset();
@@ -298,27 +310,38 @@ void BatchReader::BatcherMain() {
       if (!st.ok()) p->status = std::move(st);
       p->failed.reset();
     }
-    const RowBlock& rows = p->block;
-    for (int64_t r = 0; r < rows.num_rows;) {
-      if (shuffle) {
-        if (shuffle->full()) {
-          shuffle->Swap(rows, r, batch.get());
-        } else {
-          shuffle->Add(rows, r);
-        }
-        ++r;
+    const int64_t n = p->block.num_rows;
+    const bool slice = can_slice && n <= max_sliced_block;
+    std::shared_ptr<const RowBlock> lender;  // p->block, once a batch is a slice of it
+    for (int64_t r = 0; r < n;) {
+      if (slice && !batch && n - r >= options_.batch_size) {
+        if (!lender) lender = Lend(std::move(p->block));
+        batch = std::make_unique<RowBlock>();
+        batch_accounted = 0;
+        SliceRows(schema_, lender, r, r + options_.batch_size, batch.get());
+        r += options_.batch_size;
       } else {
-        const int64_t take = std::min(options_.batch_size - batch->num_rows, rows.num_rows - r);
-        AppendRows(schema_, rows, r, r + take, batch.get());
-        r += take;
+        if (!batch) new_batch();
+        const RowBlock& rows = lender ? *lender : p->block;
+        if (shuffle) {
+          if (shuffle->full()) {
+            shuffle->Swap(rows, r, batch.get());
+          } else {
+            shuffle->Add(rows, r);
+          }
+          ++r;
+        } else {
+          const int64_t take = std::min(options_.batch_size - batch->num_rows, n - r);
+          AppendRows(schema_, rows, r, r + take, batch.get());
+          r += take;
+        }
       }
-      if (batch->num_rows == options_.batch_size) {
-        if (!flush()) return;
-        new_batch();
-      }
+      if (batch->num_rows == options_.batch_size && !flush()) return;
     }
+    // A lent block's bytes count as the batches' (the caller's) from here, as a copied
+    // batch's do once Next() returns it.
     Account(-p->accounted);
-    parsed_blocks_.Give(std::move(p->block));
+    if (!lender) parsed_blocks_->Give(std::move(p->block));
     if (!p->status.ok()) {
       finish(std::move(p->status), false);
       return;

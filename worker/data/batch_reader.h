@@ -15,6 +15,13 @@
 // parsed) are in flight, plus the queued batches, the batch being filled and the shuffle
 // buffer. The first batch is ready as soon as its rows are parsed.
 //
+// A batch that lies whole inside one parsed block of at most kMaxSlicedBlockBatches
+// batches' rows, without shuffling and without string columns, is a slice of the block,
+// not a copy (most batches of a Parquet row group; some of CSV blocks): a caller that
+// keeps such a batch keeps its whole block alive (up to kMaxSlicedBlockBatches times a
+// batch's memory), and stats() count the block as the caller's once the batcher is done
+// with it, as for a copied batch once Next() returned it.
+//
 // Shuffling is a streaming shuffle: the order of the index chunks is permuted per epoch
 // (the same on every rank, see PlanEpoch), and rows pass through a shuffle buffer of
 // shuffle_buffer_rows rows from which they leave in random order. It is deterministic for
@@ -89,6 +96,9 @@ struct IterStats {
   int64_t batches = 0;
 };
 
+// See the file comment: larger parsed blocks are copied into batches.
+inline constexpr int64_t kMaxSlicedBlockBatches = 32;
+
 class BatchReader {
  public:
   // Starts the epoch. Fails (bad options, unknown columns) before any thread starts.
@@ -105,8 +115,13 @@ class BatchReader {
   IterStats stats() const;
   // Where a caller may give a batch it is done with (from any thread, also after the
   // reader is gone), so that later batches reuse its memory rather than fault in fresh
-  // pages. Optional: a batch simply destroyed is fine.
+  // pages. Optional: a batch simply destroyed is fine. A slice (RowBlock::lender set) has
+  // no memory of its own to reuse: GiveBack drops it instead (which frees its block).
   std::shared_ptr<FreeList<RowBlock>> batch_pool() const { return batch_pool_; }
+  // Gives `batch` to `pool` (a batch_pool()), or drops it when it is a slice.
+  static void GiveBack(FreeList<RowBlock>* pool, RowBlock batch) {
+    if (!batch.lender) pool->Give(std::move(batch));
+  }
 
  private:
   struct Unit;
@@ -131,6 +146,9 @@ class BatchReader {
   // buffers for decoding Parquet pages.
   Status ParseUnit(const Unit& unit, int64_t line, RowBlock* out, int64_t* lines,
                    parquet::DecodeScratch* scratch = nullptr) const;
+  // `block` shared by the batches that will be slices of it (SliceRows); it goes back to
+  // parsed_blocks_ when the last of them does.
+  std::shared_ptr<const RowBlock> Lend(RowBlock block) const;
   // Queues a finished batch (or the end / an error) for Next(); false when stopping.
   bool Deliver(std::unique_ptr<RowBlock> batch, Status status, bool end);
   void Account(int64_t delta);
@@ -174,7 +192,9 @@ class BatchReader {
   // their output from parsed_blocks_ and the batcher gives it back. Both are taken before
   // anything new is made, so no more exist than are in flight at once.
   FreeList<Buffer> unit_bytes_;
-  FreeList<RowBlock> parsed_blocks_;
+  // Shared: a parsed block that batches are slices of (Lend) comes back when the last of
+  // them is dropped, which may be after the reader is.
+  const std::shared_ptr<FreeList<RowBlock>> parsed_blocks_;
   // Batches given back by the caller (batch_pool()); the batcher takes its new ones here.
   const std::shared_ptr<FreeList<RowBlock>> batch_pool_;
 

@@ -158,6 +158,12 @@ size_t ArenaShare(size_t bytes) { return (bytes + 63) / 64 * 64; }
 }  // namespace
 
 void RowBlock::Reset(const Schema& schema, int64_t rows) {
+  if (lender) {
+    for (ColumnData& c : columns) {
+      if (c.values.borrowed()) c.values = Buffer();
+    }
+    lender.reset();
+  }
   num_rows = 0;
   columns.resize(schema.size());
   size_t arena_bytes = 0;
@@ -197,6 +203,21 @@ size_t RowBlock::ByteSize() const {
     n += (c.values.borrowed() ? 0 : c.values.capacity()) + c.offsets.capacity();
   }
   return n;
+}
+
+void SliceRows(const Schema& schema, std::shared_ptr<const RowBlock> src, int64_t begin,
+               int64_t end, RowBlock* dst) {
+  dst->Reset(schema);
+  for (size_t i = 0; i < schema.size(); ++i) {
+    const size_t row = schema[i].RowBytes();
+    const size_t n = row * static_cast<size_t>(end - begin);
+    // const_cast: the slice's columns are read, never written (a Buffer has no const view).
+    dst->columns[i].values.Borrow(
+        const_cast<char*>(src->columns[i].values.data()) + row * static_cast<size_t>(begin), n);
+    dst->columns[i].values.Resize(n);
+  }
+  dst->num_rows = end - begin;
+  dst->lender = std::move(src);
 }
 
 void AppendRows(const Schema& schema, const RowBlock& src, int64_t begin, int64_t end,

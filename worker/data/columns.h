@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -158,13 +159,22 @@ struct RowBlock {
   // fault per 4 KiB written to a fresh block: a twelfth of a fast Parquet read's CPU).
   // Moving the block keeps the columns' pointers valid (the memory itself does not move).
   Buffer arena;
+  // Set when the block is a slice of another (SliceRows): its numeric columns borrow that
+  // block's memory, which this keeps alive.
+  std::shared_ptr<const RowBlock> lender;
 
   // Empties the block for `schema` (string columns get their leading 0 offset) and
-  // reserves room for `rows` rows of the numeric columns.
+  // reserves room for `rows` rows of the numeric columns. A slice first lets go of its
+  // lender.
   void Reset(const Schema& schema, int64_t rows = 0);
   // Bytes held (capacity, not size: what the memory bound is about).
   size_t ByteSize() const;
 };
+
+// Makes the empty `dst` rows [begin, end) of `src` without copying them: its columns
+// borrow src's memory and it keeps `src` alive (RowBlock::lender). Numeric schemas only.
+void SliceRows(const Schema& schema, std::shared_ptr<const RowBlock> src, int64_t begin,
+               int64_t end, RowBlock* dst);
 
 // Appends rows [begin, end) of `src` to `dst`; both follow `schema`.
 void AppendRows(const Schema& schema, const RowBlock& src, int64_t begin, int64_t end,

@@ -406,7 +406,7 @@ void DatasetService::BatchRelease(void* ctx, const traintl_batch* batch) {
     holder = std::move(it->second);
     self->batches_.erase(it);
   }
-  if (auto pool = holder->pool.lock()) pool->Give(std::move(*holder->block));
+  if (auto pool = holder->pool.lock()) BatchReader::GiveBack(pool.get(), std::move(*holder->block));
 }
 
 }  // namespace data

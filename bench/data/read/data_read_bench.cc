@@ -85,7 +85,7 @@ int main(int argc, char** argv) {
         for (const auto& c : (*b)->columns) hash = Fnv1a(hash, c.values.data(), c.values.size());
       }
       // Handed back, as the worker's dataset service does when the training code lets go.
-      (*reader)->batch_pool()->Give(std::move(**b));
+      BatchReader::GiveBack((*reader)->batch_pool().get(), std::move(**b));
     }
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
@@ -304,4 +305,89 @@ TEST_CASE("RowBlock: numeric columns of 2 MiB and more share one arena; strings 
   moved.num_rows = rows;
   AppendRows(one, moved, 0, rows, &copy_target);  // reads through the loan
   CHECK(copy_target.columns[0].As<float>()[7] == 7.0f);
+}
+
+TEST_CASE("RowBlock: a slice borrows its lender's rows and keeps it alive until Reset") {
+  Schema schema = {{"a", DType::kInt64, {}}, {"v", DType::kFloat32, {2}}};
+  auto block = std::make_shared<RowBlock>();
+  block->Reset(schema, 10);
+  for (int64_t r = 0; r < 10; ++r) {
+    block->columns[0].values.Append(&r, sizeof r);
+    const float v[2] = {static_cast<float>(r), -static_cast<float>(r)};
+    block->columns[1].values.Append(v, sizeof v);
+  }
+  block->num_rows = 10;
+  std::weak_ptr<RowBlock> watch = block;
+  RowBlock slice;
+  slice.Reset(schema, 4);  // own memory first: Borrow frees it
+  SliceRows(schema, std::shared_ptr<const RowBlock>(block), 3, 7, &slice);
+  block.reset();
+  REQUIRE(!watch.expired());  // the slice holds it
+  CHECK(slice.num_rows == 4);
+  CHECK(slice.columns[0].As<int64_t>()[0] == 3);
+  CHECK(slice.columns[0].values.size() == 4 * sizeof(int64_t));
+  CHECK(slice.columns[1].As<float>()[7] == -6.0f);
+  CHECK(slice.ByteSize() == 0);  // the memory is the lender's
+  slice.Reset(schema, 4);
+  CHECK(watch.expired());
+  CHECK(!slice.columns[0].values.borrowed());
+  CHECK(slice.columns[0].values.capacity() >= 4 * sizeof(int64_t));
+  const int64_t x = 42;
+  slice.columns[0].values.Append(&x, sizeof x);  // its own memory again
+  CHECK(slice.columns[0].As<int64_t>()[0] == 42);
+}
+
+TEST_CASE("batches whole inside a parsed block are slices that outlive the reader") {
+  TempDir dir;
+  const int64_t rows = 20000;
+  std::string text = "id,x\n";
+  for (int64_t i = 0; i < rows; ++i) text += std::to_string(i) + "," + std::to_string(i) + ".5\n";
+  Write(dir / "n.csv", text);
+  std::string with_names = "id,x,name\n";
+  for (int64_t i = 0; i < rows; ++i) {
+    with_names += std::to_string(i) + "," + std::to_string(i) + ".5,row" + std::to_string(i) + "\n";
+  }
+  Write(dir / "s.csv", with_names);
+  auto read = [&](const std::string& file, bool shuffle, int64_t* slices,
+                  int64_t batch_size = 250) {
+    IterOptions o;
+    o.batch_size = batch_size;
+    o.block_bytes = 64 << 10;  // ~5,000 rows a block: most batches lie inside one
+    o.shuffle = shuffle;
+    auto ds = OpenDataset("file://" + (dir / file));
+    auto reader = BatchReader::Start(ds, o);
+    REQUIRE(reader.ok());
+    std::vector<std::unique_ptr<RowBlock>> kept;
+    for (;;) {
+      auto b = (*reader)->Next();
+      REQUIRE(b.ok());
+      if (!*b) break;
+      kept.push_back(std::move(*b));
+    }
+    CHECK((*reader)->stats().buffered_bytes == 0);
+    reader->reset();  // the reader and its threads are gone; the batches stay valid
+    *slices = 0;
+    std::vector<int64_t> ids;
+    for (const auto& b : kept) {
+      if (b->lender) ++*slices;
+      for (int64_t r = 0; r < b->num_rows; ++r) {
+        ids.push_back(b->columns[0].As<int64_t>()[r]);
+        if (!shuffle)
+          REQUIRE(b->columns[1].As<double>()[r] == static_cast<double>(ids.back()) + 0.5);
+      }
+    }
+    if (shuffle) std::sort(ids.begin(), ids.end());
+    REQUIRE(ids.size() == static_cast<size_t>(rows));
+    for (int64_t i = 0; i < rows; ++i) REQUIRE(ids[static_cast<size_t>(i)] == i);
+  };
+  int64_t slices = 0;
+  read("n.csv", false, &slices);
+  CHECK(slices > 60);  // of 80 batches: all but those across a block's end
+  CHECK(slices < 80);
+  read("n.csv", false, &slices, 100);
+  CHECK(slices == 0);  // blocks of more than kMaxSlicedBlockBatches batches are copied
+  read("n.csv", true, &slices);
+  CHECK(slices == 0);  // shuffled rows are copied
+  read("s.csv", false, &slices);
+  CHECK(slices == 0);  // strings are copied, and with them the whole batch
 }
