@@ -212,12 +212,13 @@ std::shared_ptr<const RowBlock> BatchReader::Lend(RowBlock block) const {
   // Back to the parsers' free list when the last slice goes, which may be after the reader.
   std::weak_ptr<FreeList<RowBlock>> pool = parsed_blocks_;
   return std::shared_ptr<const RowBlock>(new RowBlock(std::move(block)), [pool](RowBlock* b) {
-    if (auto p = pool.lock()) p->Give(std::move(*b));
+    if (auto p = pool.lock()) p->Give(std::move(*b));  // never throws: see FreeList
     delete b;
   });
 }
 
-bool BatchReader::Deliver(std::unique_ptr<RowBlock> batch, Status status, bool end) {
+bool BatchReader::Deliver(std::unique_ptr<RowBlock> batch, int64_t accounted, Status status,
+                          bool end) {
   std::unique_lock<std::mutex> lock(mu_);
   if (batch) {
     room_cv_.wait(lock, [&] {
@@ -227,7 +228,7 @@ bool BatchReader::Deliver(std::unique_ptr<RowBlock> batch, Status status, bool e
     rows_ += batch->num_rows;
     ++batches_;
   }
-  ready_.push_back({std::move(batch), std::move(status), end});
+  ready_.push_back({std::move(batch), accounted, std::move(status), end});
   lock.unlock();
   ready_cv_.notify_one();
   return true;
@@ -249,9 +250,10 @@ void BatchReader::BatcherMain() {
   // keeps all of its block. Strings have no slices; shuffled rows are copied anyway.
   bool can_slice = !shuffle;
   for (const ColumnSpec& c : schema_) can_slice = can_slice && c.dtype != DType::kString;
-  const int64_t max_sliced_block = kMaxSlicedBlockBatches * options_.batch_size;
   std::unique_ptr<RowBlock> batch;  // the one being filled; null until rows come for it
   int64_t batch_accounted = 0;
+  // The lent block's bytes, which stay accounted until Next() returns its last slice.
+  int64_t carried = 0;
   auto new_batch = [&] {
     batch = std::make_unique<RowBlock>(batch_pool_->Take());
     batch->Reset(schema_, options_.batch_size);
@@ -260,13 +262,15 @@ void BatchReader::BatcherMain() {
   };
   // Hands the batch to the queue; its bytes stay accounted until Next() returns it.
   auto flush = [&]() -> bool {
-    Account(static_cast<int64_t>(batch->ByteSize()) - batch_accounted);
-    return Deliver(std::move(batch), Status::Ok(), false);
+    const int64_t bytes = static_cast<int64_t>(batch->ByteSize()) + carried;
+    Account(bytes - batch_accounted - carried);
+    carried = 0;
+    return Deliver(std::move(batch), bytes);
   };
   auto finish = [&](Status st, bool end) {
     if (batch) Account(-batch_accounted);
     if (shuffle) Account(-shuffle_bytes);
-    Deliver(nullptr, std::move(st), end);
+    Deliver(nullptr, 0, std::move(st), end);
   };
   int64_t line = 1;  // the line after the last block's records
   for (int64_t next = 0;; ++next) {
@@ -311,7 +315,7 @@ void BatchReader::BatcherMain() {
       p->failed.reset();
     }
     const int64_t n = p->block.num_rows;
-    const bool slice = can_slice && n <= max_sliced_block;
+    const bool slice = can_slice && n / kMaxSlicedBlockBatches <= options_.batch_size;
     std::shared_ptr<const RowBlock> lender;  // p->block, once a batch is a slice of it
     for (int64_t r = 0; r < n;) {
       if (slice && !batch && n - r >= options_.batch_size) {
@@ -320,6 +324,7 @@ void BatchReader::BatcherMain() {
         batch_accounted = 0;
         SliceRows(schema_, lender, r, r + options_.batch_size, batch.get());
         r += options_.batch_size;
+        if (n - r < options_.batch_size) carried = p->accounted;  // its last slice
       } else {
         if (!batch) new_batch();
         const RowBlock& rows = lender ? *lender : p->block;
@@ -338,10 +343,10 @@ void BatchReader::BatcherMain() {
       }
       if (batch->num_rows == options_.batch_size && !flush()) return;
     }
-    // A lent block's bytes count as the batches' (the caller's) from here, as a copied
-    // batch's do once Next() returns it.
-    Account(-p->accounted);
-    if (!lender) parsed_blocks_->Give(std::move(p->block));
+    if (!lender) {
+      Account(-p->accounted);
+      parsed_blocks_->Give(std::move(p->block));
+    }
     if (!p->status.ok()) {
       finish(std::move(p->status), false);
       return;
@@ -363,7 +368,7 @@ Result<std::unique_ptr<RowBlock>> BatchReader::Next() {
   }
   room_cv_.notify_one();
   if (item.batch) {
-    Account(-static_cast<int64_t>(item.batch->ByteSize()));
+    Account(-item.accounted);
     return std::move(item.batch);
   }
   finished_ = true;

@@ -19,8 +19,8 @@
 // batches' rows, without shuffling and without string columns, is a slice of the block,
 // not a copy (most batches of a Parquet row group; some of CSV blocks): a caller that
 // keeps such a batch keeps its whole block alive (up to kMaxSlicedBlockBatches times a
-// batch's memory), and stats() count the block as the caller's once the batcher is done
-// with it, as for a copied batch once Next() returned it.
+// batch's memory); stats() count the block until Next() returns its last slice. Queued
+// slices keep their blocks too, so the bound above grows by up to prefetch_batches blocks.
 //
 // Shuffling is a streaming shuffle: the order of the index chunks is permuted per epoch
 // (the same on every rank, see PlanEpoch), and rows pass through a shuffle buffer of
@@ -150,7 +150,9 @@ class BatchReader {
   // parsed_blocks_ when the last of them does.
   std::shared_ptr<const RowBlock> Lend(RowBlock block) const;
   // Queues a finished batch (or the end / an error) for Next(); false when stopping.
-  bool Deliver(std::unique_ptr<RowBlock> batch, Status status, bool end);
+  // `accounted`: the bytes the batch stays accounted for until Next() returns it.
+  bool Deliver(std::unique_ptr<RowBlock> batch, int64_t accounted, Status status = Status::Ok(),
+               bool end = false);
   void Account(int64_t delta);
 
   const std::shared_ptr<Dataset> dataset_;
@@ -179,6 +181,7 @@ class BatchReader {
   const int64_t max_in_flight_;                    // blocks: parser threads + 2
   struct Ready {
     std::unique_ptr<RowBlock> batch;
+    int64_t accounted = 0;  // what Next() un-accounts: its bytes, or its block's (a slice)
     Status status;
     bool end = false;
   };

@@ -24,7 +24,9 @@ namespace data {
 template <typename T>
 class FreeList {
  public:
-  explicit FreeList(size_t max_idle) : max_idle_(max_idle) {}
+  // Room for max_idle objects up front, so that Give never allocates (and never throws:
+  // it may run in a deleter).
+  explicit FreeList(size_t max_idle) : max_idle_(max_idle) { idle_.reserve(max_idle); }
   FreeList(const FreeList&) = delete;
   FreeList& operator=(const FreeList&) = delete;
 

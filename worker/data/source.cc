@@ -228,12 +228,13 @@ Status MappedFile::Populate(uint64_t offset, uint64_t len) const {
         0) {
       return Status::Ok();
     }
-    if (errno == EINTR) continue;
+    const int err = errno;
+    if (err == EINTR) continue;
     // EFAULT: a page past the file's end (it shrank); EINVAL: a kernel before 5.14, where
     // the pages fault in on first touch instead.
-    if (errno == EINVAL) return Status::Ok();
+    if (err == EINVAL) return Status::Ok();
     return Status::Unavailable(name_ + ": cannot read bytes " + std::to_string(offset) + ".." +
-                               std::to_string(offset + len) + ": " + ErrnoText(errno) +
+                               std::to_string(offset + len) + ": " + ErrnoText(err) +
                                " (was the file changed while the job ran?)");
   }
 }

@@ -67,12 +67,15 @@ Result<size_t> ReadFully(ByteSource* source, char* buf, size_t len);
 // the reading process (the worker: its job fails and restarts as its failure_config
 // allows). Open checks the size against what the caller expects, and Populate fails
 // cleanly when the file ends early, so a file changed before or between units is an
-// error; only a truncation in the middle of a unit's decoding is not.
+// error; only a truncation in the middle of a unit's decoding is not (nor a storage error
+// on a page evicted after Populate, which a read would have returned as an error).
 //
 // Thread-safety: immutable; data() may be read from any thread while the object lives.
 class MappedFile {
  public:
-  // Maps `file` (local) whole. FailedPrecondition when its size is not `expected_size`.
+  // Maps `file` (local) whole. NotFound when it is gone; FailedPrecondition when its size
+  // is not `expected_size`; Unavailable when it cannot be opened or mapped (a file system
+  // without mmap: read it instead).
   static Result<std::shared_ptr<const MappedFile>> Open(const DataFile& file,
                                                         uint64_t expected_size);
   ~MappedFile();
