@@ -94,6 +94,24 @@ Result<std::vector<DataFile>> ResolveDirectory(const std::string& dir, const std
   return ToDataFiles(std::move(paths));
 }
 
+// Opens local `file` for reading and sets *size; the caller closes the descriptor.
+Result<int> OpenLocal(const DataFile& file, uint64_t* size) {
+  const int fd = ::open(file.path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    if (err == ENOENT) return Status::NotFound(file.name + ": no such file");
+    return Status::Unavailable(file.name + ": cannot open: " + ErrnoText(err));
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return Status::Unavailable(file.name + ": cannot stat: " + ErrnoText(err));
+  }
+  *size = static_cast<uint64_t>(st.st_size);
+  return fd;
+}
+
 class LocalSource : public ByteSource {
  public:
   LocalSource(std::string name, int fd, uint64_t offset, uint64_t size)
@@ -165,39 +183,17 @@ Result<std::unique_ptr<ByteSource>> OpenSource(const DataFile& file, uint64_t of
                              HttpBodyReader::Open(file.name, offset, options.http, options.cancel));
     return std::unique_ptr<ByteSource>(new HttpSource(std::move(reader)));
   }
-  const int fd = ::open(file.path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    if (err == ENOENT) return Status::NotFound(file.name + ": no such file");
-    return Status::Unavailable(file.name + ": cannot open: " + ErrnoText(err));
-  }
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    return Status::Unavailable(file.name + ": cannot stat: " + ErrnoText(err));
-  }
+  uint64_t size = 0;
+  TRAINTL_ASSIGN_OR_RETURN(const int fd, OpenLocal(file, &size));
   ::posix_fadvise(fd, static_cast<off_t>(offset), 0, POSIX_FADV_SEQUENTIAL);
-  return std::unique_ptr<ByteSource>(
-      new LocalSource(file.name, fd, offset, static_cast<uint64_t>(st.st_size)));
+  return std::unique_ptr<ByteSource>(new LocalSource(file.name, fd, offset, size));
 }
 
 Result<std::shared_ptr<const MappedFile>> MappedFile::Open(const DataFile& file,
                                                            uint64_t expected_size) {
   if (file.http) return Status::InvalidArgument(file.name + ": not a local file");
-  const int fd = ::open(file.path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    if (err == ENOENT) return Status::NotFound(file.name + ": no such file");
-    return Status::Unavailable(file.name + ": cannot open: " + ErrnoText(err));
-  }
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    return Status::Unavailable(file.name + ": cannot stat: " + ErrnoText(err));
-  }
-  const auto size = static_cast<uint64_t>(st.st_size);
+  uint64_t size = 0;
+  TRAINTL_ASSIGN_OR_RETURN(const int fd, OpenLocal(file, &size));
   if (size != expected_size || size == 0) {
     ::close(fd);
     return Status::FailedPrecondition(file.name + ": the file has " + std::to_string(size) +
