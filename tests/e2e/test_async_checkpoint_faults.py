@@ -17,13 +17,12 @@ import random
 import re
 import shutil
 import signal
+import sys
 import tempfile
 import time
 
 from async_ckpt_common import async_spec, incomplete_reason, staged_uploads
-from harness import Daemon, main, wait_for, worker_pids
-import unittest
-import sys
+from harness import DaemonTestCase, main, wait_for, worker_pids
 
 TRIALS = int(os.environ.get("TRAINTL_ASYNC_FAULT_TRIALS", "25"))
 WORLD = 2
@@ -39,29 +38,22 @@ def rank_of(pid):
     return int(m.group(1)) if m else None
 
 
-class AsyncCheckpointFaultTest(unittest.TestCase):
+class AsyncCheckpointFaultTest(DaemonTestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="traintl-async-faults-")
         self.storage = os.path.join(self.tmp, "storage")
         os.makedirs(self.storage)
-        self.daemon = Daemon(num_cpus=4).start()
+        super().setUp()
         self.verified = {}  # checkpoint path -> None (complete)
         self.rng = random.Random(int(os.environ.get("TRAINTL_ASYNC_FAULT_SEED", "0")) or None)
         self.kill_points = []
         self.mid_write = 0  # kills that found a staged blob not yet full
 
     def tearDown(self):
-        failed = any(err for _, err in getattr(self._outcome, "errors", []) if err)
-        result = getattr(self._outcome, "result", None)
-        failed = failed or any(t is self for t, _ in getattr(result, "failures", []) +
-                               getattr(result, "errors", []))
-        if failed:
-            sys.stderr.write("---- traintld log ----\n" + self.daemon.log()[-20000:] + "\n")
-        leftover = self.daemon.worker_pids()
-        self.daemon.stop()
-        self.daemon.cleanup()
-        shutil.rmtree(self.tmp, ignore_errors=True)
-        self.assertEqual(leftover, [], "worker processes left behind")
+        try:
+            super().tearDown()
+        finally:
+            shutil.rmtree(self.tmp, ignore_errors=True)
 
     def submit(self):
         spec = async_spec(self.storage, self.tmp, epochs=100000, ckpt_mb=8, max_failures=-1,
