@@ -65,10 +65,10 @@ using Schema = std::vector<ColumnSpec>;
 // zeroing up to 2 MiB that nobody writes.
 inline constexpr size_t kHugeBufferBytes = size_t{2} << 20;
 
-//
-// A buffer may also borrow its memory (Borrow): RowBlock lends each column a part of one
+// A Buffer may also borrow its memory (Borrow): RowBlock lends each column a part of one
 // arena, so that a block of many medium columns is one huge mapping rather than many 4 KiB
-// page faults. A borrowed buffer that must grow moves to memory of its own.
+// page faults, and a slice's columns borrow the rows of the block it is a slice of. A
+// borrowed buffer that must grow moves to memory of its own.
 class Buffer {
  public:
   Buffer() = default;
