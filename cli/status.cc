@@ -57,7 +57,9 @@ std::string FormatJobDetail(const nlohmann::json& job, int64_t now_ms) {
                         std::to_string(failures) + " " + allowed + ")");
   if (auto workers = JsonInt(job, "num_workers")) {
     auto min = JsonInt(job, "min_workers");
-    field("Workers:", min ? std::to_string(*min) + "-" + std::to_string(*workers) + " (elastic)"
+    auto now = JsonInt(job, "current_workers");
+    field("Workers:", min ? (now ? std::to_string(*now) + " of " : std::string()) +
+                                std::to_string(*min) + "-" + std::to_string(*workers) + " (elastic)"
                           : std::to_string(*workers));
   }
   auto started = JsonInt(job, "started_at");

@@ -353,6 +353,14 @@ std::optional<std::pair<int64_t, std::string>> DecodeCursor(const std::string& c
   return std::make_pair(static_cast<int64_t>(std::stoll(at)), id);
 }
 
+// An elastic job's view with its current size, "current_workers", while an attempt runs
+// (what the head knows; not replicated: it changes as the group shrinks and grows).
+json WithGroupSize(const ApiContext& ctx, const JobRecord& job, json view) {
+  if (!view.contains("min_workers") || job.state != kJobRunning) return view;
+  if (auto n = ctx.jobs->GroupSize(job.id)) view["current_workers"] = *n;
+  return view;
+}
+
 void HandleListJobs(const ApiContext& ctx, const Request& req, const ResponderPtr& res) {
   StateStore::JobQuery q;
   int limit = kDefaultJobPage;
@@ -385,7 +393,7 @@ void HandleListJobs(const ApiContext& ctx, const Request& req, const ResponderPt
   }
   StateStore::JobPage page = ctx.store->ListJobs(q);
   json jobs = json::array();
-  for (const auto& j : page.jobs) jobs.push_back(JobSummaryJson(j));
+  for (const auto& j : page.jobs) jobs.push_back(WithGroupSize(ctx, j, JobSummaryJson(j)));
   res->SendJson(200, {{"jobs", jobs},
                       {"next_cursor", page.more ? json(EncodeCursor(page.jobs.back())) : json()}});
 }
@@ -453,7 +461,7 @@ void RegisterApiRoutes(http::Router& router, ApiContext ctx) {
   add("GET", "/v1/jobs/{job}", [ctx](const Request& req, ResponderPtr res) {
     auto job = ResolveJob(ctx, req, res);
     if (!job) return;
-    json detail = JobDetailJson(*job, *ctx.store);
+    json detail = WithGroupSize(ctx, *job, JobDetailJson(*job, *ctx.store));
     // What the head knows of the running ranks (not replicated: it changes every step).
     detail["progress"] = ctx.jobs->ProgressView(job->id);
     res->SendJson(200, detail);

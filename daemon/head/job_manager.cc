@@ -811,6 +811,12 @@ json JobManager::ProgressView(const std::string& job_id) const {
   return view;
 }
 
+std::optional<int> JobManager::GroupSize(const std::string& job_id) const {
+  auto it = active_.find(job_id);
+  if (it == active_.end()) return std::nullopt;
+  return static_cast<int>(it->second.tracker.active().size());
+}
+
 void JobManager::DiagnoseProgress() {
   const auto now = std::chrono::steady_clock::now();
   for (auto& [id, a] : active_) {

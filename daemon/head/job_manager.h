@@ -178,6 +178,9 @@ class JobManager : public WorkerPoolListener {
   // The ranks' progress of the job's active attempt (RankProgress::View, plus "attempt");
   // null when none runs here or no rank has said anything.
   nlohmann::json ProgressView(const std::string& job_id) const;
+  // The ranks in the collective group of the job's active attempt (fewer than placed after
+  // an elastic job shrank, more after it grew); nullopt when none runs here.
+  std::optional<int> GroupSize(const std::string& job_id) const;
 
   // WorkerPoolListener
   void OnWorkerHello(const std::string& job_id, int attempt, int rank) override;

@@ -122,8 +122,17 @@ class ElasticStartTest(DaemonTestCase):
                 return []
         wait_for(lambda: len(worlds(0)) >= 20, timeout=120, what="20 steps of 3 ranks")
         self.assertEqual(set(worlds(0)), {"3"})
+        # The head shows the group's current size next to the range while the job runs.
+        self.assertEqual(self.daemon.get(f"/v1/jobs/{job_id}")[1].get("current_workers"), 3)
+        listed = [j for j in self.daemon.get("/v1/jobs")[1]["jobs"] if j["job_id"] == job_id]
+        self.assertEqual(listed[0].get("current_workers"), 3, listed)
+        status = cli_in(self.daemon, "/", "status", job_id)
+        self.assertIn("3 of 2-4 (elastic)", status.stdout, status.stdout + status.stderr)
         self.daemon.post(f"/v1/jobs/{hog}/stop")
+        wait_for(lambda: self.daemon.get(f"/v1/jobs/{job_id}")[1].get("current_workers") == 4,
+                 timeout=120, what="current_workers 4 after growing")
         job = self.daemon.wait_terminal(job_id, timeout=300)
+        self.assertNotIn("current_workers", job)  # ended: no group
         self.assertEqual(job["state"], "SUCCEEDED", job)
         self.assertEqual(job["attempt"], 1, job)
         self.assertEqual(job["metrics"]["step"], steps, job)

@@ -249,6 +249,7 @@ class ElasticShrinkTest(PeerRecoveryNetnsCase):
                 return [line.split() for line in f if line.strip()]
         wait_for(lambda: sizes(2)[-1][2] == "2", timeout=60, what="a group of 2")
         self.assertEqual(head.job(job_id)["attempt"], 1)
+        self.assertEqual(head.job(job_id).get("current_workers"), 2)
         edge.start(role="agent")  # the node is back: the group grows to 3 again
         job = head.wait_terminal(job_id, timeout=300)
         self.assertEqual(job["state"], "SUCCEEDED", job)

@@ -74,6 +74,10 @@
   const fmtTime = (ms) => (ms ? new Date(ms).toLocaleString() : '');
   const gib = (b) => `${((b || 0) / 2 ** 30).toFixed(1)} GiB`;
   const stateBadge = (s) => el('span', { class: `state state-${s}` }, s);
+  // A job's size: an elastic job's range, and its current size while it runs ("3 of 2-4").
+  const workersText = (j) => j.min_workers
+    ? `${j.current_workers != null ? `${j.current_workers} of ` : ''}${j.min_workers}-${j.num_workers}`
+    : String(j.num_workers);
 
   // Numeric entries of a metrics object, `loss` and the usual counters first, without the
   // ranks' bookkeeping.
@@ -240,7 +244,7 @@
         el('td', {}, el('a', { href: `#/jobs/${enc(j.job_id)}` }, j.name)),
         el('td', {}, stateBadge(j.state)),
         el('td', {}, j.attempt),
-        el('td', {}, j.num_workers),
+        el('td', {}, workersText(j)),
         el('td', { title: fmtTime(j.submitted_at) }, fmtAgo(j.submitted_at)),
         el('td', {}, j.started_at ? fmtDur(end - j.started_at) : ''),
         el('td', { class: 'mono small', title: JSON.stringify(j.metrics || {}) }, note));
@@ -378,7 +382,7 @@
       $('job-body').hidden = false;
       const stop = $('job-stop');
       stop.hidden = TERMINAL.has(d.state);
-      const parts = [`attempt ${d.attempt}`, `${d.num_workers} worker${d.num_workers === 1 ? '' : 's'}`,
+      const parts = [`attempt ${d.attempt}`, `${workersText(d)} worker${d.num_workers === 1 ? '' : 's'}`,
         `failures ${d.failures}/${d.max_failures}`, `submitted ${fmtTime(d.submitted_at)}`];
       if (d.started_at) parts.push(`ran ${fmtDur((d.ended_at || Date.now()) - d.started_at)}`);
       if (d.state === 'PENDING' && d.pending_reason) parts.push(`pending: ${d.pending_reason}`);
