@@ -255,16 +255,22 @@ class ElasticShrinkTest(PeerRecoveryNetnsCase):
         self.assertEqual(job["state"], "SUCCEEDED", job)
         self.assertEqual(job["attempt"], 1, job)
         self.assertEqual(job["metrics"]["step"], STEPS, job)
-        # Ranks 1 and 2 ran every step, as a group of 3, then 2, then 3 again.
+        # Ranks 1 and 2 went through every step, as a group of 3, then 2, then 3 again. At a
+        # regroup one of them may be a step behind the other (a collective that completed
+        # on one rank only) and load the other's state instead of running that step: each
+        # misses at most one step per regroup, and between them they ran every step.
+        ran = set()
         for r in (1, 2):
             rows = sizes(r)
             steps = [int(row[0]) for row in rows]
-            self.assertEqual(sorted(set(steps)), list(range(STEPS)))
-            self.assertLessEqual(len(steps) - STEPS, 2)
+            ran |= set(steps)
+            self.assertLessEqual(len(set(range(STEPS)) - set(steps)), 2, steps)
+            self.assertLessEqual(len(steps) - len(set(steps)), 2)
             worlds = [row[2] for row in rows]
             self.assertEqual(worlds[0], "3")
             self.assertIn("2", worlds)
             self.assertEqual(worlds[-1], "3")
+        self.assertEqual(sorted(ran), list(range(STEPS)))
         # Rank 0 again, from a survivor's state: not from step 0.
         again = [n for n in os.listdir(out) if n.startswith("steps_rank0_gen") and
                  n != "steps_rank0_gen0.txt"]
