@@ -12,7 +12,8 @@ import shutil
 import tempfile
 
 from cluster_harness import NetnsClusterTestCase
-from harness import lib_path, main, wait_for
+from harness import lib_path, main, python_has_torch, submit_python, wait_for
+from test_elastic import ELASTIC_PY
 
 STEPS = 400
 
@@ -278,6 +279,67 @@ class ElasticShrinkTest(PeerRecoveryNetnsCase):
         with open(os.path.join(out, again[0])) as f:
             first = int(f.readline().split()[0])
         self.assertGreater(first, 20)
+        finals = set()
+        for r in (0, 1, 2):
+            with open(os.path.join(out, f"final_rank{r}.bin"), "rb") as f:
+                finals.add(f.read())
+        self.assertEqual(len(finals), 1)
+
+
+class PythonElasticShrinkTest(PeerRecoveryNetnsCase):
+    """The same for a Python function (train.torch.run_steps over plain Gloo and a
+    TCPStore): rank 0's node, whose process serves the store, is lost; the two ranks left
+    meet at the store rank 1 now serves and go on as a group of 2, then 3 again."""
+    edges = 2
+
+    def skip_reason(self):
+        return None if python_has_torch() else "/usr/bin/python3 cannot import torch"
+
+    def test_losing_the_store_node_shrinks_a_python_group(self):
+        c = self.cluster
+        head, (edge, edge2) = self.start_nodes()
+        out = self.out_dir("traintl-elastic-py-")
+        src = os.path.join(out, "src")
+        os.makedirs(src)
+        with open(os.path.join(src, "train.py"), "w") as f:
+            f.write(ELASTIC_PY)
+        total = 300
+        spec = {"name": "elastic-py", "entrypoint": {"python": "train:train_fn",
+                                                      "working_dir": "."},
+                "train_loop_config": {"steps": total, "out_dir": out},
+                "scaling_config": {"num_workers": {"min": 2, "max": 3},
+                                   "resources_per_worker": {"CPU": 1},
+                                   "placement_strategy": "STRICT_SPREAD"},
+                "env": {"OMP_NUM_THREADS": "1"}}
+        job_id = submit_python(head, src, spec)
+
+        def rows(r):
+            try:
+                with open(os.path.join(out, f"steps_rank{r}.txt")) as f:
+                    return [line.split() for line in f if line.strip()]
+            except OSError:
+                return []
+        wait_for(lambda: len(rows(0)) >= 20, timeout=180, what="20 steps of 3 ranks")
+        self.assertEqual(c.ranks_by_daemon(job_id), {c.daemons.index(edge): [0],
+                                                     c.daemons.index(edge2): [1],
+                                                     c.daemons.index(head): [2]})
+        edge.kill9()
+        wait_for(lambda: rows(2) and rows(2)[-1][1] == "2", timeout=90, what="a group of 2")
+        self.assertEqual(head.job(job_id)["attempt"], 1)
+        self.assertEqual(head.job(job_id).get("current_workers"), 2)
+        edge.start(role="agent")  # the node is back: the group grows to 3 again
+        job = head.wait_terminal(job_id, timeout=300)
+        self.assertEqual(job["state"], "SUCCEEDED", job)
+        self.assertEqual(job["attempt"], 1, job)
+        ran = set()
+        for r in (1, 2):
+            steps = [int(row[0]) for row in rows(r)]
+            worlds = [row[1] for row in rows(r)]
+            ran |= set(steps)
+            self.assertEqual(worlds[0], "3")
+            self.assertIn("2", worlds)
+            self.assertEqual(worlds[-1], "3")
+        self.assertEqual(sorted(ran), list(range(total)))
         finals = set()
         for r in (0, 1, 2):
             with open(os.path.join(out, f"final_rank{r}.bin"), "rb") as f:

@@ -54,6 +54,29 @@ def _is_loopback(host):
         info[4][0].startswith("127.") or info[4][0] == "::1" for info in infos)
 
 
+def _interface_towards(host, port):
+    """The name of the interface whose IPv4 address routes to host:port, as traintl::torch
+    picks Gloo's device, or None (IPv6, no route, no such interface)."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect((host, port or 9))  # no packet: only picks the route
+            local = s.getsockname()[0]
+    except OSError:
+        return None
+    import fcntl
+    import struct
+    siocgifaddr = 0x8915
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        for _, name in socket.if_nameindex():
+            try:
+                req = fcntl.ioctl(s.fileno(), siocgifaddr, struct.pack("256s", name.encode()[:15]))
+            except OSError:
+                continue
+            if socket.inet_ntoa(req[20:24]) == local:
+                return name
+    return None
+
+
 def _wait_for_store(addr, port, timeout_s):
     """Waits until rank 0's TCPStore accepts connections. torch 1.13's client sleeps a
     whole second after a refused connect before it tries again, and a rank that imported
@@ -104,10 +127,17 @@ def _ensure_process_group():
                 _wait_for_store(master_addr, master_port, timeout_s)
         if backend in ("gloo", "traintl") and not os.environ.get("GLOO_SOCKET_IFNAME"):
             # Gloo otherwise binds to what the host name resolves to, which need not reach
-            # a master on the loopback interface.
+            # a master on the loopback interface, nor the other nodes (Debian maps the host
+            # name to 127.0.1.1): loopback for a single-host job, else the interface that
+            # routes to the master, as traintl::torch does.
             loopback = [n for _, n in socket.if_nameindex() if n == "lo"]
-            if loopback and (world_size == 1 or _is_loopback(master_addr)):
-                os.environ["GLOO_SOCKET_IFNAME"] = loopback[0]
+            if world_size == 1 or _is_loopback(master_addr):
+                if loopback:
+                    os.environ["GLOO_SOCKET_IFNAME"] = loopback[0]
+            else:
+                ifname = _interface_towards(master_addr, _context_int("master_port", 0))
+                if ifname:
+                    os.environ["GLOO_SOCKET_IFNAME"] = ifname
         if _recovery.enabled():
             group_rank, group_size = _recovery.place()
             _recovery.init_group(group_rank, group_size, master_addr,
