@@ -354,6 +354,16 @@ def cli_in(daemon, cwd, *args, timeout=120):
                           cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
 
 
+def final_weights(out, ranks):
+    """The final weights that the peer-recovery and elastic test loops write
+    (final_rank<r>.bin in `out`), one bytes object per rank of `ranks`."""
+    weights = []
+    for r in ranks:
+        with open(os.path.join(out, f"final_rank{r}.bin"), "rb") as f:
+            weights.append(f.read())
+    return weights
+
+
 def python_has_torch():
     """Whether Debian's /usr/bin/python3 (the one traintl embeds) can import torch."""
     try:

@@ -6,7 +6,8 @@ import os
 import shutil
 import tempfile
 
-from harness import (Daemon, DaemonTestCase, cli_in, lib_path, main, python_has_torch,
+from harness import (Daemon, DaemonTestCase, cli_in, final_weights, lib_path, main,
+                     python_has_torch,
                      submit_python, train_spec, wait_for)
 
 # An elastic Python function: a global batch of 48 rows per step, drawn from the step, split
@@ -143,11 +144,7 @@ class ElasticStartTest(DaemonTestCase):
         self.assertEqual(len(grown), 1, os.listdir(out))
         with open(os.path.join(out, grown[0])) as f:
             self.assertGreater(int(f.readline().split()[0]), 0)  # a survivor's state
-        finals = set()
-        for r in range(4):
-            with open(os.path.join(out, f"final_rank{r}.bin"), "rb") as f:
-                finals.add(f.read())
-        self.assertEqual(len(finals), 1)
+        self.assertEqual(len(set(final_weights(out, range(4)))), 1)
 
     def test_a_python_function_grows_too(self):
         if not python_has_torch():
@@ -179,11 +176,7 @@ class ElasticStartTest(DaemonTestCase):
         self.assertEqual(job["attempt"], 1, job)
         w = worlds()
         self.assertEqual(w[-1], "4", w)
-        finals = set()
-        for r in range(4):
-            with open(os.path.join(out, f"final_rank{r}.bin"), "rb") as f:
-                finals.add(f.read())
-        self.assertEqual(len(finals), 1)
+        self.assertEqual(len(set(final_weights(out, range(4)))), 1)
 
     def test_a_minimum_that_can_never_fit_is_refused(self):
         status, body = self.daemon.post("/v1/jobs", {"spec": elastic("e", 4, 6)})

@@ -12,7 +12,8 @@ import shutil
 import tempfile
 
 from cluster_harness import NetnsClusterTestCase
-from harness import lib_path, main, python_has_torch, submit_python, wait_for
+from harness import (final_weights, lib_path, main, python_has_torch, submit_python,
+                     wait_for)
 from test_elastic import ELASTIC_PY
 
 STEPS = 400
@@ -120,6 +121,20 @@ class PeerRecoveryNetnsCase(NetnsClusterTestCase):
         c.wait_nodes(1 + self.edges)
         return head, agents
 
+    def lose_and_regain_node(self, head, edge, job_id, in_group_of_2):
+        """Kills `edge`'s daemon (rank 0's node), waits until the ranks left train as a
+        group of 2 in the same attempt, starts the node again and returns the job once it
+        ended, successfully and in its first attempt."""
+        edge.kill9()
+        wait_for(in_group_of_2, timeout=90, what="a group of 2")
+        self.assertEqual(head.job(job_id)["attempt"], 1)
+        self.assertEqual(head.job(job_id).get("current_workers"), 2)
+        edge.start(role="agent")  # the node is back: the group grows to 3 again
+        job = head.wait_terminal(job_id, timeout=300)
+        self.assertEqual(job["state"], "SUCCEEDED", job)
+        self.assertEqual(job["attempt"], 1, job)
+        return job
+
     def out_dir(self, prefix):
         out = tempfile.mkdtemp(prefix=prefix)
         os.chmod(out, 0o777)  # the workers run as the daemons' accounts
@@ -160,13 +175,10 @@ class PeerRecoveryAcrossNodesTest(PeerRecoveryNetnsCase):
             self.assertEqual(job["attempt"], 1, job)
             self.assertEqual(c.ranks_by_daemon(job_id), {c.daemons.index(edge): [0],
                                                          c.daemons.index(head): [1]})
-            for r in (0, 1):
-                with open(os.path.join(out, name, f"final_rank{r}.bin"), "rb") as f:
-                    finals[name, r] = f.read()
+            finals[name] = final_weights(os.path.join(out, name), (0, 1))
         self.assertTrue(os.path.exists(os.path.join(out, "killed", "kill.txt")))
         self.assertTrue(os.path.exists(os.path.join(out, "killed", "steps_rank0_gen1.txt")))
-        for r in (0, 1):
-            self.assertEqual(finals["killed", r], finals["straight", r], f"rank {r}")
+        self.assertEqual(finals["killed"], finals["straight"])
 
 
 class PeerRecoveryNodeLossTest(PeerRecoveryNetnsCase):
@@ -204,11 +216,7 @@ class PeerRecoveryNodeLossTest(PeerRecoveryNetnsCase):
             job = head.wait_terminal(job_id, timeout=300)
             self.assertEqual(job["state"], "SUCCEEDED", job)
             self.assertEqual(job["attempt"], 1, job)
-            finals = []
-            for r in (0, 1):
-                with open(os.path.join(d, f"final_rank{r}.bin"), "rb") as f:
-                    finals.append(f.read())
-            return finals
+            return final_weights(d, (0, 1))
         straight = run("straight", kill=False)
         self.assertEqual(run("lost", kill=True), straight)
         # Rank 0 started again (generation 1) where there was room: on the head's node.
@@ -243,18 +251,11 @@ class ElasticShrinkTest(PeerRecoveryNetnsCase):
         self.assertEqual(c.ranks_by_daemon(job_id), {c.daemons.index(edge): [0],
                                                      c.daemons.index(edge2): [1],
                                                      c.daemons.index(head): [2]})
-        edge.kill9()
 
         def sizes(r):
             with open(os.path.join(out, f"steps_rank{r}_gen0.txt")) as f:
                 return [line.split() for line in f if line.strip()]
-        wait_for(lambda: sizes(2)[-1][2] == "2", timeout=60, what="a group of 2")
-        self.assertEqual(head.job(job_id)["attempt"], 1)
-        self.assertEqual(head.job(job_id).get("current_workers"), 2)
-        edge.start(role="agent")  # the node is back: the group grows to 3 again
-        job = head.wait_terminal(job_id, timeout=300)
-        self.assertEqual(job["state"], "SUCCEEDED", job)
-        self.assertEqual(job["attempt"], 1, job)
+        job = self.lose_and_regain_node(head, edge, job_id, lambda: sizes(2)[-1][2] == "2")
         self.assertEqual(job["metrics"]["step"], STEPS, job)
         # Ranks 1 and 2 went through every step, as a group of 3, then 2, then 3 again. At a
         # regroup one of them may be a step behind the other (a collective that completed
@@ -279,11 +280,7 @@ class ElasticShrinkTest(PeerRecoveryNetnsCase):
         with open(os.path.join(out, again[0])) as f:
             first = int(f.readline().split()[0])
         self.assertGreater(first, 20)
-        finals = set()
-        for r in (0, 1, 2):
-            with open(os.path.join(out, f"final_rank{r}.bin"), "rb") as f:
-                finals.add(f.read())
-        self.assertEqual(len(finals), 1)
+        self.assertEqual(len(set(final_weights(out, (0, 1, 2)))), 1)
 
 
 class PythonElasticShrinkTest(PeerRecoveryNetnsCase):
@@ -323,14 +320,8 @@ class PythonElasticShrinkTest(PeerRecoveryNetnsCase):
         self.assertEqual(c.ranks_by_daemon(job_id), {c.daemons.index(edge): [0],
                                                      c.daemons.index(edge2): [1],
                                                      c.daemons.index(head): [2]})
-        edge.kill9()
-        wait_for(lambda: rows(2) and rows(2)[-1][1] == "2", timeout=90, what="a group of 2")
-        self.assertEqual(head.job(job_id)["attempt"], 1)
-        self.assertEqual(head.job(job_id).get("current_workers"), 2)
-        edge.start(role="agent")  # the node is back: the group grows to 3 again
-        job = head.wait_terminal(job_id, timeout=300)
-        self.assertEqual(job["state"], "SUCCEEDED", job)
-        self.assertEqual(job["attempt"], 1, job)
+        self.lose_and_regain_node(head, edge, job_id,
+                                  lambda: rows(2) and rows(2)[-1][1] == "2")
         ran = set()
         for r in (1, 2):
             steps = [int(row[0]) for row in rows(r)]
@@ -340,11 +331,7 @@ class PythonElasticShrinkTest(PeerRecoveryNetnsCase):
             self.assertIn("2", worlds)
             self.assertEqual(worlds[-1], "3")
         self.assertEqual(sorted(ran), list(range(total)))
-        finals = set()
-        for r in (0, 1, 2):
-            with open(os.path.join(out, f"final_rank{r}.bin"), "rb") as f:
-                finals.add(f.read())
-        self.assertEqual(len(finals), 1)
+        self.assertEqual(len(set(final_weights(out, (0, 1, 2)))), 1)
 
 
 if __name__ == "__main__":
