@@ -189,6 +189,10 @@ class BatchReader {
   // Touched by Next() only (one caller at a time), never under mu_.
   bool finished_ = false;  // Next() saw the end or an error
   Status final_status_;
+  // Touched by the reader thread only: the local Parquet file it mapped last, kept for the
+  // next segment of the same file (a shuffled epoch has a segment per row group).
+  int mapped_file_ = -1;
+  std::shared_ptr<const MappedFile> mapping_;
 
   // The memory of blocks the pipeline is done with, for the next ones: the reader takes
   // its blocks' bytes from unit_bytes_ and the parsers give them back; the parsers take

@@ -32,15 +32,18 @@ Status BatchReader::ReadParquetSegment(const Segment& seg) {
   int64_t left = seg.rows < 0 ? INT64_MAX : seg.rows;
   // A local file is read in place (see MappedFile): no copy, no fresh buffers to zero.
   // Where the file cannot be mapped (a file system without mmap), it is read into buffers.
-  std::shared_ptr<const MappedFile> mapping;
-  if (!fi.file.http) {
+  if (!fi.file.http && mapped_file_ != seg.file) {
+    mapping_.reset();
     auto mapped = MappedFile::Open(fi.file, fi.parquet->file_size);
     if (mapped.ok()) {
-      mapping = std::move(*mapped);
+      mapping_ = std::move(*mapped);
     } else if (mapped.status().code() != Status::Code::kUnavailable) {
+      mapped_file_ = -1;
       return mapped.status();  // gone, or not the file the job started with
     }
+    mapped_file_ = seg.file;
   }
+  const std::shared_ptr<const MappedFile> mapping = fi.file.http ? nullptr : mapping_;
   int64_t first_row = 0;  // of row group g in the file
   for (size_t g = 0; g < seg.offset && g < groups.size(); ++g) first_row += groups[g].num_rows;
   for (size_t g = static_cast<size_t>(seg.offset); g < groups.size() && left > 0 && !stop_; ++g) {
