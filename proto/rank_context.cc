@@ -86,6 +86,7 @@ Result<RankContext> ParseRankContext(const std::string& text) {
   TRAINTL_RETURN_IF_ERROR(GetString(j, "checkpoint_dir", false, &checkpoint));
   if (!checkpoint.empty()) c.checkpoint_dir = checkpoint;
   TRAINTL_RETURN_IF_ERROR(GetString(j, "trial_dir", false, &c.trial_dir));
+  TRAINTL_RETURN_IF_ERROR(GetString(j, "data_index_dir", false, &c.data_index_dir));
   TRAINTL_RETURN_IF_ERROR(GetString(j, "staging_dir", true, &c.staging_dir));
   TRAINTL_RETURN_IF_ERROR(GetString(j, "master_addr", false, &c.master_addr));
   TRAINTL_RETURN_IF_ERROR(GetInt(j, "master_port", false, 0, &c.master_port));
@@ -179,6 +180,7 @@ nlohmann::json RankContextToJson(const RankContext& c) {
           {"config", c.config},
           {"checkpoint_dir", c.checkpoint_dir ? json(*c.checkpoint_dir) : json(nullptr)},
           {"trial_dir", c.trial_dir},
+          {"data_index_dir", c.data_index_dir},
           {"staging_dir", c.staging_dir},
           {"master_addr", c.master_addr},
           {"master_port", c.master_port},

@@ -49,6 +49,9 @@ struct RankContext {
   // The checkpoint get_checkpoint() returns; none on a fresh start.
   std::optional<std::string> checkpoint_dir;
   std::string trial_dir;
+  // Where the dataset reader keeps the row index that the ranks and jobs of the node share
+  // ("data_index_dir", optional; "" = <trial_dir>/.data_index; index_cache.h).
+  std::string data_index_dir;
   // Where report() copies checkpoint files: <staging_dir>/seq_<K>/rank_<R>/.
   std::string staging_dir;
   std::string master_addr;

@@ -53,6 +53,8 @@ Status Agent::RemoveStaleStaging(const SafeDir& staging_root, int attempt) {
   return first_error;
 }
 
+std::string Agent::DataIndexDir() const { return options_.data_dir + "/data_index"; }
+
 OwnerPolicy Agent::JobOwners() const {
   OwnerPolicy owners;
   if (const auto& user = pool_->worker_user(); user.has_value())
@@ -182,6 +184,10 @@ Result<int> Agent::Launch(const NodeAttemptPlan& planned) {
     LOG_WARN << "job " << plan.job_id
              << ": cannot remove staging of earlier attempts: " << st.message();
   }
+  // The row index of the node's CSV and JSON Lines files, shared by its jobs (index_cache.h):
+  // the workers' own, as their trial dirs are.
+  TRAINTL_ASSIGN_OR_RETURN(SafeDir index_dir, MakeDirsBelow(data_dir, "data_index", 0700, owners));
+  (void)index_dir;
   const std::string staging = StagingDir(plan.trial_dir, plan.attempt);
   TRAINTL_ASSIGN_OR_RETURN(
       SafeDir staging_dir,
@@ -230,6 +236,7 @@ Result<int> Agent::Launch(const NodeAttemptPlan& planned) {
     ctx.config = plan.config;
     if (!plan.restored_from.empty()) ctx.checkpoint_dir = plan.restored_from;
     ctx.trial_dir = plan.trial_dir;
+    ctx.data_index_dir = DataIndexDir();
     ctx.staging_dir = staging;
     ctx.master_addr = plan.master_addr;
     ctx.master_port = plan.master_port;
@@ -264,7 +271,7 @@ Result<int> Agent::Launch(const NodeAttemptPlan& planned) {
     // Given to the worker's account when the pool runs workers as another user. .staging
     // too: the head removes an ended attempt's staging dir with the worker's file access,
     // which needs write access to .staging (the worker owns the trial dir above it anyway).
-    l.user_dirs = {plan.trial_dir, plan.trial_dir + "/.staging", staging};
+    l.user_dirs = {plan.trial_dir, plan.trial_dir + "/.staging", staging, DataIndexDir()};
     // The environment is exactly what the runtime and the spec set.
     l.env["PATH"] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
     l.env["LANG"] = "C.UTF-8";

@@ -91,6 +91,8 @@ class Agent {
  private:
   // Who may own a job's directories besides root and the daemon's user: the worker user.
   OwnerPolicy JobOwners() const;
+  // <data_dir>/data_index: the row index the node's jobs share (RankContext::data_index_dir).
+  std::string DataIndexDir() const;
   // Binds each of this node's ranks' TF_CONFIG ports once to see that it is free.
   static Status CheckWorkerPorts(const NodeAttemptPlan& plan);
 

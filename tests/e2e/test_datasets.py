@@ -3,6 +3,7 @@ burning restarts, and the daemon stays healthy."""
 import os
 import shutil
 import tempfile
+import time
 
 from harness import DaemonTestCase, lib_path, main
 
@@ -58,6 +59,35 @@ class DatasetTest(DaemonTestCase):
             self.assertEqual(len(set(m["ids"])), 52)
         # The shuffle differs between epochs.
         self.assertNotEqual(history[0]["metrics"]["ids"], history[1]["metrics"]["ids"])
+
+    def test_later_jobs_reuse_the_nodes_row_index(self):
+        path = os.path.join(self.data, "train.csv")
+        write_ids(path, 0, 2000)
+        # Entries are stored only for files unchanged for 2 s (index_cache.h).
+        time.sleep(2.2)
+        index_dir = os.path.join(self.daemon.data_dir, "data_index")
+        spec = self.spec({"train": {"uri": f"file://{path}"}}, batch_size=100, epochs=1)
+        ids = []
+        mtimes = []
+        for _ in range(2):
+            job_id = self.daemon.submit_spec(spec)
+            job = self.daemon.wait_terminal(job_id)
+            self.assertEqual(job["state"], "SUCCEEDED", job)
+            ids.append(self.daemon.get(f"/v1/jobs/{job_id}/metrics")[1]["history"][0]
+                       ["metrics"]["ids"])
+            entries = [e for e in os.listdir(index_dir) if e.endswith(".idx")]
+            self.assertEqual(len(entries), 1, os.listdir(index_dir))
+            st = os.stat(os.path.join(index_dir, entries[0]))
+            mtimes.append((st.st_ino, st.st_mtime_ns))
+            time.sleep(0.05)
+        # The node's directory is the workers' alone.
+        self.assertEqual(os.stat(index_dir).st_mode & 0o777, 0o700)
+        # The second job loaded the first one's entry (a load marks its use; a scan would
+        # have stored a new file), and read the same shard.
+        self.assertEqual(mtimes[1][0], mtimes[0][0])
+        self.assertGreater(mtimes[1][1], mtimes[0][1])
+        self.assertEqual(ids[0], ids[1])
+        self.assertEqual(len(ids[0]), 1000)
 
     def test_bad_data_fails_the_job_without_restarts(self):
         with open(os.path.join(self.data, "bad.csv"), "w") as f:

@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import pwd
+import shutil
 import socket
 import ssl
 import subprocess
@@ -17,8 +18,8 @@ import unittest
 import urllib.error
 import urllib.request
 
-from harness import (Daemon, DaemonTestCase, bin_path, main, raw_exchange, train_spec,
-                     wait_for)
+from harness import (Daemon, DaemonTestCase, bin_path, lib_path, main, raw_exchange,
+                     train_spec, wait_for)
 
 ZERO_SHA = "0" * 64
 ENDPOINTS = [
@@ -535,6 +536,29 @@ class WorkerUserTest(unittest.TestCase):
             for path in paths:
                 self.assertEqual(os.stat(os.path.join(path, "manifest.json")).st_uid,
                                  nobody.pw_uid)
+            # The node's row index directory is nobody's alone, and nobody's workers store
+            # the index of a split CSV there.
+            data = tempfile.mkdtemp(prefix="traintl-e2e-nobody-data-")
+            try:
+                os.chmod(data, 0o755)
+                with open(os.path.join(data, "t.csv"), "w") as f:
+                    f.write("id,x\n" + "".join(f"{i},{i}\n" for i in range(500)))
+                time.sleep(2.2)  # entries are stored for files unchanged for 2 s
+                job_id = d.submit_spec({
+                    "name": "data-as-nobody",
+                    "entrypoint": {"library": lib_path("libtest_data.so")},
+                    "train_loop_config": {"batch_size": 50, "epochs": 1},
+                    "scaling_config": {"num_workers": 2, "resources_per_worker": {"CPU": 1}},
+                    "datasets": {"train": {"uri": f"file://{data}/t.csv"}}})
+                self.assertEqual(d.wait_terminal(job_id)["state"], "SUCCEEDED")
+            finally:
+                shutil.rmtree(data, ignore_errors=True)
+            index_dir = os.path.join(d.data_dir, "data_index")
+            st = os.stat(index_dir)
+            self.assertEqual((st.st_uid, st.st_mode & 0o777), (nobody.pw_uid, 0o700))
+            entries = [e for e in os.listdir(index_dir) if e.endswith(".idx")]
+            self.assertEqual(len(entries), 1, os.listdir(index_dir))
+            self.assertEqual(os.stat(os.path.join(index_dir, entries[0])).st_uid, nobody.pw_uid)
         finally:
             leftover = d.worker_pids()
             d.stop()

@@ -56,8 +56,9 @@ struct ShardOptions {
   size_t chunk_bytes = 1 << 20;
   HttpOptions http;
   // A directory where the ranks of a node share the row index, so that one of them scans
-  // each file (index_cache.h); "" = not shared. DatasetService passes
-  // <trial_dir>/.data_index. Default: "".
+  // each file (index_cache.h); "" = not shared. DatasetService passes the context's
+  // "data_index_dir" (the agent's <data_dir>/data_index), else <trial_dir>/.data_index.
+  // Default: "".
   std::string index_dir;
 };
 

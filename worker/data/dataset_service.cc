@@ -41,6 +41,11 @@ int ContextInt(const json& context, const char* key, int fallback) {
   return it != context.end() && it->is_number_integer() ? it->get<int>() : fallback;
 }
 
+std::string ContextString(const json& context, const char* key) {
+  auto it = context.find(key);
+  return it != context.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
 // The options object of a call: NULL/"" is {}; unknown keys are refused, by name.
 Result<json> ParseOptions(const char* text, const std::set<std::string>& known, const char* what) {
   if (text == nullptr || *text == '\0') return json::object();
@@ -220,11 +225,15 @@ int DatasetService::ShardOpen(void* ctx, const char* name, const char* options_j
       }
     }
     if (!st.ok()) return self->Fail(Status::InvalidArgument(prefix + st.message()), err, err_len);
-    // The ranks of a node share the row index there (index_cache.h): one scans each file.
-    auto trial_dir = self->context_.find("trial_dir");
-    if (trial_dir != self->context_.end() && trial_dir->is_string() &&
-        !trial_dir->get<std::string>().empty()) {
-      options.index_dir = trial_dir->get<std::string>() + "/.data_index";
+    // The ranks of a node share the row index (index_cache.h): one scans each file. The
+    // agent names a node-wide directory, which later jobs reuse; a context without one
+    // (a worker started by hand) shares within the trial.
+    const std::string node_dir = ContextString(self->context_, "data_index_dir");
+    const std::string trial_dir = ContextString(self->context_, "trial_dir");
+    if (!node_dir.empty()) {
+      options.index_dir = node_dir;
+    } else if (!trial_dir.empty()) {
+      options.index_dir = trial_dir + "/.data_index";
     }
 
     DatasetConfig config;

@@ -30,8 +30,9 @@ namespace data {
 class DatasetService {
  public:
   // `context`: the worker context object (docs/WORKER_PROTOCOL.md); this reads its
-  // "datasets", "world_rank", "world_size", "local_world_size" and "trial_dir" (the row
-  // index that the ranks of a node share lives in <trial_dir>/.data_index, index_cache.h).
+  // "datasets", "world_rank", "world_size", "local_world_size", and "data_index_dir" (the
+  // node's row index directory, index_cache.h) or else "trial_dir" (then the index is
+  // shared in <trial_dir>/.data_index).
   explicit DatasetService(nlohmann::json context);
   ~DatasetService();
   DatasetService(const DatasetService&) = delete;

@@ -7,10 +7,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <dirent.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <optional>
+#include <set>
 #include <thread>
 #include <utility>
 
@@ -109,9 +112,59 @@ bool DecodeEntry(const std::string& bytes, const std::string& key, int file_inde
 
 namespace {
 std::atomic<int64_t> racy_window_nanos{2'000'000'000};
+std::atomic<size_t> max_entries{kDefaultMaxEntries};
 }  // namespace
 
 void SetRacyWindowNanosForTesting(int64_t nanos) { racy_window_nanos = nanos; }
+void SetMaxEntriesForTesting(size_t n) { max_entries = n; }
+
+size_t PruneEntries(const std::string& dir, size_t keep) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return 0;
+  std::vector<std::pair<int64_t, std::string>> entries;  // (last use, name without .idx)
+  std::vector<std::string> locks;                        // names without .lock
+  while (const struct dirent* de = ::readdir(d)) {
+    const std::string name = de->d_name;
+    if (name.size() > 5 && name.compare(name.size() - 5, 5, ".lock") == 0) {
+      locks.push_back(name.substr(0, name.size() - 5));
+      continue;
+    }
+    if (name.size() <= 4 || name.compare(name.size() - 4, 4, ".idx") != 0) continue;
+    struct stat st;
+    if (::fstatat(::dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    entries.emplace_back(
+        static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec,
+        name.substr(0, name.size() - 4));
+  }
+  ::closedir(d);
+  // Removes `base`'s entry (when `idx`) and lock, unless a rank holds the lock now (it is
+  // scanning that file). A rank that opened the lock just before its unlink locks a file
+  // nobody else will: at worst two ranks scan the same file, as without a cache.
+  auto remove = [&dir](const std::string& base, bool idx) {
+    const std::string lock_path = dir + "/" + base + ".lock";
+    const int lock = ::open(lock_path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (lock >= 0 && ::flock(lock, LOCK_EX | LOCK_NB) != 0) {
+      ::close(lock);
+      return false;
+    }
+    const bool removed = idx ? ::unlink((dir + "/" + base + ".idx").c_str()) == 0 : true;
+    ::unlink(lock_path.c_str());
+    if (lock >= 0) ::close(lock);
+    return removed;
+  };
+  size_t removed = 0;
+  std::sort(entries.begin(), entries.end());
+  for (size_t i = 0; i + keep < entries.size(); ++i) {
+    if (remove(entries[i].second, true)) ++removed;
+  }
+  // The locks of files never stored (changed within the racy window, or their scan failed).
+  std::set<std::string> stored;
+  for (const auto& e : entries) stored.insert(e.second);
+  for (const auto& base : locks) {
+    if (stored.count(base) == 0) remove(base, false);
+  }
+  return removed;
+}
 
 }  // namespace index_cache_internal
 
@@ -279,6 +332,7 @@ class Builder {
         lock = Fd();  // unlocks
       }
     }
+    if (stored_ > 0) index_cache_internal::PruneEntries(dir, index_cache_internal::max_entries);
     std::vector<Chunk> out;
     for (size_t i = 0; i < files_.size(); ++i) {
       if (!done[i]) {
@@ -301,6 +355,8 @@ class Builder {
       return false;
     }
     ++stats_->files_loaded;
+    // Its last use, which pruning keeps the most recent of.
+    ::utimensat(AT_FDCWD, e.entry_path.c_str(), nullptr, AT_SYMLINK_NOFOLLOW);
     return true;
   }
 
@@ -320,7 +376,10 @@ class Builder {
         return chunks;
       }
     }
-    if (StoreEntry(e.entry_path, EncodeEntry(e.key, chunks))) ++stats_->files_stored;
+    if (StoreEntry(e.entry_path, EncodeEntry(e.key, chunks))) {
+      ++stats_->files_stored;
+      ++stored_;
+    }
     return chunks;
   }
 
@@ -331,6 +390,7 @@ class Builder {
   const ScanFileFn& scan_;
   const std::atomic<bool>* const cancel_;
   IndexStats* const stats_;
+  int stored_ = 0;  // entries this build stored
 };
 
 }  // namespace

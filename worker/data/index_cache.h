@@ -1,7 +1,9 @@
 // The shared row index: Dataset::Index's per-file chunk lists, kept as small files in a
-// directory that the ranks of a job on a node share (DatasetService passes
-// <trial_dir>/.data_index), so that one rank scans (line-counts) a file and the others of
-// its node load what it found instead of each scanning the whole file again.
+// directory that the jobs of a node share (the agent makes <data_dir>/data_index, owned by
+// the workers' account, and passes it in the rank context; without one DatasetService
+// uses <trial_dir>/.data_index), so that one rank scans (line-counts) a file and every
+// other rank of its node, of this job or a later one (a restart, the next tuning trial, the
+// next run of a script), loads what it found instead of scanning the whole file again.
 //
 // Only CSV and JSON Lines files have entries: their index takes a scan, while .npy and
 // Parquet chunks come from the header or footer every rank reads anyway.
@@ -32,8 +34,10 @@
 // process). Waiting polls the lock every 2 ms and gives up when `cancel` is set.
 // Every failure of the cache itself (an unwritable directory, a lock that cannot be taken
 // on some network file system, a failed write) falls back to scanning without sharing:
-// the cache can make reading faster, never fail it. Stale entries (of files since changed)
-// stay until the directory goes (with the trial directory); each is a few KiB per GB of
+// the cache can make reading faster, never fail it. Loading an entry sets its mtime (its
+// last use); a build that stored entries then prunes the directory to the
+// kDefaultMaxEntries most recently used (stale ones, of files since changed, go first as
+// nothing loads them), skipping any whose lock is held. An entry is a few KiB per GB of
 // data (24 bytes per chunk).
 //
 // Thread-safety: BuildSharedIndex may run concurrently in threads and processes on the
@@ -71,6 +75,12 @@ bool DecodeEntry(const std::string& bytes, const std::string& key, int file_inde
                  uint64_t data_offset, uint64_t file_size, std::vector<Chunk>* chunks);
 // The racy window above (default 2 s), for tests of files they have just written.
 void SetRacyWindowNanosForTesting(int64_t nanos);
+// How many entries a directory keeps (default kDefaultMaxEntries).
+constexpr size_t kDefaultMaxEntries = 4096;
+void SetMaxEntriesForTesting(size_t n);
+// Removes all but the `keep` most recently used entries of `dir` (with their lock files),
+// except those whose lock is held; returns how many it removed.
+size_t PruneEntries(const std::string& dir, size_t keep);
 }  // namespace index_cache_internal
 
 }  // namespace data

@@ -301,6 +301,11 @@ bool ReadColumnMetaData(Reader* r, int depth, ColumnMetaData* m) {
         if (ReadI64(r, t, &v)) m->dictionary_page_offset = v;
         return true;
       }
+      case 14: {
+        int64_t v = 0;
+        if (ReadI64(r, t, &v)) m->bloom_filter_offset = v;
+        return true;
+      }
       default:
         return false;
     }

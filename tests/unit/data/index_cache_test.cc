@@ -2,6 +2,7 @@
 // node scan each file once between them; a changed file, a corrupt or truncated entry and
 // an unusable directory fall back to scanning; concurrent builders are safe.
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -377,6 +378,100 @@ TEST_CASE("Shared index: the worker's ranks share it in <trial_dir>/.data_index"
   }
   CHECK_THAT(infos[1], Catch::Contains("\"num_rows\":500"));
   CHECK_THAT(infos[1], Catch::Contains("\"rank\":1"));
+}
+
+TEST_CASE("Shared index: the context's data_index_dir is shared across jobs (trial dirs)") {
+  NoRacyWindow no_racy_window;
+  TempDir dir;
+  WriteIdCsv(dir / "train.csv", 0, 500);
+  // Two jobs, each with its own trial dir, on a node whose agent names one index dir.
+  std::vector<ino_t> inodes;
+  for (const char* trial : {"trial-a", "trial-b"}) {
+    DatasetService service(
+        nlohmann::json{{"world_rank", 1},
+                       {"world_size", 2},
+                       {"local_world_size", 2},
+                       {"trial_dir", dir / trial},
+                       {"data_index_dir", dir / "node-index"},
+                       {"datasets", {{"train", {{"uri", "file://" + (dir / "train.csv")}}}}}});
+    const traintl_dataset_api* api = service.api();
+    char err[1024] = {};
+    traintl_dataset_shard* shard = nullptr;
+    REQUIRE(api->shard_open(api->ctx, "train", nullptr, &shard, err, sizeof err) ==
+            TRAINTL_DATA_OK);
+    CHECK_THAT(api->shard_info(api->ctx, shard), Catch::Contains("\"num_rows\":250"));
+    api->shard_close(api->ctx, shard);
+    CHECK_FALSE(PathExists(dir / (std::string(trial) + "/.data_index")));
+    const auto entries = EntryFiles(dir / "node-index");
+    REQUIRE(entries.size() == 1);
+    struct stat st;
+    REQUIRE(::stat(entries[0].c_str(), &st) == 0);
+    inodes.push_back(st.st_ino);
+  }
+  // The second job loaded the first one's entry: a scan would have stored another inode.
+  CHECK(inodes[0] == inodes[1]);
+}
+
+TEST_CASE("Shared index: the directory keeps the most recently used entries") {
+  NoRacyWindow no_racy_window;
+  TempDir dir;
+  const std::string cache = dir / "idx";
+  for (int f = 0; f < 4; ++f) WriteIdCsv(dir / ("f" + std::to_string(f) + ".csv"), 0, 300);
+  auto uri = [&](int f) { return "file://" + dir.path() + "/f" + std::to_string(f) + ".csv"; };
+  // Reads file f split (so that it needs the index) and returns its new entry.
+  auto entry_of = [&](int f) {
+    auto before = EntryFiles(cache);
+    auto ds = OpenDataset(uri(f), 0, 2, true, Shared(cache));
+    CHECK(ds->index_stats().files_stored == 1);
+    for (const auto& e : EntryFiles(cache)) {
+      if (std::find(before.begin(), before.end(), e) == before.end()) return e;
+    }
+    return std::string();
+  };
+  auto set_mtime = [](const std::string& path, time_t sec) {
+    const struct timespec times[2] = {{sec, 0}, {sec, 0}};
+    REQUIRE(::utimensat(AT_FDCWD, path.c_str(), times, 0) == 0);
+  };
+  auto sorted = [](std::vector<std::string> v) {
+    std::sort(v.begin(), v.end());
+    return v;
+  };
+  std::vector<std::string> e;
+  for (int f = 0; f < 3; ++f) e.push_back(entry_of(f));
+  REQUIRE(EntryFiles(cache).size() == 3);
+  set_mtime(e[0], 1000);
+  set_mtime(e[1], 3000);
+  set_mtime(e[2], 2000);
+  // Loading an entry marks its use: f0's is then the newest.
+  auto again = OpenDataset(uri(0), 1, 2, true, Shared(cache));
+  REQUIRE(again->index_stats().files_loaded == 1);
+  struct stat st;
+  REQUIRE(::stat(e[0].c_str(), &st) == 0);
+  CHECK(st.st_mtime > 3000);
+
+  SECTION("a build that stores prunes to the limit, least recently used first") {
+    index_cache_internal::SetMaxEntriesForTesting(2);
+    const std::string e3 = entry_of(3);
+    index_cache_internal::SetMaxEntriesForTesting(index_cache_internal::kDefaultMaxEntries);
+    CHECK(sorted(EntryFiles(cache)) == sorted({e[0], e3}));
+    // The pruned entries' locks went with them.
+    for (const auto& gone : {e[1], e[2]}) {
+      CHECK_FALSE(PathExists(gone.substr(0, gone.size() - 4) + ".lock"));
+    }
+  }
+  SECTION("an entry whose lock is held stays; a lock without an entry goes") {
+    const std::string held = e[2].substr(0, e[2].size() - 4) + ".lock";
+    const int fd = ::open(held.c_str(), O_RDWR | O_CLOEXEC);
+    REQUIRE(fd >= 0);
+    REQUIRE(::flock(fd, LOCK_EX) == 0);
+    const std::string orphan = cache + "/0123456789abcdef0123456789abcdef.lock";
+    Write(orphan, "");
+    CHECK(index_cache_internal::PruneEntries(cache, 1) == 1);  // e[1]; e[2] is locked
+    ::close(fd);
+    CHECK(sorted(EntryFiles(cache)) == sorted({e[0], e[2]}));
+    CHECK_FALSE(PathExists(orphan));
+    CHECK(PathExists(held));
+  }
 }
 
 }  // namespace data

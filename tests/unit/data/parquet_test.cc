@@ -418,7 +418,8 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "parquet: nested columns, unsupported codecs and encodings are refused, naming the column") {
+    "parquet: nested columns, unsupported codecs, encodings and bloom filters are refused, naming "
+    "the column") {
   auto nested = TryOpen(Uri("unsupported_nested"));
   REQUIRE_FALSE(nested.ok());
   CHECK_THAT(nested.status().message(),
@@ -436,6 +437,13 @@ TEST_CASE(
   CHECK_THAT(delta.status().message(), Catch::Contains("row group 0, column 'id' uses the "
                                                        "DELTA_BINARY_PACKED encoding, which is "
                                                        "not supported"));
+  // hyparquet-writer's file with a bloom filter on column 's' (its twin without one reads).
+  auto bloom = TryOpen(Uri("unsupported_bloom"));
+  REQUIRE_FALSE(bloom.ok());
+  CHECK(bloom.status().code() == traintl::Status::Code::kInvalidArgument);
+  CHECK_THAT(bloom.status().message(),
+             Catch::Contains("unsupported_bloom.parquet: row group 0, column 's' has a bloom "
+                             "filter, which is not supported"));
 }
 
 TEST_CASE("parquet: the corrupt corpus gives InvalidArgument naming the file, never a crash") {

@@ -22,6 +22,7 @@ TEST_CASE("a rank context round-trips through the context file's JSON") {
   c.config = {{"lr", 0.1}};
   c.checkpoint_dir = "/t/checkpoint_a002_s000004";
   c.trial_dir = "/t";
+  c.data_index_dir = "/var/lib/traintl/data_index";
   c.staging_dir = "/t/.staging/attempt_3";
   c.master_addr = "10.0.0.2";
   c.master_port = 29500;
@@ -39,6 +40,7 @@ TEST_CASE("a rank context round-trips through the context file's JSON") {
   CHECK(back->config == c.config);
   CHECK(back->datasets == c.datasets);
   CHECK(back->checkpoint_dir == c.checkpoint_dir);
+  CHECK(back->data_index_dir == c.data_index_dir);
   CHECK(back->master_port == 29500);
   CHECK(back->use_gpu);
   CHECK(back->lease_fd == 4);
@@ -58,6 +60,8 @@ TEST_CASE("a rank context round-trips through the context file's JSON") {
   CHECK(back->lease_fd == -1);
   CHECK(!back->checkpoint_dir);
   CHECK_FALSE(back->hold_reports);
+  j.erase("data_index_dir");  // an older agent's context: the trial's index
+  CHECK(ParseRankContext(j.dump())->data_index_dir.empty());
 
   j["hold_reports"] = true;
   CHECK(ParseRankContext(j.dump())->hold_reports);
