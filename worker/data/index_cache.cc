@@ -1,13 +1,12 @@
 #include "worker/data/index_cache.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-
-#include <dirent.h>
 
 #include <algorithm>
 #include <chrono>

@@ -21,6 +21,7 @@
 
 #include "common/file_util.h"
 #include "daemon/consensus/raft_node.h"
+#include "tests/unit/consensus/raft_test_util.h"
 
 using namespace traintl;
 
@@ -50,19 +51,6 @@ std::string TempDir() {
   char tmpl[] = "/tmp/traintl-raftauth-XXXXXX";
   REQUIRE(mkdtemp(tmpl) != nullptr);
   return tmpl;
-}
-
-int FreeLoopbackPort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0);
-  socklen_t len = sizeof sa;
-  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) == 0);
-  ::close(fd);
-  return ntohs(sa.sin_port);
 }
 
 bool WaitFor(const std::function<bool()>& pred) {
@@ -193,8 +181,7 @@ std::string Claim(const std::string& secret, const std::string& hello, const std
 TEST_CASE("raft auth: voters sharing the secret elect, replicate and authenticate") {
   DirGuard dir{TempDir()};
   std::vector<RaftPeer> peers;
-  for (uint64_t id = 1; id <= 3; id++)
-    peers.push_back({id, "127.0.0.1:" + std::to_string(FreeLoopbackPort())});
+  for (uint64_t id = 1; id <= 3; id++) peers.push_back({id, raft_testing::FreeLoopbackAddress()});
   CountingStateMachine sms[3];
   std::vector<std::unique_ptr<RaftNode>> nodes;
   for (uint64_t id = 1; id <= 3; id++) {
@@ -261,8 +248,7 @@ TEST_CASE("raft auth: a node with another secret cannot join") {
 TEST_CASE("raft auth: a voter without the secret cannot disturb the group") {
   DirGuard dir{TempDir()};
   std::vector<RaftPeer> peers;
-  for (uint64_t id = 1; id <= 3; id++)
-    peers.push_back({id, "127.0.0.1:" + std::to_string(FreeLoopbackPort())});
+  for (uint64_t id = 1; id <= 3; id++) peers.push_back({id, raft_testing::FreeLoopbackAddress()});
   CountingStateMachine sms[3];
   std::vector<std::unique_ptr<RaftNode>> nodes;
   for (uint64_t id = 1; id <= 3; id++) {
@@ -424,8 +410,7 @@ TEST_CASE(
 TEST_CASE("raft auth: a follower flooded with silent connections still elects a new leader") {
   DirGuard dir{TempDir()};
   std::vector<RaftPeer> peers;
-  for (uint64_t id = 1; id <= 3; id++)
-    peers.push_back({id, "127.0.0.1:" + std::to_string(FreeLoopbackPort())});
+  for (uint64_t id = 1; id <= 3; id++) peers.push_back({id, raft_testing::FreeLoopbackAddress()});
   CountingStateMachine sms[3];
   std::vector<std::unique_ptr<RaftNode>> nodes;
   for (uint64_t id = 1; id <= 3; id++) {
@@ -447,8 +432,11 @@ TEST_CASE("raft auth: a follower flooded with silent connections still elects a 
   std::vector<std::thread> flooders;
   for (int i = 0; i < 3; i++) {
     if (i == leader) continue;
-    const int port = PortOf(peers[i].address);
-    flooders.emplace_back([port, &stop] {
+    const std::string& address = peers[i].address;
+    const int port = PortOf(address);
+    in_addr ip{};
+    REQUIRE(::inet_pton(AF_INET, address.substr(0, address.rfind(':')).c_str(), &ip) == 1);
+    flooders.emplace_back([port, ip, &stop] {
       std::vector<int> fds(200, -1);
       while (!stop) {
         for (int& fd : fds) {
@@ -465,7 +453,7 @@ TEST_CASE("raft auth: a follower flooded with silent connections still elects a 
             sockaddr_in sa{};
             sa.sin_family = AF_INET;
             sa.sin_port = htons(static_cast<uint16_t>(port));
-            sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+            sa.sin_addr = ip;
             if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
               ::close(fd);
               fd = -1;

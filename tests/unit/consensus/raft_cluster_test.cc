@@ -25,7 +25,7 @@ TEST_CASE("three voters elect a leader, replicate, redirect and fail over") {
   DirGuard dir{TempDir()};
   std::vector<RaftPeer> peers;
   for (uint64_t id = 1; id <= 3; id++) {
-    peers.push_back({id, "127.0.0.1:" + std::to_string(FreeLoopbackPort())});
+    peers.push_back({id, FreeLoopbackAddress()});
   }
   RecordingStateMachine sms[3];
   std::vector<std::unique_ptr<RaftNode>> nodes;
@@ -153,7 +153,7 @@ TEST_CASE("a follower that fell behind catches up through a snapshot") {
   DirGuard dir{TempDir()};
   std::vector<RaftPeer> peers;
   for (uint64_t id = 1; id <= 3; id++) {
-    peers.push_back({id, "127.0.0.1:" + std::to_string(FreeLoopbackPort())});
+    peers.push_back({id, FreeLoopbackAddress()});
   }
   auto options = [&](uint64_t id) {
     RaftOptions o = Options(dir.path + "/n" + std::to_string(id), id);

@@ -19,6 +19,7 @@
 #include <functional>
 #include <future>
 #include <memory>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -86,17 +87,28 @@ struct DirGuard {
   ~DirGuard() { RemoveAll(path).IgnoreError(); }
 };
 
-inline int FreeLoopbackPort() {
+// "127.a.b.c:port": a random address of 127.0.0.0/8 outside 127.0.0.0/24 and a port free
+// on it now, for a cluster member to bind later. A port picked on 127.0.0.1 could be taken
+// before then by the connections and listeners of tests running beside this one (ctest
+// -j); none of them binds this address.
+inline std::string FreeLoopbackAddress() {
+  static std::mt19937 rng(std::random_device{}());
+  const uint32_t host = (127u << 24) |
+                        (std::uniform_int_distribution<uint32_t>(1, 0xfe)(rng) << 16) |
+                        (std::uniform_int_distribution<uint32_t>(0, 0xff)(rng) << 8) |
+                        std::uniform_int_distribution<uint32_t>(1, 0xfe)(rng);
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   REQUIRE(fd >= 0);
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  sa.sin_addr.s_addr = htonl(host);
   REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0);
   socklen_t len = sizeof sa;
   REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) == 0);
   ::close(fd);
-  return ntohs(sa.sin_port);
+  char ip[INET_ADDRSTRLEN] = {};
+  REQUIRE(::inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof ip) != nullptr);
+  return std::string(ip) + ":" + std::to_string(ntohs(sa.sin_port));
 }
 
 inline RaftOptions Options(const std::string& dir, uint64_t id = 1) {
