@@ -142,8 +142,12 @@ Status BatchReader::ParseUnit(const Unit& unit, int64_t line, RowBlock* out, int
                               parquet::DecodeScratch* scratch) const {
   const FileInfo& fi = dataset_->files()[static_cast<size_t>(unit.file)];
   out->Reset(schema_, std::max<int64_t>(unit.rows, 0));
-  const char* data = unit.mapping ? unit.mapping->data() : unit.bytes.data() + unit.begin;
-  const size_t len = unit.mapping ? unit.mapping->size() : unit.end - unit.begin;
+  // A mapped Parquet unit is the whole file (its chunks are where the footer says); any
+  // other unit is its records [begin, end) of its bytes, or of the mapped file.
+  const bool whole_file = unit.mapping && dataset_->format() == Format::kParquet;
+  const char* base = unit.mapping ? unit.mapping->data() : unit.bytes.data();
+  const char* data = whole_file ? base : base + unit.begin;
+  const size_t len = whole_file ? unit.mapping->size() : unit.end - unit.begin;
   const TextPos pos{&fi.file.name, line, unit.offset};
   switch (dataset_->format()) {
     case Format::kCsv:
@@ -197,6 +201,11 @@ void BatchReader::ParserMain() {
       if (unit->line == kLineAfterPrevious) p->failed = std::move(unit);
     }
     if (unit != nullptr && unit->bytes.capacity() > 0) unit_bytes_.Give(std::move(unit->bytes));
+    if (unit != nullptr && unit->mapping) {
+      // Read: its pages leave this process's page tables (MappedFile::Release).
+      if (unit->mapped_chunks.empty()) unit->mapping->Release(unit->begin, unit->end - unit->begin);
+      for (const ByteRange& r : unit->mapped_chunks) unit->mapping->Release(r.offset, r.size);
+    }
     unit.reset();
     {
       std::lock_guard<std::mutex> lock(mu_);

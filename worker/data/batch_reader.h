@@ -6,7 +6,9 @@
 //            where it must (quotes, row limits); a CSV block without a quote in a
 //            segment read to the end of its file, or in the whole index chunks of a
 //            segment with a row limit of a local file (the index counted their rows:
-//            SplitAtChunks), is cut at its last newline uncounted;
+//            SplitAtChunks), is cut at its last newline uncounted. A local file is mapped
+//            (MappedFile) and its blocks are windows of the mapping, read in place;
+//            http(s) files are read into buffers;
 //   parsers  num_threads threads turn blocks into columns (and count the uncounted);
 //   batcher  puts the parsed rows, in order, into batches of batch_size rows (through the
 //            local shuffle buffer when shuffling) and queues up to prefetch_batches of them;
@@ -136,6 +138,10 @@ class BatchReader {
   // end of the file).
   Status ReadTextSegment(const Segment& seg, uint64_t end = UINT64_MAX);
   Status ReadNpySegment(const Segment& seg);
+  // File `file` mapped (MappedFile, kept for the next segment of the same file), to be read
+  // in place; null where it is not local or cannot be mapped (then read it into buffers).
+  // `expected_size` as for MappedFile::Open.
+  Result<std::shared_ptr<const MappedFile>> MapFile(int file, uint64_t expected_size);
   Status ReadParquetSegment(const Segment& seg);  // batch_reader_parquet.cc
   // Parquet: the leaf of file `file` that each output column is.
   std::vector<int> ParquetLeaves(int file) const;
@@ -189,8 +195,9 @@ class BatchReader {
   // Touched by Next() only (one caller at a time), never under mu_.
   bool finished_ = false;  // Next() saw the end or an error
   Status final_status_;
-  // Touched by the reader thread only: the local Parquet file it mapped last, kept for the
-  // next segment of the same file (a shuffled epoch has a segment per row group).
+  // Touched by the reader thread only: the local file it mapped last (MapFile), kept for
+  // the next segment of the same file (a shuffled epoch has a segment per row group or
+  // index chunk).
   int mapped_file_ = -1;
   std::shared_ptr<const MappedFile> mapping_;
 

@@ -30,20 +30,8 @@ Status BatchReader::ReadParquetSegment(const Segment& seg) {
   const SourceOptions source{dataset_->options().http, &stop_};
   int64_t skip = seg.skip_rows;
   int64_t left = seg.rows < 0 ? INT64_MAX : seg.rows;
-  // A local file is read in place (see MappedFile): no copy, no fresh buffers to zero.
-  // Where the file cannot be mapped (a file system without mmap), it is read into buffers.
-  if (!fi.file.http && mapped_file_ != seg.file) {
-    mapping_.reset();
-    auto mapped = MappedFile::Open(fi.file, fi.parquet->file_size);
-    if (mapped.ok()) {
-      mapping_ = std::move(*mapped);
-    } else if (mapped.status().code() != Status::Code::kUnavailable) {
-      mapped_file_ = -1;
-      return mapped.status();  // gone, or not the file the job started with
-    }
-    mapped_file_ = seg.file;
-  }
-  const std::shared_ptr<const MappedFile> mapping = fi.file.http ? nullptr : mapping_;
+  TRAINTL_ASSIGN_OR_RETURN(const std::shared_ptr<const MappedFile> mapping,
+                           MapFile(seg.file, fi.parquet->file_size));
   int64_t first_row = 0;  // of row group g in the file
   for (size_t g = 0; g < seg.offset && g < groups.size(); ++g) first_row += groups[g].num_rows;
   for (size_t g = static_cast<size_t>(seg.offset); g < groups.size() && left > 0 && !stop_; ++g) {
@@ -77,6 +65,7 @@ Status BatchReader::ReadParquetSegment(const Segment& seg) {
       // resident while the unit waits.
       unit->accounted = static_cast<int64_t>(total);
       Account(unit->accounted);
+      unit->mapped_chunks = std::move(reads);
       reads.clear();
     } else {
       unit->bytes = unit_bytes_.Take();

@@ -118,47 +118,112 @@ Status BatchReader::ReadSegments() {
   return Status::Ok();
 }
 
+Result<std::shared_ptr<const MappedFile>> BatchReader::MapFile(int file, uint64_t expected_size) {
+  const DataFile& df = dataset_->files()[static_cast<size_t>(file)].file;
+  if (df.http) return std::shared_ptr<const MappedFile>();
+  if (mapped_file_ != file) {
+    mapping_.reset();
+    auto mapped = MappedFile::Open(df, expected_size);
+    if (mapped.ok()) {
+      mapping_ = std::move(*mapped);
+    } else if (mapped.status().code() != Status::Code::kUnavailable) {
+      mapped_file_ = -1;
+      return mapped.status();  // gone, or not the file the job started with
+    }
+    mapped_file_ = file;
+  }
+  return mapping_;
+}
+
 Status BatchReader::ReadTextSegment(const Segment& seg, uint64_t end) {
   const FileInfo& fi = dataset_->files()[static_cast<size_t>(seg.file)];
   const bool csv = dataset_->format() == Format::kCsv;
-  TRAINTL_ASSIGN_OR_RETURN(auto src,
-                           OpenSource(fi.file, seg.offset, {dataset_->options().http, &stop_}));
+  // A local file is read in place (MappedFile): a block is a window of the mapping, and
+  // the start of a record that the last block cut is where the next window starts. Else
+  // blocks are read into buffers, and that start is copied to the next one (`carry`).
+  TRAINTL_ASSIGN_OR_RETURN(const std::shared_ptr<const MappedFile> mapping,
+                           MapFile(seg.file, MappedFile::kAnySize));
+  std::unique_ptr<ByteSource> src;
+  if (mapping == nullptr) {
+    TRAINTL_ASSIGN_OR_RETURN(src,
+                             OpenSource(fi.file, seg.offset, {dataset_->options().http, &stop_}));
+  } else {
+    if (seg.offset > mapping->size()) {
+      return Status::FailedPrecondition(fi.file.name + ": the file has " +
+                                        std::to_string(mapping->size()) +
+                                        " bytes, fewer than when it was indexed (was it changed "
+                                        "while the job ran?)");
+    }
+    end = std::min<uint64_t>(end, mapping->size());
+  }
   int64_t skip = seg.skip_rows;
   int64_t left = seg.rows < 0 ? INT64_MAX : seg.rows;
   uint64_t offset = seg.offset;
   int64_t line = seg.line;
-  Buffer carry;  // the start of a record that the last block cut
-  bool eof = false;
+  Buffer carry;             // buffers: the start of a record that the last block cut
+  uint64_t window_end = 0;  // mapped: the end of what the last window held (carry: from offset)
+  if (mapping != nullptr) window_end = std::min<uint64_t>(offset, end);
+  auto carried = [&]() -> size_t {
+    return mapping != nullptr ? static_cast<size_t>(window_end - offset) : carry.size();
+  };
+  auto keep = [&](const char* from, size_t n) {  // the cut record's start, for the next block
+    if (mapping != nullptr) return;              // it stays in the mapping, at `offset`
+    carry.Clear();
+    carry.Append(from, n);
+  };
+  bool eof = mapping != nullptr && offset >= end;
   // A CSV segment read to the end of its file needs no row count up front: its blocks
   // without a quote (so without a quoted newline) are cut at their last newline and the
   // parsers count their rows, which saves the reader a pass over the bytes. The lines are
   // then counted by the parsers too, so blocks after the first have kLineAfterPrevious.
   const bool uncounted = csv && seg.rows < 0 && seg.skip_rows == 0;
   bool line_known = true;
-  while (left > 0 && !stop_ && !(eof && carry.size() == 0)) {
+  while (left > 0 && !stop_ && !(eof && carried() == 0)) {
     auto unit = std::make_unique<Unit>();
-    unit->bytes = unit_bytes_.Take();
     // Up to `end` at most (a record boundary, so reaching it is like the end of the file).
-    const uint64_t at = offset + carry.size();  // where the source is
+    const size_t held = carried();
+    const uint64_t at = offset + held;  // where the source is
     const size_t want = eof ? 0
                             : static_cast<size_t>(std::min<uint64_t>(options_.block_bytes,
                                                                      end > at ? end - at : 0));
-    unit->bytes.Resize(carry.size() + want);
-    if (carry.size() > 0) std::memcpy(unit->bytes.data(), carry.data(), carry.size());
-    size_t len = carry.size();
-    unit->accounted = static_cast<int64_t>(unit->bytes.capacity());
-    Account(unit->accounted);
-    if (!eof) {
-      auto n = ReadFully(src.get(), unit->bytes.data() + len, want);
-      if (!n.ok()) {
-        Account(-unit->accounted);
-        return n.status();
+    const char* data;
+    size_t len = held;
+    size_t base = 0;  // where data[0] is in the unit's bytes (mapped: in the file)
+    if (mapping != nullptr) {
+      if (Status st = mapping->Populate(at, want); !st.ok()) {
+        return Status::FailedPrecondition(st.message() +
+                                          " (was the file changed while the job "
+                                          "ran?)");
       }
-      bytes_read_ += static_cast<int64_t>(*n);
-      len += *n;
-      eof = *n < want || at + *n >= end;
+      unit->mapping = mapping;
+      base = static_cast<size_t>(offset);
+      data = mapping->data() + offset;
+      len += want;
+      window_end = at + want;
+      bytes_read_ += static_cast<int64_t>(want);
+      eof = window_end >= end;
+      // Page cache, not the reader's memory; accounted all the same, as the pages stay
+      // resident while the unit waits.
+      unit->accounted = static_cast<int64_t>(len);
+      Account(unit->accounted);
+    } else {
+      unit->bytes = unit_bytes_.Take();
+      unit->bytes.Resize(held + want);
+      if (held > 0) std::memcpy(unit->bytes.data(), carry.data(), held);
+      unit->accounted = static_cast<int64_t>(unit->bytes.capacity());
+      Account(unit->accounted);
+      if (!eof) {
+        auto n = ReadFully(src.get(), unit->bytes.data() + len, want);
+        if (!n.ok()) {
+          Account(-unit->accounted);
+          return n.status();
+        }
+        bytes_read_ += static_cast<int64_t>(*n);
+        len += *n;
+        eof = *n < want || at + *n >= end;
+      }
+      data = unit->bytes.data();
     }
-    const char* data = unit->bytes.data();
     size_t used = 0;
     if (uncounted && std::memchr(data, '"', len) == nullptr) {
       size_t cut = len;
@@ -166,11 +231,10 @@ Status BatchReader::ReadTextSegment(const Segment& seg, uint64_t end) {
         const void* nl = memrchr(data, '\n', len);
         cut = nl == nullptr ? 0 : static_cast<size_t>(static_cast<const char*>(nl) - data) + 1;
       }
-      carry.Clear();
-      carry.Append(data + cut, len - cut);
+      keep(data + cut, len - cut);
       if (cut == 0) {
         Account(-unit->accounted);
-        if (!eof && carry.size() > kMaxRecordBytes) {
+        if (!eof && len > kMaxRecordBytes) {
           return Status::InvalidArgument(fi.file.name +
                                          ": a record longer than 64 MiB (byte offset " +
                                          std::to_string(offset) + ")");
@@ -178,8 +242,8 @@ Status BatchReader::ReadTextSegment(const Segment& seg, uint64_t end) {
         continue;
       }
       unit->file = seg.file;
-      unit->begin = 0;
-      unit->end = cut;
+      unit->begin = base;
+      unit->end = base + cut;
       unit->rows = -1;
       unit->line = line_known ? line : kLineAfterPrevious;
       unit->offset = offset;
@@ -208,8 +272,8 @@ Status BatchReader::ReadTextSegment(const Segment& seg, uint64_t end) {
         // as one uncounted block, fails the same way after delivering the rows before it,
         // and names the right line also when this reader does not know it.
         unit->file = seg.file;
-        unit->begin = used;
-        unit->end = len;
+        unit->begin = base + used;
+        unit->end = base + len;
         unit->rows = -1;
         unit->line = line_known ? line : kLineAfterPrevious;
         unit->offset = offset;
@@ -224,9 +288,8 @@ Status BatchReader::ReadTextSegment(const Segment& seg, uint64_t end) {
     }
     const size_t begin = used;
     used += r.consumed;
-    carry.Clear();
-    carry.Append(data + used, len - used);
-    if (!eof && used == 0 && carry.size() > kMaxRecordBytes) {
+    keep(data + used, len - used);
+    if (!eof && used == 0 && len > kMaxRecordBytes) {
       Account(-unit->accounted);
       if (!line_known) {
         return Status::InvalidArgument(fi.file.name +
@@ -238,8 +301,8 @@ Status BatchReader::ReadTextSegment(const Segment& seg, uint64_t end) {
     }
     if (r.rows > 0) {
       unit->file = seg.file;
-      unit->begin = begin;
-      unit->end = used;
+      unit->begin = base + begin;
+      unit->end = base + used;
       unit->rows = r.rows;
       unit->line = line_known ? line : kLineAfterPrevious;
       unit->offset = offset;
@@ -252,8 +315,8 @@ Status BatchReader::ReadTextSegment(const Segment& seg, uint64_t end) {
       // the line of the next block is counted from the blocks before it.
       if (!line_known && r.lines > 0) {
         unit->file = seg.file;
-        unit->begin = begin;
-        unit->end = used;
+        unit->begin = base + begin;
+        unit->end = base + used;
         unit->rows = 0;
         unit->line = kLineAfterPrevious;
         unit->offset = offset;

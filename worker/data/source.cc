@@ -194,7 +194,11 @@ Result<std::shared_ptr<const MappedFile>> MappedFile::Open(const DataFile& file,
   if (file.http) return Status::InvalidArgument(file.name + ": not a local file");
   uint64_t size = 0;
   TRAINTL_ASSIGN_OR_RETURN(const int fd, OpenLocal(file, &size));
-  if (size != expected_size || size == 0) {
+  if (size == 0) {
+    ::close(fd);
+    return Status::Unavailable(file.name + ": empty, nothing to map");
+  }
+  if (size != expected_size && expected_size != kAnySize) {
     ::close(fd);
     return Status::FailedPrecondition(file.name + ": the file has " + std::to_string(size) +
                                       " bytes, " + std::to_string(expected_size) +
@@ -233,6 +237,15 @@ Status MappedFile::Populate(uint64_t offset, uint64_t len) const {
                                std::to_string(offset + len) + ": " + ErrnoText(err) +
                                " (was the file changed while the job ran?)");
   }
+}
+
+void MappedFile::Release(uint64_t offset, uint64_t len) const {
+  if (offset >= size_) return;
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t begin = offset / page * page;
+  const uint64_t end = std::min(offset + len, size_) / page * page;
+  // Advice only: on failure the pages just stay mapped.
+  if (end > begin) ::madvise(const_cast<char*>(data_) + begin, end - begin, MADV_DONTNEED);
 }
 
 Result<size_t> ReadFully(ByteSource* source, char* buf, size_t len) {

@@ -59,9 +59,11 @@ Result<std::unique_ptr<ByteSource>> OpenSource(const DataFile& file, uint64_t of
 Result<size_t> ReadFully(ByteSource* source, char* buf, size_t len);
 
 // A local file mapped read-only, for a reader that decodes parts of it in place (Parquet
-// column chunks) instead of copying them into buffers of its own: a pread costs a copy
-// out of the page cache plus, for a fresh buffer, the kernel zeroing its pages, which
-// on a fast codec is a tenth of the read's CPU. The pages stay the page cache's.
+// column chunks, blocks of CSV and JSON Lines records) instead of copying them into
+// buffers of its own: a pread costs a copy out of the page cache plus, for a fresh buffer,
+// the kernel zeroing its pages, which on a fast codec is a tenth of the read's CPU; and on
+// a cold read (pages just read from storage) the copy costs several times that on some VMs
+// (measured: bench/data/RESULTS.md). The pages stay the page cache's.
 //
 // The file must not shrink while it is mapped: a page past its new end raises SIGBUS in
 // the reading process (the worker: its job fails and restarts as its failure_config
@@ -74,8 +76,9 @@ Result<size_t> ReadFully(ByteSource* source, char* buf, size_t len);
 class MappedFile {
  public:
   // Maps `file` (local) whole. NotFound when it is gone; FailedPrecondition when its size
-  // is not `expected_size`; Unavailable when it cannot be opened or mapped (a file system
-  // without mmap: read it instead).
+  // is not `expected_size` (kAnySize: whatever it is now); Unavailable when it is empty or
+  // cannot be opened or mapped (a file system without mmap: read it instead).
+  static constexpr uint64_t kAnySize = UINT64_MAX;
   static Result<std::shared_ptr<const MappedFile>> Open(const DataFile& file,
                                                         uint64_t expected_size);
   ~MappedFile();
@@ -89,6 +92,12 @@ class MappedFile {
   // when not cached), in one call rather than a fault per 64 KiB on first touch. An error
   // when the range is no longer in the file.
   Status Populate(uint64_t offset, uint64_t len) const;
+  // Drops this mapping's page-table entries for the whole pages from the one holding
+  // `offset` up to the one holding offset + len (exclusive), once they are read: the
+  // pages stay in the page cache (a later read maps them again), but no longer count in
+  // the process's resident memory, which would otherwise grow to the size of the file.
+  // The last page is left to whoever reads on from there.
+  void Release(uint64_t offset, uint64_t len) const;
 
  private:
   MappedFile(std::string name, const char* data, uint64_t size)

@@ -1,5 +1,8 @@
 // Datasets over http:// from a local server on 127.0.0.1: whole files, split shards with
 // Range requests (honoured or ignored by the server), chunked bodies, missing files.
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -411,4 +414,90 @@ TEST_CASE("https: verified against the CA store, refused when not trusted") {
     CHECK(e.ids.front() == rank * 1000);
   }
   ::unsetenv("SSL_CERT_FILE");
+}
+
+namespace {
+
+// A CSV with quoted newlines, CRLF, blank lines and a record longer than a block, of
+// `size` bytes exactly (padded with blank lines): what cutting blocks gets wrong if
+// anything does.
+void WriteAwkwardCsv(const std::string& path, int64_t rows, size_t size) {
+  std::string text = "id,x,name\r\n";
+  for (int64_t i = 0; i < rows; ++i) {
+    text += std::to_string(i) + "," + std::to_string(i * 0.25) + ",";
+    if (i == rows / 2) {
+      text += "\"" + std::string(20000, 'L') + "\"\n";  // longer than the blocks below
+    } else {
+      text += i % 7 == 0 ? "\"two\nlines, quoted\"\r\n" : "plain\n";
+    }
+    if (i % 50 == 0) text += "\n";
+  }
+  REQUIRE(text.size() <= size);
+  text.append(size - text.size(), '\n');
+  Write(path, text);
+}
+
+}  // namespace
+
+TEST_CASE("a local file read in place gives the batches that reading it into buffers gives") {
+  TempDir dir;
+  // 64 pages exactly: the mapping ends where the file does, so a read past the last
+  // record's end would fault.
+  WriteAwkwardCsv(dir / "a.csv", 3000, 64 * 4096);
+  {
+    std::string jsonl;
+    for (int i = 0; i < 2500; ++i) {
+      jsonl += "{\"id\": " + std::to_string(i) + ", \"x\": " + std::to_string(i * 0.5) + "}\n";
+      if (i % 40 == 0) jsonl += "\n";
+    }
+    Write(dir / "b.jsonl", jsonl);
+  }
+  TestHttpServer server(dir.path(), {true, false});
+  for (const char* name : {"a.csv", "b.jsonl"}) {
+    for (size_t block : {size_t{1024}, size_t{8192}, size_t{1} << 20}) {
+      for (bool shuffle : {false, true}) {
+        for (int world : {1, 3}) {
+          INFO(name << " block " << block << " shuffle " << shuffle << " world " << world);
+          ShardOptions so;
+          so.chunk_bytes = 4096;
+          IterOptions o;
+          o.batch_size = 50;
+          o.block_bytes = block;
+          o.shuffle = shuffle;
+          o.seed = 3;
+          for (int rank = 0; rank < world; ++rank) {
+            auto local = OpenDataset("file://" + (dir / name), rank, world, true, so);
+            auto remote = OpenDataset(server.url(name), rank, world, true, so);
+            REQUIRE_FALSE(local->files()[0].file.http);
+            Epoch in_place = ReadEpoch(local, o);
+            Epoch buffered = ReadEpoch(remote, o);
+            INFO(in_place.status.message() << " / " << buffered.status.message());
+            REQUIRE(in_place.status.ok());
+            REQUIRE(buffered.status.ok());
+            CHECK(in_place.ids == buffered.ids);
+            CHECK(in_place.batch_rows == buffered.batch_rows);
+            CHECK(in_place.ids.size() > 0);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("a local text file cut short after its index was built is an error, not a crash") {
+  TempDir dir;
+  WriteIdCsv(dir / "a.csv", 0, 4000);
+  ShardOptions so;
+  so.chunk_bytes = 4096;
+  auto ds = OpenDataset("file://" + (dir / "a.csv"), 1, 2, true, so);
+  REQUIRE(ds->Index(nullptr).ok());  // counted in full
+  struct stat st;
+  REQUIRE(::stat((dir / "a.csv").c_str(), &st) == 0);
+  REQUIRE(::truncate((dir / "a.csv").c_str(), st.st_size / 3) == 0);
+  IterOptions o;
+  o.batch_size = 100;
+  Epoch e = ReadEpoch(ds, o);
+  REQUIRE_FALSE(e.status.ok());
+  CHECK_THAT(e.status.message(), Catch::Contains("a.csv"));
+  CHECK_THAT(e.status.message(), Catch::Contains("changed while the job ran"));
 }
