@@ -185,9 +185,13 @@ Result<int> Agent::Launch(const NodeAttemptPlan& planned) {
              << ": cannot remove staging of earlier attempts: " << st.message();
   }
   // The row index of the node's CSV and JSON Lines files, shared by its jobs (index_cache.h):
-  // the workers' own, as their trial dirs are.
-  TRAINTL_ASSIGN_OR_RETURN(SafeDir index_dir, MakeDirsBelow(data_dir, "data_index", 0700, owners));
-  (void)index_dir;
+  // the workers' own, as their trial dirs are. Only a cache: where it cannot be had (e.g.
+  // left by an earlier --worker-user), each job keeps its index in its trial dir.
+  std::string index_dir = DataIndexDir();
+  if (auto made = MakeDirsBelow(data_dir, "data_index", 0700, owners); !made.ok()) {
+    LOG_WARN << "job " << plan.job_id << ": no shared row index: " << made.status().message();
+    index_dir.clear();
+  }
   const std::string staging = StagingDir(plan.trial_dir, plan.attempt);
   TRAINTL_ASSIGN_OR_RETURN(
       SafeDir staging_dir,
@@ -236,7 +240,7 @@ Result<int> Agent::Launch(const NodeAttemptPlan& planned) {
     ctx.config = plan.config;
     if (!plan.restored_from.empty()) ctx.checkpoint_dir = plan.restored_from;
     ctx.trial_dir = plan.trial_dir;
-    ctx.data_index_dir = DataIndexDir();
+    ctx.data_index_dir = index_dir;
     ctx.staging_dir = staging;
     ctx.master_addr = plan.master_addr;
     ctx.master_port = plan.master_port;
@@ -271,7 +275,8 @@ Result<int> Agent::Launch(const NodeAttemptPlan& planned) {
     // Given to the worker's account when the pool runs workers as another user. .staging
     // too: the head removes an ended attempt's staging dir with the worker's file access,
     // which needs write access to .staging (the worker owns the trial dir above it anyway).
-    l.user_dirs = {plan.trial_dir, plan.trial_dir + "/.staging", staging, DataIndexDir()};
+    l.user_dirs = {plan.trial_dir, plan.trial_dir + "/.staging", staging};
+    if (!index_dir.empty()) l.user_dirs.push_back(index_dir);
     // The environment is exactly what the runtime and the spec set.
     l.env["PATH"] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
     l.env["LANG"] = "C.UTF-8";

@@ -565,6 +565,26 @@ class WorkerUserTest(unittest.TestCase):
             d.cleanup()
             self.assertEqual(leftover, [])
 
+    def test_a_row_index_dir_left_by_another_worker_user_fails_no_launch(self):
+        """<data_dir>/data_index is only a cache: one owned by an account the daemon no longer
+        runs workers as (an earlier --worker-user) is not used, and jobs still start."""
+        if os.geteuid() != 0:
+            self.skipTest("needs root")
+        nobody = pwd.getpwnam("nobody")
+        d = Daemon()
+        try:
+            os.makedirs(os.path.join(d.data_dir, "data_index"), mode=0o700)
+            os.chown(os.path.join(d.data_dir, "data_index"), nobody.pw_uid, nobody.pw_gid)
+            d.start()
+            job_id = d.submit_spec(train_spec(name="stale-index-dir", workers=1, epochs=2))
+            self.assertEqual(d.wait_terminal(job_id)["state"], "SUCCEEDED")
+            self.assertIn("no shared row index", d.log())
+            self.assertEqual(os.stat(os.path.join(d.data_dir, "data_index")).st_uid,
+                             nobody.pw_uid)
+        finally:
+            d.stop()
+            d.cleanup()
+
     def test_a_symlink_planted_at_a_pending_jobs_trial_dir_takes_over_nothing(self):
         """Issue 12, defect 2: nobody plants <storage_path>/<name>-<id> -> a root-only
         directory while the job is pending; when it starts, the daemon must refuse the link

@@ -131,6 +131,7 @@ IterStats BatchReader::stats() const {
   s.peak_buffered_bytes = peak_bytes_.load();
   s.buffered_bytes = buffered_bytes_.load();
   s.bytes_read = bytes_read_.load();
+  s.bytes_in_place = bytes_in_place_.load();
   s.rows = rows_.load();
   s.batches = batches_.load();
   return s;

@@ -6,9 +6,9 @@
 //            where it must (quotes, row limits); a CSV block without a quote in a
 //            segment read to the end of its file, or in the whole index chunks of a
 //            segment with a row limit of a local file (the index counted their rows:
-//            SplitAtChunks), is cut at its last newline uncounted. A local file is mapped
-//            (MappedFile) and its blocks are windows of the mapping, read in place;
-//            http(s) files are read into buffers;
+//            SplitAtChunks), is cut at its last newline uncounted. A local CSV, JSON Lines
+//            or Parquet file is mapped (MappedFile) and its blocks are windows of the
+//            mapping, read in place; .npy and http(s) files are read into buffers;
 //   parsers  num_threads threads turn blocks into columns (and count the uncounted);
 //   batcher  puts the parsed rows, in order, into batches of batch_size rows (through the
 //            local shuffle buffer when shuffling) and queues up to prefetch_batches of them;
@@ -85,6 +85,9 @@ struct IterOptions {
   int num_threads = 0;
   // Bytes per block read and parsed as one unit. Default: 1 MiB.
   size_t block_bytes = 1 << 20;
+  // Read local CSV, JSON Lines and Parquet files in place (mapped, see the file comment);
+  // false reads them into buffers, as http(s) files are. Default: true.
+  bool read_in_place = true;
 };
 
 struct IterStats {
@@ -92,8 +95,9 @@ struct IterStats {
   // partly filled batches, shuffle buffer), counted by capacity.
   int64_t peak_buffered_bytes = 0;
   int64_t buffered_bytes = 0;
-  // Bytes read from the files so far.
+  // Bytes read from the files so far, and of those, read in place (mapped).
   int64_t bytes_read = 0;
+  int64_t bytes_in_place = 0;
   int64_t rows = 0;
   int64_t batches = 0;
 };
@@ -215,6 +219,7 @@ class BatchReader {
   std::atomic<int64_t> buffered_bytes_{0};
   std::atomic<int64_t> peak_bytes_{0};
   std::atomic<int64_t> bytes_read_{0};
+  std::atomic<int64_t> bytes_in_place_{0};
   std::atomic<int64_t> rows_{0};
   std::atomic<int64_t> batches_{0};
 };

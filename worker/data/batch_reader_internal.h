@@ -41,13 +41,15 @@ struct BatchReader::Unit {
   int64_t seq = 0;
   int file = 0;
   Buffer bytes;
-  size_t begin = 0, end = 0;  // the records within `bytes`, or the mapped file (text formats)
-  int64_t rows = 0;           // -1: not counted (a CSV block cut at its last newline, unscanned)
-  int64_t line = 1;           // of bytes[begin]; kLineAfterPrevious: where the block before ended
-  uint64_t offset = 0;        // of bytes[begin] in the file
-  // A local file's unit reads it where it is (`bytes` is empty): `mapping` is the file.
-  // Parquet: `bytes` holds column chunks of row group `row_group`, or `mapping` has them
-  // where the footer says; the unit is its rows [skip_rows, skip_rows + rows).
+  // The unit's records: [begin, end) of `bytes`, or, where `mapping` is set (a text file
+  // read in place), of the mapped file, i.e. byte offsets.
+  size_t begin = 0, end = 0;
+  int64_t rows = 0;     // -1: not counted (a CSV block cut at its last newline, unscanned)
+  int64_t line = 1;     // of the first record; kLineAfterPrevious: where the block before ended
+  uint64_t offset = 0;  // of the first record in the file
+  // A unit of a mapped file (MapFile: local, not .npy) is read where it is and `bytes` is
+  // empty. Parquet: `bytes` holds column chunks of row group `row_group`, or `mapping` has
+  // them where the footer says; the unit is its rows [skip_rows, skip_rows + rows).
   std::shared_ptr<const MappedFile> mapping;
   std::vector<ByteRange> mapped_chunks;  // Parquet, mapped: its column chunks (to Release)
   int row_group = 0;

@@ -61,6 +61,7 @@ Status BatchReader::ReadParquetSegment(const Segment& seg) {
       unit->mapping = mapping;
       at = static_cast<size_t>(total);
       bytes_read_ += static_cast<int64_t>(total);
+      bytes_in_place_ += static_cast<int64_t>(total);
       // Page cache, not the reader's memory; accounted all the same, as the pages stay
       // resident while the unit waits.
       unit->accounted = static_cast<int64_t>(total);

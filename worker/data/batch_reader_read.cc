@@ -1,6 +1,9 @@
 // BatchReader's reader stage: cuts the epoch's segments into blocks of whole records.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <utility>
 
 #include "worker/data/batch_reader.h"
@@ -120,7 +123,7 @@ Status BatchReader::ReadSegments() {
 
 Result<std::shared_ptr<const MappedFile>> BatchReader::MapFile(int file, uint64_t expected_size) {
   const DataFile& df = dataset_->files()[static_cast<size_t>(file)].file;
-  if (df.http) return std::shared_ptr<const MappedFile>();
+  if (df.http || !options_.read_in_place) return std::shared_ptr<const MappedFile>();
   if (mapped_file_ != file) {
     mapping_.reset();
     auto mapped = MappedFile::Open(df, expected_size);
@@ -148,21 +151,20 @@ Status BatchReader::ReadTextSegment(const Segment& seg, uint64_t end) {
     TRAINTL_ASSIGN_OR_RETURN(src,
                              OpenSource(fi.file, seg.offset, {dataset_->options().http, &stop_}));
   } else {
-    if (seg.offset > mapping->size()) {
+    end = std::min<uint64_t>(end, mapping->size());
+    if (seg.offset > end) {
       return Status::FailedPrecondition(fi.file.name + ": the file has " +
                                         std::to_string(mapping->size()) +
                                         " bytes, fewer than when it was indexed (was it changed "
                                         "while the job ran?)");
     }
-    end = std::min<uint64_t>(end, mapping->size());
   }
   int64_t skip = seg.skip_rows;
   int64_t left = seg.rows < 0 ? INT64_MAX : seg.rows;
   uint64_t offset = seg.offset;
   int64_t line = seg.line;
-  Buffer carry;             // buffers: the start of a record that the last block cut
-  uint64_t window_end = 0;  // mapped: the end of what the last window held (carry: from offset)
-  if (mapping != nullptr) window_end = std::min<uint64_t>(offset, end);
+  Buffer carry;                  // buffers: the start of a record that the last block cut
+  uint64_t window_end = offset;  // mapped: the end of what the last window held
   auto carried = [&]() -> size_t {
     return mapping != nullptr ? static_cast<size_t>(window_end - offset) : carry.size();
   };
@@ -171,6 +173,25 @@ Status BatchReader::ReadTextSegment(const Segment& seg, uint64_t end) {
     carry.Clear();
     carry.Append(from, n);
   };
+  // Mapped pages leave the page tables once read (MappedFile::Release): a unit's when it
+  // is parsed, and here what no unit holds (skipped rows, blank lines, the read-ahead past
+  // the segment's last record), so that a shuffled epoch's many segments do not leave the
+  // whole file mapped. `released`: the end of the last unit handed over.
+  uint64_t released = offset;
+  auto hand_over = [&](const Unit& u) {
+    if (mapping != nullptr && u.begin > released) mapping->Release(released, u.begin - released);
+    released = std::max<uint64_t>(released, u.end);
+  };
+  struct ReleaseRest {
+    std::function<void()> release;
+    ~ReleaseRest() { release(); }
+  } release_rest{[&] {
+    if (mapping != nullptr && window_end > released) {
+      // Up to its page's end: that page is nobody's now.
+      static const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+      mapping->Release(released, (window_end + page - 1) / page * page - released);
+    }
+  }};
   bool eof = mapping != nullptr && offset >= end;
   // A CSV segment read to the end of its file needs no row count up front: its blocks
   // without a quote (so without a quoted newline) are cut at their last newline and the
@@ -190,17 +211,14 @@ Status BatchReader::ReadTextSegment(const Segment& seg, uint64_t end) {
     size_t len = held;
     size_t base = 0;  // where data[0] is in the unit's bytes (mapped: in the file)
     if (mapping != nullptr) {
-      if (Status st = mapping->Populate(at, want); !st.ok()) {
-        return Status::FailedPrecondition(st.message() +
-                                          " (was the file changed while the job "
-                                          "ran?)");
-      }
+      TRAINTL_RETURN_IF_ERROR(mapping->Populate(at, want));
       unit->mapping = mapping;
       base = static_cast<size_t>(offset);
       data = mapping->data() + offset;
       len += want;
       window_end = at + want;
       bytes_read_ += static_cast<int64_t>(want);
+      bytes_in_place_ += static_cast<int64_t>(want);
       eof = window_end >= end;
       // Page cache, not the reader's memory; accounted all the same, as the pages stay
       // resident while the unit waits.
@@ -249,6 +267,7 @@ Status BatchReader::ReadTextSegment(const Segment& seg, uint64_t end) {
       unit->offset = offset;
       line_known = false;
       offset += cut;
+      hand_over(*unit);
       if (!Emit(std::move(unit))) return Status::Ok();
       continue;
     }
@@ -277,6 +296,7 @@ Status BatchReader::ReadTextSegment(const Segment& seg, uint64_t end) {
         unit->rows = -1;
         unit->line = line_known ? line : kLineAfterPrevious;
         unit->offset = offset;
+        hand_over(*unit);
         Emit(std::move(unit));
         return scanned.status();  // delivered only if that block parses after all
       }
@@ -309,6 +329,7 @@ Status BatchReader::ReadTextSegment(const Segment& seg, uint64_t end) {
       left -= r.rows;
       line += r.lines;
       offset += r.consumed;
+      hand_over(*unit);
       if (!Emit(std::move(unit))) return Status::Ok();
     } else {
       // Blank lines only: a block after an uncounted one must still pass them on, since
@@ -321,6 +342,7 @@ Status BatchReader::ReadTextSegment(const Segment& seg, uint64_t end) {
         unit->line = kLineAfterPrevious;
         unit->offset = offset;
         offset += r.consumed;
+        hand_over(*unit);
         if (!Emit(std::move(unit))) return Status::Ok();
         continue;
       }

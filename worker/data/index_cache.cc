@@ -117,7 +117,7 @@ std::atomic<size_t> max_entries{kDefaultMaxEntries};
 void SetRacyWindowNanosForTesting(int64_t nanos) { racy_window_nanos = nanos; }
 void SetMaxEntriesForTesting(size_t n) { max_entries = n; }
 
-size_t PruneEntries(const std::string& dir, size_t keep) {
+size_t PruneEntries(const std::string& dir, size_t keep, int64_t spare_since_nanos) {
   DIR* d = ::opendir(dir.c_str());
   if (d == nullptr) return 0;
   std::vector<std::pair<int64_t, std::string>> entries;  // (last use, name without .idx)
@@ -126,6 +126,15 @@ size_t PruneEntries(const std::string& dir, size_t keep) {
     const std::string name = de->d_name;
     if (name.size() > 5 && name.compare(name.size() - 5, 5, ".lock") == 0) {
       locks.push_back(name.substr(0, name.size() - 5));
+      continue;
+    }
+    if (name.find(".idx.tmp-") != std::string::npos) {
+      // Left by a writer that died between write and rename: gone after an hour.
+      struct stat st;
+      if (::fstatat(::dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+          ::time(nullptr) - st.st_mtim.tv_sec > 3600) {
+        ::unlinkat(::dirfd(d), de->d_name, 0);
+      }
       continue;
     }
     if (name.size() <= 4 || name.compare(name.size() - 4, 4, ".idx") != 0) continue;
@@ -154,6 +163,8 @@ size_t PruneEntries(const std::string& dir, size_t keep) {
   size_t removed = 0;
   std::sort(entries.begin(), entries.end());
   for (size_t i = 0; i + keep < entries.size(); ++i) {
+    // Used by the build that prunes (a dataset of more files than `keep`): they stay.
+    if (entries[i].first >= spare_since_nanos) break;
     if (remove(entries[i].second, true)) ++removed;
   }
   // The locks of files never stored (changed within the racy window, or their scan failed).
@@ -331,7 +342,9 @@ class Builder {
         lock = Fd();  // unlocks
       }
     }
-    if (stored_ > 0) index_cache_internal::PruneEntries(dir, index_cache_internal::max_entries);
+    if (stored_ > 0) {
+      index_cache_internal::PruneEntries(dir, index_cache_internal::max_entries, started_nanos_);
+    }
     std::vector<Chunk> out;
     for (size_t i = 0; i < files_.size(); ++i) {
       if (!done[i]) {
@@ -390,6 +403,13 @@ class Builder {
   const std::atomic<bool>* const cancel_;
   IndexStats* const stats_;
   int stored_ = 0;  // entries this build stored
+  // When this build started (CLOCK_REALTIME, as file times, less a margin for the file
+  // system's coarser clock): what it loaded or stored since is not pruned.
+  const int64_t started_nanos_ = [] {
+    struct timespec t;
+    ::clock_gettime(CLOCK_REALTIME, &t);
+    return ToNanos(t) - 50'000'000;
+  }();
 };
 
 }  // namespace

@@ -37,8 +37,8 @@
 // the cache can make reading faster, never fail it. Loading an entry sets its mtime (its
 // last use); a build that stored entries then prunes the directory to the
 // kDefaultMaxEntries most recently used (stale ones, of files since changed, go first as
-// nothing loads them), skipping any whose lock is held. An entry is a few KiB per GB of
-// data (24 bytes per chunk).
+// nothing loads them), sparing those it used itself and any whose lock is held. An entry is a few
+// KiB per GB of data (24 bytes per chunk).
 //
 // Thread-safety: BuildSharedIndex may run concurrently in threads and processes on the
 // same directory.
@@ -79,8 +79,10 @@ void SetRacyWindowNanosForTesting(int64_t nanos);
 constexpr size_t kDefaultMaxEntries = 4096;
 void SetMaxEntriesForTesting(size_t n);
 // Removes all but the `keep` most recently used entries of `dir` (with their lock files),
-// except those whose lock is held; returns how many it removed.
-size_t PruneEntries(const std::string& dir, size_t keep);
+// except those used since `spare_since_nanos` (CLOCK_REALTIME) and those whose lock is
+// held; and temporary files of failed writes older than an hour. Returns how many entries
+// it removed.
+size_t PruneEntries(const std::string& dir, size_t keep, int64_t spare_since_nanos = INT64_MAX);
 }  // namespace index_cache_internal
 
 }  // namespace data

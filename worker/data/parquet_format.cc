@@ -247,13 +247,6 @@ Result<std::shared_ptr<const ParquetLayout>> ParseParquetFooter(const std::strin
                                          "PLAIN_DICTIONARY, RLE_DICTIONARY and RLE are)");
         }
       }
-      // Refused, not read past: traintl filters nothing with them, and says so rather than
-      // silently ignore what the file's writer set up.
-      if (md.bloom_filter_offset) {
-        return Status::InvalidArgument(col +
-                                       " has a bloom filter, which is not supported "
-                                       "(write the file without bloom filters)");
-      }
       if (md.num_values != rg.num_rows) {
         return Status::InvalidArgument(col + " has " + std::to_string(md.num_values) +
                                        " values for the row group's " +

@@ -9,8 +9,9 @@
 // ZSTD; see parquet_pages.h for encodings and nulls. Refused with an error naming the column:
 // nested columns (groups, lists, maps, REPEATED fields), INT96 and FIXED_LEN_BYTE_ARRAY,
 // DELTA_* and BYTE_STREAM_SPLIT encodings, the LZO, BROTLI and LZ4 codecs, encrypted files
-// and columns, column chunks stored in other files, bloom filters. Statistics and page
-// indexes are ignored (reading every row needs neither).
+// and columns, column chunks stored in other files. Bloom filters, statistics and page
+// indexes are read past (reading every row needs none of them): refusing bloom filters
+// would refuse what DuckDB writes by default for dictionary-encoded columns.
 //
 // Shards: a Chunk of a Parquet file is one row group: `offset` is the row group's index
 // (not a byte offset) and `line` its first row in the file; a Segment starts at a row group

@@ -92,7 +92,9 @@ struct ColumnMetaData {
   int64_t total_compressed_size = 0;
   int64_t data_page_offset = 0;
   std::optional<int64_t> dictionary_page_offset;
-  std::optional<int64_t> bloom_filter_offset;  // a bloom filter was written (refused)
+  // Set when the writer added a bloom filter (DuckDB does for dictionary-encoded columns
+  // by default): read past, as reading every row needs none.
+  std::optional<int64_t> bloom_filter_offset;
 };
 
 struct ColumnChunk {

@@ -67,10 +67,12 @@ Result<size_t> ReadFully(ByteSource* source, char* buf, size_t len);
 //
 // The file must not shrink while it is mapped: a page past its new end raises SIGBUS in
 // the reading process (the worker: its job fails and restarts as its failure_config
-// allows). Open checks the size against what the caller expects, and Populate fails
-// cleanly when the file ends early, so a file changed before or between units is an
-// error; only a truncation in the middle of a unit's decoding is not (nor a storage error
-// on a page evicted after Populate, which a read would have returned as an error).
+// allows). Open checks the size against what the caller expects (where it expects one:
+// Parquet's footer says it; a text file is taken at its size then, its row index checks
+// the segments), and Populate fails cleanly when the file ends early, so a file cut short
+// before or between units is an error; only a truncation in the middle of a unit's
+// parsing is not (nor a storage error on a page evicted after Populate, which a read would
+// have returned as an error, nor a page Released and touched again).
 //
 // Thread-safety: immutable; data() may be read from any thread while the object lives.
 class MappedFile {

@@ -87,7 +87,7 @@ struct DirGuard {
   ~DirGuard() { RemoveAll(path).IgnoreError(); }
 };
 
-// "127.a.b.c:port": a random address of 127.0.0.0/8 outside 127.0.0.0/24 and a port free
+// "127.a.b.c:port": a random address of 127.0.0.0/8 outside 127.0.0.0/16 and a port free
 // on it now, for a cluster member to bind later. A port picked on 127.0.0.1 could be taken
 // before then by the connections and listeners of tests running beside this one (ctest
 // -j); none of them binds this address.

@@ -441,8 +441,8 @@ void WriteAwkwardCsv(const std::string& path, int64_t rows, size_t size) {
 
 TEST_CASE("a local file read in place gives the batches that reading it into buffers gives") {
   TempDir dir;
-  // 64 pages exactly: the mapping ends where the file does, so a read past the last
-  // record's end would fault.
+  // 64 pages exactly: the mapping ends where the file does, so a read past the end of the
+  // file would fault.
   WriteAwkwardCsv(dir / "a.csv", 3000, 64 * 4096);
   {
     std::string jsonl;
@@ -470,13 +470,25 @@ TEST_CASE("a local file read in place gives the batches that reading it into buf
             auto remote = OpenDataset(server.url(name), rank, world, true, so);
             REQUIRE_FALSE(local->files()[0].file.http);
             Epoch in_place = ReadEpoch(local, o);
-            Epoch buffered = ReadEpoch(remote, o);
-            INFO(in_place.status.message() << " / " << buffered.status.message());
+            IterOptions copied = o;
+            copied.read_in_place = false;
+            Epoch buffered = ReadEpoch(local, copied);
+            Epoch over_http = ReadEpoch(remote, o);
+            INFO(in_place.status.message()
+                 << " / " << buffered.status.message() << " / " << over_http.status.message());
             REQUIRE(in_place.status.ok());
             REQUIRE(buffered.status.ok());
+            REQUIRE(over_http.status.ok());
+            CHECK(in_place.ids.size() > 0);
             CHECK(in_place.ids == buffered.ids);
             CHECK(in_place.batch_rows == buffered.batch_rows);
-            CHECK(in_place.ids.size() > 0);
+            CHECK(in_place.ids == over_http.ids);
+            CHECK(in_place.batch_rows == over_http.batch_rows);
+            // Each read the way it was asked to.
+            CHECK(in_place.stats.bytes_in_place == in_place.stats.bytes_read);
+            CHECK(in_place.stats.bytes_read > 0);
+            CHECK(buffered.stats.bytes_in_place == 0);
+            CHECK(over_http.stats.bytes_in_place == 0);
           }
         }
       }
@@ -498,6 +510,7 @@ TEST_CASE("a local text file cut short after its index was built is an error, no
   o.batch_size = 100;
   Epoch e = ReadEpoch(ds, o);
   REQUIRE_FALSE(e.status.ok());
-  CHECK_THAT(e.status.message(), Catch::Contains("a.csv"));
-  CHECK_THAT(e.status.message(), Catch::Contains("changed while the job ran"));
+  CHECK_THAT(e.status.message(), Catch::Contains("a.csv: the file has"));
+  CHECK_THAT(e.status.message(), Catch::Contains("fewer than when it was indexed"));
+  CHECK(e.stats.bytes_read == 0);
 }

@@ -94,6 +94,14 @@ struct NoRacyWindow {
   ~NoRacyWindow() { index_cache_internal::SetRacyWindowNanosForTesting(2'000'000'000); }
 };
 
+// Sets how many entries a directory keeps, for one test.
+struct MaxEntries {
+  explicit MaxEntries(size_t n) { index_cache_internal::SetMaxEntriesForTesting(n); }
+  ~MaxEntries() {
+    index_cache_internal::SetMaxEntriesForTesting(index_cache_internal::kDefaultMaxEntries);
+  }
+};
+
 // Returns once a file written now gets a later change time than `path` has: a change made
 // after that is seen (the file system's clock ticks in jiffies, not nanoseconds).
 void WaitForTimestampTick(const std::string& path) {
@@ -450,14 +458,21 @@ TEST_CASE("Shared index: the directory keeps the most recently used entries") {
   CHECK(st.st_mtime > 3000);
 
   SECTION("a build that stores prunes to the limit, least recently used first") {
-    index_cache_internal::SetMaxEntriesForTesting(2);
+    MaxEntries two(2);
     const std::string e3 = entry_of(3);
-    index_cache_internal::SetMaxEntriesForTesting(index_cache_internal::kDefaultMaxEntries);
     CHECK(sorted(EntryFiles(cache)) == sorted({e[0], e3}));
     // The pruned entries' locks went with them.
     for (const auto& gone : {e[1], e[2]}) {
       CHECK_FALSE(PathExists(gone.substr(0, gone.size() - 4) + ".lock"));
     }
+  }
+  SECTION("a build of more files than the limit keeps its own entries") {
+    MaxEntries one(1);
+    auto all = OpenDataset("file://" + dir.path() + "/f*.csv", 0, 2, true, Shared(cache));
+    CHECK(all->index_stats().files_loaded == 3);
+    CHECK(all->index_stats().files_stored == 1);  // f3
+    // The three it loaded and the one it stored stay, though the limit is 1.
+    CHECK(EntryFiles(cache).size() == 4);
   }
   SECTION("an entry whose lock is held stays; a lock without an entry goes") {
     const std::string held = e[2].substr(0, e[2].size() - 4) + ".lock";
