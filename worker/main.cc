@@ -161,6 +161,11 @@ int Run(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   // The agent sets this before exec too; set it again in case we were started otherwise.
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  // A peer that died must be an error where the rank writes to it, not SIGPIPE: Gloo
+  // writes to its peers with writev(2), and a survivor killed so cannot recover its group
+  // (peer recovery). Python does the same at start-up; commands get the default back
+  // (ForkWithDefaultSignals).
+  ::signal(SIGPIPE, SIG_IGN);
 
   std::string context_path;
   bool warm = false;

@@ -33,6 +33,7 @@
 // and env when echo_env is set. A checkpoint holds state.json {"epoch","rank"} and
 // rank_<R>.json; it resumes at the epoch after the restored one.
 #include <dirent.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -204,6 +205,18 @@ void train_loop(const nlohmann::json& config) {
   std::printf("rank %d/%d attempt %d starting at epoch %d (restored from '%s')\n", rank,
               ctx.world_size(), ctx.attempt(), restored_epoch + 1, restored_path.c_str());
 
+  // A write to a pipe nobody reads: EPIPE when the worker ignores SIGPIPE, else the rank
+  // dies (as a survivor whose collective peer died did, writing to its socket).
+  int closed_pipe_errno = 0;
+  if (config.value("write_closed_pipe", false)) {
+    int fds[2];
+    if (::pipe(fds) == 0) {
+      ::close(fds[0]);
+      if (::write(fds[1], "x", 1) < 0) closed_pipe_errno = errno;
+      ::close(fds[1]);
+    }
+  }
+
   nlohmann::json env = nlohmann::json::object();
   for (const auto& name : config.value("echo_env", nlohmann::json::array())) {
     const char* value = std::getenv(name.get<std::string>().c_str());
@@ -227,6 +240,7 @@ void train_loop(const nlohmann::json& config) {
                               {"restored_epoch", restored_epoch},
                               {"restored_path", restored_path}};
     if (!env.empty()) metrics["env"] = env;
+    if (closed_pipe_errno != 0) metrics["closed_pipe_errno"] = closed_pipe_errno;
     std::printf("epoch %d rank %d loss %.6f\n", epoch, rank, loss);
 
     if (bad_checkpoint) {

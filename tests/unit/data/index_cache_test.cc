@@ -94,6 +94,18 @@ struct NoRacyWindow {
   ~NoRacyWindow() { index_cache_internal::SetRacyWindowNanosForTesting(2'000'000'000); }
 };
 
+// The shard_info of dataset "train" opened through a DatasetService with `context`.
+std::string ShardInfo(const nlohmann::json& context) {
+  DatasetService service(context);
+  const traintl_dataset_api* api = service.api();
+  char err[1024] = {};
+  traintl_dataset_shard* shard = nullptr;
+  REQUIRE(api->shard_open(api->ctx, "train", nullptr, &shard, err, sizeof err) == TRAINTL_DATA_OK);
+  std::string info = api->shard_info(api->ctx, shard);
+  api->shard_close(api->ctx, shard);
+  return info;
+}
+
 // Sets how many entries a directory keeps, for one test.
 struct MaxEntries {
   explicit MaxEntries(size_t n) { index_cache_internal::SetMaxEntriesForTesting(n); }
@@ -363,19 +375,12 @@ TEST_CASE("Shared index: the worker's ranks share it in <trial_dir>/.data_index"
   std::vector<std::string> infos;
   ino_t entry_inode = 0;
   for (int rank = 0; rank < 2; ++rank) {
-    DatasetService service(
-        nlohmann::json{{"world_rank", rank},
-                       {"world_size", 2},
-                       {"local_world_size", 2},
-                       {"trial_dir", dir / "trial"},
-                       {"datasets", {{"train", {{"uri", "file://" + (dir / "train.csv")}}}}}});
-    const traintl_dataset_api* api = service.api();
-    char err[1024] = {};
-    traintl_dataset_shard* shard = nullptr;
-    REQUIRE(api->shard_open(api->ctx, "train", nullptr, &shard, err, sizeof err) ==
-            TRAINTL_DATA_OK);
-    infos.push_back(api->shard_info(api->ctx, shard));
-    api->shard_close(api->ctx, shard);
+    infos.push_back(
+        ShardInfo({{"world_rank", rank},
+                   {"world_size", 2},
+                   {"local_world_size", 2},
+                   {"trial_dir", dir / "trial"},
+                   {"datasets", {{"train", {{"uri", "file://" + (dir / "train.csv")}}}}}}));
     const auto entries = EntryFiles(dir / "trial/.data_index");
     REQUIRE(entries.size() == 1);
     struct stat st;
@@ -395,20 +400,13 @@ TEST_CASE("Shared index: the context's data_index_dir is shared across jobs (tri
   // Two jobs, each with its own trial dir, on a node whose agent names one index dir.
   std::vector<ino_t> inodes;
   for (const char* trial : {"trial-a", "trial-b"}) {
-    DatasetService service(
-        nlohmann::json{{"world_rank", 1},
-                       {"world_size", 2},
-                       {"local_world_size", 2},
-                       {"trial_dir", dir / trial},
-                       {"data_index_dir", dir / "node-index"},
-                       {"datasets", {{"train", {{"uri", "file://" + (dir / "train.csv")}}}}}});
-    const traintl_dataset_api* api = service.api();
-    char err[1024] = {};
-    traintl_dataset_shard* shard = nullptr;
-    REQUIRE(api->shard_open(api->ctx, "train", nullptr, &shard, err, sizeof err) ==
-            TRAINTL_DATA_OK);
-    CHECK_THAT(api->shard_info(api->ctx, shard), Catch::Contains("\"num_rows\":250"));
-    api->shard_close(api->ctx, shard);
+    CHECK_THAT(ShardInfo({{"world_rank", 1},
+                          {"world_size", 2},
+                          {"local_world_size", 2},
+                          {"trial_dir", dir / trial},
+                          {"data_index_dir", dir / "node-index"},
+                          {"datasets", {{"train", {{"uri", "file://" + (dir / "train.csv")}}}}}}),
+               Catch::Contains("\"num_rows\":250"));
     CHECK_FALSE(PathExists(dir / (std::string(trial) + "/.data_index")));
     const auto entries = EntryFiles(dir / "node-index");
     REQUIRE(entries.size() == 1);

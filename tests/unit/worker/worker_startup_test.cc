@@ -90,6 +90,19 @@ TEST_CASE("the worker sets the TRAINTL_ environment") {
   CHECK(run.WaitExitCode() == 0);
 }
 
+TEST_CASE("the worker ignores SIGPIPE: a write to a closed socket or pipe is an error") {
+  // Gloo writes to its peers with writev(2): without this a survivor whose peer died was
+  // killed by SIGPIPE instead of seeing the error, and peer recovery turned into a restart.
+  Fixture f;
+  WorkerRun& run = f.Start(
+      f.Context(TEST_TRAIN_LIB, "", {{"epochs", 1}, {"sleep_ms", 0}, {"write_closed_pipe", true}}));
+  ExpectHello(run, 0);
+  CHECK(ExpectMessage(run, "report")["metrics"]["closed_pipe_errno"] == EPIPE);
+  run.Ack(0);
+  CHECK(ExpectMessage(run, "done")["ok"] == true);
+  CHECK(run.WaitExitCode() == 0);
+}
+
 TEST_CASE("ListExportedFunctions reads the dynamic symbol table") {
   auto multi = worker::ListExportedFunctions(TEST_MULTI_LIB, "traintl_entry_");
   REQUIRE(multi.ok());
