@@ -320,8 +320,7 @@ def main():
              "raw_warm": "raw read: cat > /dev/null, page cache (warm)",
              "raw_cold": "raw read: cat > /dev/null, evicted first (cold)"}
     for k in ("traintl1", "traintl2", "traintl2_node", "traintl2_own", "traintl1_cold",
-              "traintl1_k1",
-              "traintl1_rows", *parquet, "pandas", "raw_warm", "raw_cold"):
+              "traintl1_k1", "traintl1_rows", *parquet, "pandas", "raw_warm", "raw_cold"):
         lines.append(f"| {names[k]} | {med[k]:.3f} | {mbps[k]:.0f} | "
                      f"{mbps[k] / mbps['pandas']:.2f}x | {mbps[k] / mbps['raw_warm']:.3f}x | "
                      f"{mbps[k] / mbps['raw_cold']:.3f}x |")
@@ -343,8 +342,7 @@ def main():
         "|---|---|---|---|",
     ]
     for k in ("traintl1", "traintl2", "traintl2_node", "traintl2_own", "traintl1_cold",
-              "traintl1_k1",
-              "traintl1_rows", *parquet, "pandas"):
+              "traintl1_k1", "traintl1_rows", *parquet, "pandas"):
         per_cpu = size / cpu_med[k] / 1e6
         lines.append(f"| {names[k]} | {cpu_med[k]:.3f} | {per_cpu:.0f} | "
                      f"{cpu_med['pandas'] / cpu_med[k]:.2f}x |")

@@ -194,16 +194,16 @@ Result<std::shared_ptr<const MappedFile>> MappedFile::Open(const DataFile& file,
   if (file.http) return Status::InvalidArgument(file.name + ": not a local file");
   uint64_t size = 0;
   TRAINTL_ASSIGN_OR_RETURN(const int fd, OpenLocal(file, &size));
-  if (size == 0) {
-    ::close(fd);
-    return Status::Unavailable(file.name + ": empty, nothing to map");
-  }
   if (size != expected_size && expected_size != kAnySize) {
     ::close(fd);
     return Status::FailedPrecondition(file.name + ": the file has " + std::to_string(size) +
                                       " bytes, " + std::to_string(expected_size) +
                                       " when the job started (was it changed while the job "
                                       "ran?)");
+  }
+  if (size == 0) {  // what the caller expects, or any size: nothing to map
+    ::close(fd);
+    return Status::Unavailable(file.name + ": empty, nothing to map");
   }
   void* p = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
   const int err = errno;
