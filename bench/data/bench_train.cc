@@ -10,12 +10,19 @@
 // before reading, VmHWM after).
 //
 // train_loop_config: batch_size (4096), threads (0 = the worker's default), stack
-// ("columns" or "rows", see above; default "columns").
+// ("columns" or "rows", see above; default "columns"), evict (a path, default none: evicts
+// that file from the page cache with posix_fadvise(DONTNEED) just before the timed span,
+// so that a cold read starts as soon after the eviction as bench.py's cold `cat` does),
+// evict_wait_s (seconds to wait after evicting, default 0; see bench.py's AGED_S).
+#include <fcntl.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <fstream>
+#include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <traintl/torch.h>
@@ -44,7 +51,19 @@ double CpuSeconds() {
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
+void Evict(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw std::runtime_error("cannot open " + path + " to evict it");
+  const int rc = posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  close(fd);
+  if (rc != 0) throw std::runtime_error("posix_fadvise(DONTNEED) failed on " + path);
+}
+
 void read_loop(const nlohmann::json& config) {
+  if (const std::string path = config.value("evict", std::string()); !path.empty()) {
+    Evict(path);
+    std::this_thread::sleep_for(std::chrono::duration<double>(config.value("evict_wait_s", 0.0)));
+  }
   const int64_t rss_before = StatusBytes("VmRSS:");
   const double cpu_start = CpuSeconds();
   const auto start = std::chrono::steady_clock::now();
