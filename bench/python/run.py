@@ -41,16 +41,16 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(REPO, "bench", "startup"))
+from benchlib import TERMINAL, Daemon, pids_under  # noqa: E402
+
 DDP_DIR = os.path.join(REPO, "bench", "ddp")
 TORCHRUN = os.path.join(DDP_DIR, "torchrun_py311.py")
 TORCH_PYTHON = "/usr/bin/python3"  # Debian's python3-torch; not a pyenv/venv python3
 RESULTS = os.path.join(HERE, "RESULTS.md")
-TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
 
 T_CMD, T_PY, TR = "traintl-cmd", "traintl-py", "torchrun"
 LABEL = {T_CMD: "traintl, command entry point", T_PY: "traintl, Python entry point",
@@ -98,40 +98,10 @@ def median(xs):
 
 # ---- processes -----------------------------------------------------------------------------
 
-def proc_refs(pid):
-    """argv, cwd and exe of a live non-zombie process, or None."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            if f.read().rsplit(")", 1)[1].split()[0] == "Z":
-                return None
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            argv = f.read().decode(errors="replace").replace("\0", " ")
-        refs = [argv]
-        for link in ("cwd", "exe"):
-            try:
-                refs.append(os.readlink(f"/proc/{pid}/{link}"))
-            except OSError:
-                pass
-        return refs
-    except OSError:
-        return None
-
-
-def pids_under(root):
-    """Live processes (not this one) whose command line, cwd or executable is under root:
-    the daemon, its traintl-workers, their command children (cwd in the daemon's working
-    dir cache), torchrun and its ranks (their script is under root)."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        refs = proc_refs(entry)
-        if refs and any(root in r for r in refs):
-            out.append(int(entry))
-    return out
-
-
 def kill_all_under(root):
+    """Ends every process under root: the daemon, its traintl-workers, their command
+    children (cwd in the daemon's working dir cache), torchrun and its ranks (their script
+    is under root)."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         pids = pids_under(root)
         if not pids:
@@ -148,148 +118,39 @@ def kill_all_under(root):
             pass
 
 
-class Daemon:
-    """One traintld on 127.0.0.1 (API and Raft on port 0) with its own data dir."""
-
-    def __init__(self, prefix, root):
-        self.prefix = prefix
-        self.data_dir = os.path.join(root, "daemon")
-        os.makedirs(self.data_dir)
-        self.log_path = os.path.join(self.data_dir, "daemon.log")
-        self.proc = None
-        self.address = self.token = None
-        self.warm_workers = 0
-
-    def start(self):
-        with open(self.log_path, "ab") as logf:
-            self.proc = subprocess.Popen(
-                [os.path.join(self.prefix, "bin", "traintld"), "--data-dir", self.data_dir,
-                 "--api-address", "127.0.0.1:0", "--raft-address", "127.0.0.1:0",
-                 "--warm-workers", str(self.warm_workers)],
-                stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
-        addr_file = os.path.join(self.data_dir, "api_address")
-
-        def ready():
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"traintld exited {self.proc.returncode}:\n{self.log()}")
-            if not os.path.exists(addr_file):
-                return False
-            with open(addr_file) as f:
-                self.address = f.read().strip()
-            try:
-                return self.get("/healthz", auth=False)[1].get("role") == "head"
-            except OSError:
-                return False
-        wait_for(ready, 30, "traintld to become head", interval=0.05)
-        with open(os.path.join(self.data_dir, "token")) as f:
-            self.token = f.read().strip()
-
-    def log(self, tail=12000):
+def warm_pool(daemon):
+    """{pid: CPU ticks} of the warm workers waiting (children of the daemon started with
+    --warm that are not running a rank yet)."""
+    out = {}
+    for entry in os.listdir("/proc"):
         try:
-            with open(self.log_path, errors="replace") as f:
-                return f.read()[-tail:]
-        except OSError:
-            return ""
-
-    def log_lines(self, job_id):
-        try:
-            with open(self.log_path, errors="replace") as f:
-                return [line.rstrip("\n") for line in f if job_id in line]
-        except OSError:
-            return []
-
-    def get(self, path, auth=True):
-        headers = {"Authorization": f"Bearer {self.token}"} if auth else {}
-        req = urllib.request.Request(f"http://{self.address}{path}", headers=headers)
-        try:
-            with urllib.request.urlopen(req, timeout=30) as r:
-                return r.status, json.loads(r.read() or b"{}")
-        except urllib.error.HTTPError as e:
-            return e.code, json.loads(e.read() or b"{}")
-
-    def job(self, job_id):
-        status, body = self.get(f"/v1/jobs/{job_id}")
-        if status != 200:
-            raise RuntimeError(f"GET /v1/jobs/{job_id}: {status} {body}")
-        return body
-
-    def cli_cmd(self, *args):
-        return [os.path.join(self.prefix, "bin", "traintl"), "--data-dir", self.data_dir] + \
-            list(args)
-
-    def cli(self, *args, timeout=60):
-        p = subprocess.run(self.cli_cmd(*args), capture_output=True, text=True,
-                           timeout=timeout, env=cli_env())
-        if p.returncode != 0:
-            raise RuntimeError(f"traintl {' '.join(args)}: {p.returncode}\n{p.stdout}{p.stderr}")
-        return p.stdout
-
-    def worker_pids(self):
-        """The job processes: traintl-workers and their children (everything under the
-        data dir but traintld itself and any helper process it forked)."""
-        daemon = os.path.join(self.prefix, "bin", "traintld")
-        return [p for p in pids_under(self.data_dir)
-                if p != self.proc.pid and daemon not in (proc_refs(p) or [""])[-1:]]
-
-    def warm_pool(self):
-        """{pid: CPU ticks} of the warm workers waiting (children of the daemon started with
-        --warm that are not running a rank yet)."""
-        out = {}
-        for entry in os.listdir("/proc"):
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-                if fields[0] == "Z" or int(fields[1]) != self.proc.pid:
-                    continue
-                with open(f"/proc/{entry}/cmdline", "rb") as f:
-                    if b"\0--warm\0" not in f.read():
-                        continue
-                out[int(entry)] = int(fields[11]) + int(fields[12])
-            except (OSError, ValueError, IndexError):
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            if fields[0] == "Z" or int(fields[1]) != daemon.proc.pid:
                 continue
-        return out
-
-    def wait_warm_pool(self, timeout=120):
-        """Every warm worker started and done loading (its CPU time stands still): a run
-        then shares the CPUs with nothing of the daemon's refilling."""
-        if self.warm_workers == 0:
-            return
-        last = {}
-
-        def ready():
-            nonlocal last
-            now = self.warm_pool()
-            done = len(now) == self.warm_workers and now == last
-            last = now
-            return done
-        wait_for(ready, timeout, f"{self.warm_workers} idle warm workers", interval=0.3)
-
-    def wait_end(self, job_id, timeout=180, interval=0.05):
-        job = wait_for(lambda: (lambda j: j if j["state"] in TERMINAL else None)(
-            self.job(job_id)), timeout, f"job {job_id} to end", interval=interval)
-        try:
-            wait_for(lambda: not self.worker_pids(), 30, "the job's processes to exit",
-                     interval=0.02)
-        except RuntimeError:
-            left = {p: proc_refs(p) for p in self.worker_pids()}
-            raise RuntimeError(f"job {job_id} ended but these processes remain: {left}")
-        return job
-
-    def stop(self):
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                if b"\0--warm\0" not in f.read():
+                    continue
+            out[int(entry)] = int(fields[11]) + int(fields[12])
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
 
 
-def cli_env():
-    env = dict(os.environ)
-    for k in ("TRAINTL_TOKEN", "TRAINTL_ADDRESS", "TRAINTL_DATA_DIR"):
-        env.pop(k, None)
-    return env
+def wait_warm_pool(daemon, count, timeout=120):
+    """All `count` warm workers started and done loading (their CPU time stands still): a
+    run then shares the CPUs with nothing of the daemon's refilling."""
+    if count == 0:
+        return
+    last = {}
+
+    def ready():
+        nonlocal last
+        now = warm_pool(daemon)
+        done = len(now) == count and now == last
+        last = now
+        return done
+    wait_for(ready, timeout, f"{count} idle warm workers", interval=0.3)
 
 
 def rank_env():
@@ -397,8 +258,7 @@ class Bench:
     def submit(self, spec_path):
         """(job id, start time, CLI exit time): `traintl submit` without --wait."""
         t0 = time.time()
-        p = subprocess.run(self.daemon.cli_cmd("submit", spec_path), capture_output=True,
-                           text=True, timeout=120, env=cli_env())
+        p = self.daemon.cli("submit", spec_path, timeout=120)
         t_cli = time.time()
         if p.returncode != 0:
             raise RuntimeError(f"traintl submit {spec_path}: {p.returncode}\n{p.stdout}{p.stderr}")
@@ -422,8 +282,9 @@ class Bench:
                                                      "stamps.py"])
         self.wd_rec = self.working_dir("recover", ["recover_script.py", "recover_fn.py",
                                                    "recover_common.py", "stamps.py"])
-        self.daemon = Daemon(self.prefix, self.root)
-        self.daemon.warm_workers = self.args.warm_workers
+        self.daemon = Daemon(os.path.join(self.prefix, "bin"), num_cpus=None,
+                             extra_args=["--warm-workers", str(self.args.warm_workers)],
+                             data_dir=os.path.join(self.root, "daemon"))
         self.daemon.start()
         log(f"traintld up at {self.daemon.address} (data dir {self.daemon.data_dir}, "
             f"{self.args.warm_workers} warm workers); "
@@ -434,7 +295,8 @@ class Bench:
         for t in self.torchruns:
             t.kill()
         if self.daemon is not None:
-            self.daemon.stop()
+            # Its data dir goes with root below, once every process under root has ended.
+            self.daemon.stop(keep=True)
         kill_all_under(self.root)
         if self.args.keep:
             log(f"kept {self.root}")
@@ -461,7 +323,7 @@ class Bench:
         # from the ranks (torchrun's run is waited for without any).
         job = self.daemon.wait_end(job_id, interval=1.0)
         self.check_job(job)
-        logs = self.daemon.cli("logs", job_id, "--rank", "0")
+        logs = self.daemon.cli("logs", job_id, "--rank", "0", timeout=60, check=True).stdout
         line = [l for l in logs.splitlines() if l.startswith("steps_per_s")]
         r = {"steps_per_s": float(line[-1].split()[1])}
         if variant == T_PY:
@@ -599,7 +461,7 @@ class Bench:
             if m not in self.args.measures:
                 continue
             for v in order:
-                self.daemon.wait_warm_pool()
+                wait_warm_pool(self.daemon, self.args.warm_workers)
                 time.sleep(self.args.settle)
                 r = fn(v)
                 results[m][v].append(r)
@@ -957,7 +819,7 @@ def main():
             bench.round(i, results)
     except BaseException:
         if bench.daemon is not None:
-            sys.stderr.write("---- traintld log (tail) ----\n" + bench.daemon.log() + "\n")
+            sys.stderr.write("---- traintld log (tail) ----\n" + bench.daemon.log(12000) + "\n")
         raise
     finally:
         bench.cleanup()

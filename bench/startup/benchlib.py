@@ -5,6 +5,7 @@ API, job submission through the real CLI, process memory from /proc, percentiles
 RESULTS.md writer. Every process started here is ended by its own pid (or its own process
 group) when the benchmark ends.
 """
+import hashlib
 import json
 import math
 import os
@@ -26,6 +27,7 @@ TORCHRUN = os.path.join(HERE, "torchrun.py")
 PEER = os.path.join(HERE, "torchrun_peer.py")
 # Debian's python3-torch lives in the system interpreter, not in a pyenv/venv one.
 TORCH_PYTHON = os.environ.get("TORCH_PYTHON", "/usr/bin/python3")
+TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
 
 
 def log(msg):
@@ -110,25 +112,67 @@ def pids_with_cmdline(marker, exe_name):
     return pids
 
 
-class Daemon:
-    """One traintld on loopback with a private data dir; the CLI and HTTP against it."""
+def proc_refs(pid):
+    """argv, cwd and exe of a live non-zombie process, or None."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                return None
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = f.read().decode(errors="replace").replace("\0", " ")
+        refs = [argv]
+        for link in ("cwd", "exe"):
+            try:
+                refs.append(os.readlink(f"/proc/{pid}/{link}"))
+            except OSError:
+                pass
+        return refs
+    except OSError:
+        return None
 
-    def __init__(self, bin_dir, num_cpus=4, extra_args=()):
+
+def pids_under(root):
+    """Live processes (not this one) whose command line, cwd or executable is under root."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        refs = proc_refs(entry)
+        if refs and any(root in r for r in refs):
+            out.append(int(entry))
+    return out
+
+
+class Daemon:
+    """One traintld on loopback with a private data dir; the CLI and HTTP against it.
+
+    num_cpus None leaves --num-cpus out (traintld then counts the machine's). data_dir: the
+    caller's directory (created if missing) instead of a fresh temporary one; stop() removes
+    it either way unless told to keep it.
+    """
+
+    def __init__(self, bin_dir, num_cpus=4, extra_args=(), data_dir=None, request_timeout=30):
         self.bin_dir = bin_dir
         self.num_cpus = num_cpus
         self.extra_args = list(extra_args)
-        self.data_dir = tempfile.mkdtemp(prefix="traintl-bench-")
+        if data_dir is None:
+            self.data_dir = tempfile.mkdtemp(prefix="traintl-bench-")
+        else:
+            os.makedirs(data_dir, exist_ok=True)
+            self.data_dir = data_dir
+        self.request_timeout = request_timeout
         self.log_path = os.path.join(self.data_dir, "daemon.log")
         self.proc = None
         self.address = None
         self.token = None
 
     def start(self, timeout=30):
+        cpus = [] if self.num_cpus is None else ["--num-cpus", str(self.num_cpus)]
         log_file = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
             [os.path.join(self.bin_dir, "traintld"), "--data-dir", self.data_dir,
              "--api-address", "127.0.0.1:0", "--raft-address", "127.0.0.1:0",
-             "--num-cpus", str(self.num_cpus), *self.extra_args],
+             *cpus, *self.extra_args],
             stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True)
         log_file.close()
         addr_file = os.path.join(self.data_dir, "api_address")
@@ -153,66 +197,141 @@ class Daemon:
     def pid(self):
         return self.proc.pid
 
-    def log(self):
+    def log(self, tail=20000):
+        """The last `tail` characters of traintld's log."""
         try:
             with open(self.log_path, errors="replace") as f:
-                return f.read()[-20000:]
+                return f.read()[-tail:]
         except OSError:
             return ""
 
-    def request(self, method, path, body=None, auth=True):
+    def log_tail(self, n=40):
+        """The last n lines of traintld's log."""
+        try:
+            with open(self.log_path, errors="replace") as f:
+                return "".join(f.readlines()[-n:])
+        except OSError:
+            return ""
+
+    def log_lines(self, job_id):
+        """Every line of traintld's log that names job_id."""
+        try:
+            with open(self.log_path, errors="replace") as f:
+                return [line.rstrip("\n") for line in f if job_id in line]
+        except OSError:
+            return []
+
+    def request(self, method, path, body=None, auth=True, content_type="application/json"):
+        """(status, the answer's JSON); a bytes body goes as it is, any other as JSON."""
         data = None
         headers = {}
         if body is not None:
-            data = json.dumps(body).encode()
-            headers["Content-Type"] = "application/json"
+            data = body if isinstance(body, bytes) else json.dumps(body).encode()
+            headers["Content-Type"] = content_type
         if auth:
             headers["Authorization"] = f"Bearer {self.token}"
         req = urllib.request.Request(f"http://{self.address}{path}", data=data, method=method,
                                      headers=headers)
         try:
-            with urllib.request.urlopen(req, timeout=30) as r:
-                return r.status, json.loads(r.read() or b"{}")
+            with urllib.request.urlopen(req, timeout=self.request_timeout) as r:
+                status, payload = r.status, r.read()
         except urllib.error.HTTPError as e:
-            return e.code, json.loads(e.read() or b"{}")
+            status, payload = e.code, e.read()
+        try:
+            return status, json.loads(payload or b"{}")
+        except ValueError:
+            # Not the API's answer (a proxy's error page, say): as text, so that the caller's
+            # error shows it next to the status instead of failing on a JSONDecodeError.
+            return status, {"_raw": payload.decode(errors="replace")}
 
     def get(self, path, auth=True):
         return self.request("GET", path, auth=auth)
 
-    def cli(self, *args, timeout=120):
+    def call(self, method, path, body=None, ok=(200,), content_type="application/json"):
+        """The answer's JSON, for a caller that cannot go on without it: a status not in ok
+        raises."""
+        status, answer = self.request(method, path, body, content_type=content_type)
+        if status not in ok:
+            raise RuntimeError(f"{method} {path}: {status} {answer}")
+        return answer
+
+    def get_ok(self, path):
+        return self.call("GET", path)
+
+    def post_ok(self, path, body):
+        return self.call("POST", path, body, ok=(200, 201))
+
+    def upload(self, path):
+        """Stores the file as a blob (PUT /v1/blobs/<sha256>); returns its sha256."""
+        with open(path, "rb") as f:
+            blob = f.read()
+        sha = hashlib.sha256(blob).hexdigest()
+        self.call("PUT", f"/v1/blobs/{sha}", blob, ok=(200, 201, 204),
+                  content_type="application/octet-stream")
+        return sha
+
+    def cli(self, *args, timeout=120, check=False):
+        """`traintl --data-dir <ours> args...`; check: a non-zero exit raises, with the
+        output."""
         env = dict(os.environ)
-        env.pop("TRAINTL_TOKEN", None)
-        env.pop("TRAINTL_ADDRESS", None)
-        return subprocess.run([os.path.join(self.bin_dir, "traintl"), "--data-dir",
-                               self.data_dir] + list(args),
-                              capture_output=True, text=True, timeout=timeout, env=env)
+        # Set in the caller's shell, these would aim the CLI at some other daemon.
+        for key in ("TRAINTL_TOKEN", "TRAINTL_ADDRESS", "TRAINTL_DATA_DIR"):
+            env.pop(key, None)
+        p = subprocess.run([os.path.join(self.bin_dir, "traintl"), "--data-dir",
+                            self.data_dir] + list(args),
+                           capture_output=True, text=True, timeout=timeout, env=env)
+        if check and p.returncode != 0:
+            raise RuntimeError(f"traintl {' '.join(args)}: {p.returncode}\n{p.stdout}{p.stderr}")
+        return p
+
+    def job(self, job_id):
+        return self.get_ok(f"/v1/jobs/{job_id}")
 
     def jobs(self):
-        status, body = self.get("/v1/jobs")
-        if status != 200:
-            raise RuntimeError(f"GET /v1/jobs: {status} {body}")
-        return body["jobs"]
+        return self.get_ok("/v1/jobs")["jobs"]
 
     def wait_all_terminal(self, timeout=120):
         def done():
             jobs = self.jobs()
-            return all(j["state"] in ("SUCCEEDED", "FAILED", "STOPPED") for j in jobs) and jobs
+            return all(j["state"] in TERMINAL for j in jobs) and jobs
         return wait_for(done, timeout, "every job to end", interval=0.1)
 
     def worker_pids(self):
         return pids_with_cmdline(self.data_dir, "traintl-worker")
+
+    def job_pids(self):
+        """Every process the jobs started, not only the traintl-workers: a command entry
+        point's child has only its cwd under the data dir (the working-dir cache). Not
+        traintld itself, nor any helper it forked."""
+        daemon = os.path.join(self.bin_dir, "traintld")
+        return [p for p in pids_under(self.data_dir)
+                if p != self.proc.pid and daemon not in (proc_refs(p) or [""])[-1:]]
 
     def wait_idle(self, timeout=60):
         """Every job ended and every worker process gone."""
         self.wait_all_terminal(timeout)
         wait_for(lambda: not self.worker_pids(), timeout, "worker processes to exit")
 
-    def stop(self):
+    def wait_end(self, job_id, timeout=180, interval=0.05):
+        """The job, once it has ended and every process of it has exited."""
+        job = wait_for(lambda: (lambda j: j if j["state"] in TERMINAL else None)(
+            self.job(job_id)), timeout, f"job {job_id} to end", interval=interval)
+        try:
+            wait_for(lambda: not self.job_pids(), 30, "the job's processes to exit",
+                     interval=0.02)
+        except RuntimeError:
+            left = {p: proc_refs(p) for p in self.job_pids()}
+            raise RuntimeError(f"job {job_id} ended but these processes remain: {left}")
+        return job
+
+    def stop(self, keep=False):
+        """Ends traintld and any traintl-worker it left; removes the data dir unless keep."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
                 self.proc.wait(20)
             except subprocess.TimeoutExpired:
+                log("traintld did not exit 20 s after SIGTERM: SIGKILL")
                 self.proc.kill()
                 self.proc.wait()
         for pid in self.worker_pids():
@@ -220,7 +339,8 @@ class Daemon:
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
-        shutil.rmtree(self.data_dir, ignore_errors=True)
+        if not keep:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
 
 
 def write_spec(path, library, function, config, workers, name):

@@ -60,15 +60,15 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(REPO, "bench", "startup"))
+from benchlib import Daemon, pids_under  # noqa: E402
+
 EXAMPLE = os.path.join(REPO, "examples", "xgboost")
 XGB_PYTHON = "/usr/bin/python3"  # Debian's python3-xgboost; not a pyenv/venv python3
 RESULTS = os.path.join(HERE, "RESULTS.md")
-TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
 
 T10, T0, PY, PYQ = "traintl", "traintl-ckpt-end", "python", "python-no-print"
 LABEL = {T10: "traintl (job.json as shipped: checkpoint every 10 rounds)",
@@ -117,40 +117,9 @@ def mean(xs):
 
 # ---- processes -----------------------------------------------------------------------------
 
-def proc_refs(pid):
-    """argv, cwd and exe of a live non-zombie process, or None."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            if f.read().rsplit(")", 1)[1].split()[0] == "Z":
-                return None
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            argv = f.read().decode(errors="replace").replace("\0", " ")
-        refs = [argv]
-        for link in ("cwd", "exe"):
-            try:
-                refs.append(os.readlink(f"/proc/{pid}/{link}"))
-            except OSError:
-                pass
-        return refs
-    except OSError:
-        return None
-
-
-def pids_under(root):
-    """Live processes (not this one) whose command line, cwd or executable is under root:
-    the daemon and its traintl-workers, the Python drivers and their workers (their --out
-    is under root)."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        refs = proc_refs(entry)
-        if refs and any(root in r for r in refs):
-            out.append(int(entry))
-    return out
-
-
 def kill_all_under(root):
+    """Ends every process under root: the daemon and its traintl-workers, the Python
+    drivers and their workers (their --out is under root)."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         pids = pids_under(root)
         if not pids:
@@ -174,115 +143,6 @@ def cpu_of(pid):
     tick = os.sysconf("SC_CLK_TCK")
     # after the ")": state is fields[0]; utime, stime, cutime, cstime are stat's 14-17
     return ((int(fields[11]) + int(fields[12])) / tick, (int(fields[13]) + int(fields[14])) / tick)
-
-
-class Daemon:
-    """One traintld on 127.0.0.1 (API and Raft on port 0) with its own data dir."""
-
-    def __init__(self, prefix, root):
-        self.prefix = prefix
-        self.data_dir = os.path.join(root, "daemon")
-        os.makedirs(self.data_dir)
-        self.log_path = os.path.join(self.data_dir, "daemon.log")
-        self.proc = None
-        self.address = self.token = None
-
-    def start(self):
-        with open(self.log_path, "ab") as logf:
-            self.proc = subprocess.Popen(
-                [os.path.join(self.prefix, "bin", "traintld"), "--data-dir", self.data_dir,
-                 "--api-address", "127.0.0.1:0", "--raft-address", "127.0.0.1:0"],
-                stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
-        addr_file = os.path.join(self.data_dir, "api_address")
-
-        def ready():
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"traintld exited {self.proc.returncode}:\n{self.log()}")
-            if not os.path.exists(addr_file):
-                return False
-            with open(addr_file) as f:
-                self.address = f.read().strip()
-            try:
-                return self.get("/healthz", auth=False)[1].get("role") == "head"
-            except OSError:
-                return False
-        wait_for(ready, 30, "traintld to become head", interval=0.05)
-        with open(os.path.join(self.data_dir, "token")) as f:
-            self.token = f.read().strip()
-
-    def log(self, tail=12000):
-        try:
-            with open(self.log_path, errors="replace") as f:
-                return f.read()[-tail:]
-        except OSError:
-            return ""
-
-    def log_lines(self, job_id):
-        try:
-            with open(self.log_path, errors="replace") as f:
-                return [line.rstrip("\n") for line in f if job_id in line]
-        except OSError:
-            return []
-
-    def get(self, path, auth=True):
-        headers = {"Authorization": f"Bearer {self.token}"} if auth else {}
-        req = urllib.request.Request(f"http://{self.address}{path}", headers=headers)
-        try:
-            with urllib.request.urlopen(req, timeout=30) as r:
-                return r.status, json.loads(r.read() or b"{}")
-        except urllib.error.HTTPError as e:
-            return e.code, json.loads(e.read() or b"{}")
-
-    def job(self, job_id):
-        status, body = self.get(f"/v1/jobs/{job_id}")
-        if status != 200:
-            raise RuntimeError(f"GET /v1/jobs/{job_id}: {status} {body}")
-        return body
-
-    def cli_cmd(self, *args):
-        return [os.path.join(self.prefix, "bin", "traintl"), "--data-dir", self.data_dir] + \
-            list(args)
-
-    def cli(self, *args, timeout=60):
-        p = subprocess.run(self.cli_cmd(*args), capture_output=True, text=True,
-                           timeout=timeout, env=cli_env())
-        if p.returncode != 0:
-            raise RuntimeError(f"traintl {' '.join(args)}: {p.returncode}\n{p.stdout}{p.stderr}")
-        return p.stdout
-
-    def worker_pids(self):
-        """The job's processes: everything under the data dir but traintld itself and any
-        helper process it forked."""
-        daemon = os.path.join(self.prefix, "bin", "traintld")
-        return [p for p in pids_under(self.data_dir)
-                if p != self.proc.pid and daemon not in (proc_refs(p) or [""])[-1:]]
-
-    def wait_end(self, job_id, timeout=300):
-        job = wait_for(lambda: (lambda j: j if j["state"] in TERMINAL else None)(
-            self.job(job_id)), timeout, f"job {job_id} to end", interval=0.05)
-        try:
-            wait_for(lambda: not self.worker_pids(), 30, "the job's processes to exit",
-                     interval=0.02)
-        except RuntimeError:
-            left = {p: proc_refs(p) for p in self.worker_pids()}
-            raise RuntimeError(f"job {job_id} ended but these processes remain: {left}")
-        return job
-
-    def stop(self):
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-
-def cli_env():
-    env = dict(os.environ)
-    for k in ("TRAINTL_TOKEN", "TRAINTL_ADDRESS", "TRAINTL_DATA_DIR"):
-        env.pop(k, None)
-    return env
 
 
 # ---- the bench -----------------------------------------------------------------------------
@@ -345,7 +205,8 @@ class Bench:
         self.make_data()
         with open(os.path.join(EXAMPLE, "job.json")) as f:
             self.job_json = json.load(f)
-        self.daemon = Daemon(self.prefix, self.root)
+        self.daemon = Daemon(os.path.join(self.prefix, "bin"), num_cpus=None,
+                             data_dir=os.path.join(self.root, "daemon"))
         self.daemon.start()
         log(f"traintld up at {self.daemon.address} (data dir {self.daemon.data_dir})")
 
@@ -358,7 +219,8 @@ class Bench:
                     pass
                 p.wait()
         if self.daemon is not None:
-            self.daemon.stop()
+            # Its data dir goes with root below, once every process under root has ended.
+            self.daemon.stop(keep=True)
         kill_all_under(self.root)
         if self.args.keep:
             log(f"kept {self.root}")
@@ -396,19 +258,19 @@ class Bench:
         spec_path = self.spec(name, k, rounds, checkpoint_every)
         cpu0 = cpu_of(self.daemon.proc.pid)
         t0 = time.time()
-        p = subprocess.run(self.daemon.cli_cmd("submit", spec_path), capture_output=True,
-                           text=True, timeout=120, env=cli_env())
+        p = self.daemon.cli("submit", spec_path, timeout=120)
         t_cli = time.time()
         if p.returncode != 0:
             raise RuntimeError(f"traintl submit {spec_path}: {p.returncode}\n{p.stdout}{p.stderr}")
         job_id = p.stdout.strip().split()[-1]
-        job = self.daemon.wait_end(job_id)
+        job = self.daemon.wait_end(job_id, timeout=300)
         cpu1 = cpu_of(self.daemon.proc.pid)
         if job["state"] != "SUCCEEDED":
             raise RuntimeError(f"job {job_id} {job['state']}: {job.get('message')}\n"
                                + json.dumps(job.get("attempts"), indent=1)
                                + "\n" + self.daemon.log(4000))
-        logs = self.daemon.cli("logs", job_id, "--rank", "0").splitlines()
+        logs = self.daemon.cli("logs", job_id, "--rank", "0", timeout=60,
+                               check=True).stdout.splitlines()
         rounds_t = {}
         joining = joined = None
         for line in logs:
@@ -852,7 +714,7 @@ def main():
             bench.round(i, results)
     except BaseException:
         if bench.daemon is not None:
-            sys.stderr.write("---- traintld log (tail) ----\n" + bench.daemon.log() + "\n")
+            sys.stderr.write("---- traintld log (tail) ----\n" + bench.daemon.log(12000) + "\n")
         raise
     finally:
         bench.cleanup()
