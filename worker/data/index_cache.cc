@@ -117,7 +117,7 @@ std::atomic<size_t> max_entries{kDefaultMaxEntries};
 void SetRacyWindowNanosForTesting(int64_t nanos) { racy_window_nanos = nanos; }
 void SetMaxEntriesForTesting(size_t n) { max_entries = n; }
 
-size_t PruneEntries(const std::string& dir, size_t keep, int64_t spare_since_nanos) {
+size_t PruneEntries(const std::string& dir, size_t keep, const std::set<std::string>& spare) {
   DIR* d = ::opendir(dir.c_str());
   if (d == nullptr) return 0;
   std::vector<std::pair<int64_t, std::string>> entries;  // (last use, name without .idx)
@@ -162,10 +162,13 @@ size_t PruneEntries(const std::string& dir, size_t keep, int64_t spare_since_nan
   };
   size_t removed = 0;
   std::sort(entries.begin(), entries.end());
-  for (size_t i = 0; i + keep < entries.size(); ++i) {
-    // Used by the build that prunes (a dataset of more files than `keep`): they stay.
-    if (entries[i].first >= spare_since_nanos) break;
+  size_t excess = entries.size() > keep ? entries.size() - keep : 0;
+  for (size_t i = 0; i < entries.size() && excess > 0; ++i) {
+    // Used by the build that prunes (a dataset of more files than `keep`): they stay. By
+    // name, not by time: a file system's clock may be coarser than ours, or skewed (NFS).
+    if (spare.count(entries[i].second) != 0) continue;
     if (remove(entries[i].second, true)) ++removed;
+    --excess;
   }
   // The locks of files never stored (changed within the racy window, or their scan failed).
   std::set<std::string> stored;
@@ -272,6 +275,7 @@ struct FileEntry {
   int index = 0;
   std::optional<Identity> identity;
   std::string key;
+  std::string name;  // of the entry file, without ".idx"
   std::string entry_path;
   std::string lock_path;
   bool rejected = false;  // counted once
@@ -309,9 +313,9 @@ class Builder {
                 "\ndata_offset=" + std::to_string(files_[i].data_offset) +
                 "\ndata_line=" + std::to_string(files_[i].data_line) + "\nhost=" + host + "\n" +
                 e.identity->text;
-        const std::string name = Sha256Hex(e.key).substr(0, 32);
-        e.entry_path = dir + "/" + name + ".idx";
-        e.lock_path = dir + "/" + name + ".lock";
+        e.name = Sha256Hex(e.key).substr(0, 32);
+        e.entry_path = dir + "/" + e.name + ".idx";
+        e.lock_path = dir + "/" + e.name + ".lock";
         std::vector<Chunk> chunks;
         if (Load(e, &chunks)) {
           done[i] = std::move(chunks);
@@ -322,8 +326,7 @@ class Builder {
       // The files no other rank is scanning now, then those that one is.
       std::vector<std::pair<size_t, Fd>> waiting;
       for (size_t k = 0; k < entries.size(); ++k) {
-        Fd lock(
-            ::open(entries[k].lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+        Fd lock = OpenLock(entries[k]);
         if (lock.get() < 0) continue;  // scanned below, unshared
         if (::flock(lock.get(), LOCK_EX | LOCK_NB) == 0) {
           TRAINTL_ASSIGN_OR_RETURN(done[entries[k].index], BuildLocked(entries[k]));
@@ -342,9 +345,8 @@ class Builder {
         lock = Fd();  // unlocks
       }
     }
-    if (stored_ > 0) {
-      index_cache_internal::PruneEntries(dir, index_cache_internal::max_entries, started_nanos_);
-    }
+    if (stored_ > 0)
+      index_cache_internal::PruneEntries(dir, index_cache_internal::max_entries, used_);
     std::vector<Chunk> out;
     for (size_t i = 0; i < files_.size(); ++i) {
       if (!done[i]) {
@@ -357,6 +359,20 @@ class Builder {
   }
 
  private:
+  // e's lock file, created if missing. One that another account left cannot be opened (the
+  // node ran its workers as another user before; the agent hands the directory, not its
+  // files, to the new one): the directory is this account's, so it is replaced. Else every
+  // rank of every later job would scan that file unshared, for good. The entry it guards is
+  // unreadable too; a build replaces it by rename.
+  static Fd OpenLock(const FileEntry& e) {
+    constexpr int kFlags = O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW;
+    Fd lock(::open(e.lock_path.c_str(), kFlags, 0600));
+    if (lock.get() < 0 && errno == EACCES && ::unlink(e.lock_path.c_str()) == 0) {
+      lock = Fd(::open(e.lock_path.c_str(), kFlags, 0600));
+    }
+    return lock;
+  }
+
   bool Load(FileEntry& e, std::vector<Chunk>* chunks) {
     auto bytes = ReadEntry(e.entry_path);
     if (!bytes.ok()) return false;
@@ -369,6 +385,7 @@ class Builder {
     ++stats_->files_loaded;
     // Its last use, which pruning keeps the most recent of.
     ::utimensat(AT_FDCWD, e.entry_path.c_str(), nullptr, AT_SYMLINK_NOFOLLOW);
+    used_.insert(e.name);
     return true;
   }
 
@@ -391,6 +408,7 @@ class Builder {
     if (StoreEntry(e.entry_path, EncodeEntry(e.key, chunks))) {
       ++stats_->files_stored;
       ++stored_;
+      used_.insert(e.name);
     }
     return chunks;
   }
@@ -402,14 +420,8 @@ class Builder {
   const ScanFileFn& scan_;
   const std::atomic<bool>* const cancel_;
   IndexStats* const stats_;
-  int stored_ = 0;  // entries this build stored
-  // When this build started (CLOCK_REALTIME, as file times, less a margin for the file
-  // system's coarser clock): what it loaded or stored since is not pruned.
-  const int64_t started_nanos_ = [] {
-    struct timespec t;
-    ::clock_gettime(CLOCK_REALTIME, &t);
-    return ToNanos(t) - 50'000'000;
-  }();
+  int stored_ = 0;              // entries this build stored
+  std::set<std::string> used_;  // the names of those it loaded or stored: never pruned
 };
 
 }  // namespace

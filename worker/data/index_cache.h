@@ -37,8 +37,10 @@
 // the cache can make reading faster, never fail it. Loading an entry sets its mtime (its
 // last use); a build that stored entries then prunes the directory to the
 // kDefaultMaxEntries most recently used (stale ones, of files since changed, go first as
-// nothing loads them), sparing those it used itself and any whose lock is held. An entry is a few
-// KiB per GB of data (24 bytes per chunk).
+// nothing loads them), sparing those it used itself and any whose lock is held. An entry is
+// a few KiB per GB of data (24 bytes per chunk). A lock file another account left (the
+// node's workers ran as another user before) is replaced, as the directory is this
+// account's.
 //
 // Thread-safety: BuildSharedIndex may run concurrently in threads and processes on the
 // same directory.
@@ -47,6 +49,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -78,11 +81,11 @@ void SetRacyWindowNanosForTesting(int64_t nanos);
 // How many entries a directory keeps (default kDefaultMaxEntries).
 constexpr size_t kDefaultMaxEntries = 4096;
 void SetMaxEntriesForTesting(size_t n);
-// Removes all but the `keep` most recently used entries of `dir` (with their lock files),
-// except those used since `spare_since_nanos` (CLOCK_REALTIME) and those whose lock is
-// held; and temporary files of failed writes older than an hour. Returns how many entries
-// it removed.
-size_t PruneEntries(const std::string& dir, size_t keep, int64_t spare_since_nanos = INT64_MAX);
+// Removes the least recently used entries of `dir` (with their lock files) beyond the
+// `keep` most recent, except those named in `spare` (entry file names without ".idx": the
+// pruning build's own) and those whose lock is held; and temporary files of failed writes
+// older than an hour. Returns how many entries it removed.
+size_t PruneEntries(const std::string& dir, size_t keep, const std::set<std::string>& spare = {});
 }  // namespace index_cache_internal
 
 }  // namespace data

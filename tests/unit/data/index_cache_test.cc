@@ -2,8 +2,11 @@
 // node scan each file once between them; a changed file, a corrupt or truncated entry and
 // an unusable directory fall back to scanning; concurrent builders are safe.
 #include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -472,6 +475,16 @@ TEST_CASE("Shared index: the directory keeps the most recently used entries") {
     // The three it loaded and the one it stored stay, though the limit is 1.
     CHECK(EntryFiles(cache).size() == 4);
   }
+  SECTION("the entries a build names stay whatever their times (a coarse or skewed clock)") {
+    // All three look unused for an hour, as on a file system whose clock lags the node's.
+    for (const auto& path : e) set_mtime(path, 1000);
+    auto name = [](const std::string& path) {
+      const size_t slash = path.rfind('/');
+      return path.substr(slash + 1, path.size() - slash - 1 - 4);
+    };
+    CHECK(index_cache_internal::PruneEntries(cache, 1, {name(e[0]), name(e[2])}) == 1);
+    CHECK(sorted(EntryFiles(cache)) == sorted({e[0], e[2]}));
+  }
   SECTION("an entry whose lock is held stays; a lock without an entry goes") {
     const std::string held = e[2].substr(0, e[2].size() - 4) + ".lock";
     const int fd = ::open(held.c_str(), O_RDWR | O_CLOEXEC);
@@ -485,6 +498,71 @@ TEST_CASE("Shared index: the directory keeps the most recently used entries") {
     CHECK_FALSE(PathExists(orphan));
     CHECK(PathExists(held));
   }
+}
+
+TEST_CASE("Shared index: entries and locks another account left are replaced, not scanned around") {
+  // The node ran its workers as root (or as itself) before, then with --worker-user: the
+  // agent hands the directory to the new account, not the 0600 files in it.
+  if (::geteuid() != 0) {
+    WARN("skipped: needs root");
+    return;
+  }
+  struct passwd* nobody = ::getpwnam("nobody");
+  REQUIRE(nobody != nullptr);
+  NoRacyWindow no_racy_window;
+  TempDir dir;
+  REQUIRE(::chmod(dir.path().c_str(), 0755) == 0);
+  WriteIdCsv(dir / "a.csv", 0, 400);
+  const std::string uri = "file://" + dir.path() + "/a.csv";
+  const std::string cache = dir / "idx";
+  auto root_built = OpenDataset(uri, 0, 2, true, Shared(cache));
+  REQUIRE(root_built->index_stats().files_stored == 1);
+  const std::vector<std::string> entries = EntryFiles(cache);
+  REQUIRE(entries.size() == 1);
+  const std::string lock = entries[0].substr(0, entries[0].size() - 4) + ".lock";
+  REQUIRE(PathExists(lock));
+  REQUIRE(::chown(cache.c_str(), nobody->pw_uid, nobody->pw_gid) == 0);
+  // Rank `rank` as nobody, in a child: its stats as (stored, loaded, scanned), or -1.
+  auto as_nobody = [&](int rank) {
+    int fds[2];
+    REQUIRE(::pipe(fds) == 0);
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      ::close(fds[0]);
+      int64_t out[3] = {-1, -1, -1};
+      if (::setgroups(0, nullptr) == 0 && ::setgid(nobody->pw_gid) == 0 &&
+          ::setuid(nobody->pw_uid) == 0) {
+        DatasetConfig c;
+        c.name = "train";
+        c.uri = uri;
+        c.rank = rank;
+        c.world_size = 2;
+        auto ds = Dataset::Open(c, Shared(cache));  // a split shard: it takes the index
+        if (ds.ok()) {
+          const IndexStats st = (*ds)->index_stats();
+          out[0] = st.files_stored;
+          out[1] = st.files_loaded;
+          out[2] = st.files_scanned;
+        }
+      }
+      (void)!::write(fds[1], out, sizeof out);
+      ::_exit(0);
+    }
+    ::close(fds[1]);
+    int64_t got[3] = {-2, -2, -2};
+    REQUIRE(::read(fds[0], got, sizeof got) == static_cast<ssize_t>(sizeof got));
+    ::close(fds[0]);
+    int status = 0;
+    REQUIRE(::waitpid(pid, &status, 0) == pid);
+    return std::vector<int64_t>(got, got + 3);
+  };
+  // The first rank replaces the lock, scans and stores; the next one loads its entry.
+  CHECK(as_nobody(0) == std::vector<int64_t>{1, 0, 1});
+  CHECK(as_nobody(1) == std::vector<int64_t>{0, 1, 0});
+  struct stat st;
+  REQUIRE(::stat(lock.c_str(), &st) == 0);
+  CHECK(st.st_uid == nobody->pw_uid);
 }
 
 }  // namespace data
