@@ -345,8 +345,9 @@ class Builder {
         lock = Fd();  // unlocks
       }
     }
-    if (stored_ > 0)
+    if (stored_ > 0) {
       index_cache_internal::PruneEntries(dir, index_cache_internal::max_entries, used_);
+    }
     std::vector<Chunk> out;
     for (size_t i = 0; i < files_.size(); ++i) {
       if (!done[i]) {
