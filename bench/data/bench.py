@@ -86,8 +86,9 @@ def evict(path):
 # (virtio-balloon free page reporting: free 2 MiB blocks are handed back after about 2 s),
 # the page cache that a cold read fills lands in memory the host has taken back, and the
 # first touch of every page then costs microseconds: cat of the bench file 5 s after its
-# eviction took 0.65-0.85 s here, against 0.15-0.17 s right after it (RESULTS.md). The
-# "aged" rows measure both readers that way, AGED_S seconds after the eviction.
+# eviction took 0.61-0.85 s in most tries here, against 0.15-0.32 s right after it
+# (RESULTS.md; how much has gone back after 5 s varies). The "aged" rows measure both
+# readers AGED_S seconds after the eviction.
 AGED_S = 5.0
 
 
