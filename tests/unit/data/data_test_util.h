@@ -4,10 +4,13 @@
 #include <catch2/catch.hpp>
 
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,6 +37,30 @@ class TempDir {
  private:
   std::string path_;
 };
+
+// Runs `fn` in a forked child, so that what it does (its memory, its credentials) stays
+// there, and returns the `n` values it returned (-1 each when it returned fewer).
+inline std::vector<int64_t> InChild(size_t n, const std::function<std::vector<int64_t>()>& fn) {
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::close(fds[0]);
+    std::vector<int64_t> out = fn();
+    out.resize(n, -1);
+    (void)!::write(fds[1], out.data(), n * sizeof(int64_t));
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::vector<int64_t> got(n, -2);
+  const ssize_t want = static_cast<ssize_t>(n * sizeof(int64_t));
+  REQUIRE(::read(fds[0], got.data(), n * sizeof(int64_t)) == want);
+  ::close(fds[0]);
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  return got;
+}
 
 inline void Write(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);

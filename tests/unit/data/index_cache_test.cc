@@ -6,7 +6,6 @@
 #include <pwd.h>
 #include <sys/file.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -524,38 +523,21 @@ TEST_CASE("Shared index: entries and locks another account left are replaced, no
   REQUIRE(::chown(cache.c_str(), nobody->pw_uid, nobody->pw_gid) == 0);
   // Rank `rank` as nobody, in a child: its stats as (stored, loaded, scanned), or -1.
   auto as_nobody = [&](int rank) {
-    int fds[2];
-    REQUIRE(::pipe(fds) == 0);
-    const pid_t pid = ::fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-      ::close(fds[0]);
-      int64_t out[3] = {-1, -1, -1};
-      if (::setgroups(0, nullptr) == 0 && ::setgid(nobody->pw_gid) == 0 &&
-          ::setuid(nobody->pw_uid) == 0) {
-        DatasetConfig c;
-        c.name = "train";
-        c.uri = uri;
-        c.rank = rank;
-        c.world_size = 2;
-        auto ds = Dataset::Open(c, Shared(cache));  // a split shard: it takes the index
-        if (ds.ok()) {
-          const IndexStats st = (*ds)->index_stats();
-          out[0] = st.files_stored;
-          out[1] = st.files_loaded;
-          out[2] = st.files_scanned;
-        }
+    return testing::InChild(3, [&]() -> std::vector<int64_t> {
+      if (::setgroups(0, nullptr) != 0 || ::setgid(nobody->pw_gid) != 0 ||
+          ::setuid(nobody->pw_uid) != 0) {
+        return {};
       }
-      (void)!::write(fds[1], out, sizeof out);
-      ::_exit(0);
-    }
-    ::close(fds[1]);
-    int64_t got[3] = {-2, -2, -2};
-    REQUIRE(::read(fds[0], got, sizeof got) == static_cast<ssize_t>(sizeof got));
-    ::close(fds[0]);
-    int status = 0;
-    REQUIRE(::waitpid(pid, &status, 0) == pid);
-    return std::vector<int64_t>(got, got + 3);
+      DatasetConfig c;
+      c.name = "train";
+      c.uri = uri;
+      c.rank = rank;
+      c.world_size = 2;
+      auto ds = Dataset::Open(c, Shared(cache));  // a split shard: it takes the index
+      if (!ds.ok()) return {};
+      const IndexStats st = (*ds)->index_stats();
+      return {st.files_stored, st.files_loaded, st.files_scanned};
+    });
   };
   // The first rank replaces the lock, scans and stores; the next one loads its entry.
   CHECK(as_nobody(0) == std::vector<int64_t>{1, 0, 1});

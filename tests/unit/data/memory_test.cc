@@ -3,9 +3,6 @@
 // pipeline reuse its blocks' memory.
 #include <catch2/catch.hpp>
 
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -158,43 +155,27 @@ TEST_CASE("the resident memory of a reading process stays bounded") {
   const std::string path = jsonl ? MakeBigJsonl(dir) : MakeBigCsv(dir);
   const int64_t size = FileSize(path);
   // In a child, so that nothing else this test binary did counts.
-  int fds[2];
-  REQUIRE(::pipe(fds) == 0);
-  const pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    ::close(fds[0]);
+  const int64_t growth = testing::InChild(1, [&]() -> std::vector<int64_t> {
     DatasetConfig c;
     c.uri = "file://" + path;
     ShardOptions so;
     so.chunk_bytes = 256 << 10;  // many segments
     auto ds = Dataset::Open(c, so);
-    int64_t growth = -1;
-    if (ds.ok()) {
-      const int64_t before = PeakRss();
-      IterOptions o = SmallWindow();
-      o.shuffle = shuffled;
-      auto reader = BatchReader::Start(*ds, o);
-      if (reader.ok()) {
-        int64_t rows = 0;
-        for (;;) {
-          auto b = (*reader)->Next();
-          if (!b.ok() || !*b) break;
-          rows += (*b)->num_rows;
-        }
-        if (rows == kRows) growth = PeakRss() - before;
-      }
+    if (!ds.ok()) return {};
+    const int64_t before = PeakRss();
+    IterOptions o = SmallWindow();
+    o.shuffle = shuffled;
+    auto reader = BatchReader::Start(*ds, o);
+    if (!reader.ok()) return {};
+    int64_t rows = 0;
+    for (;;) {
+      auto b = (*reader)->Next();
+      if (!b.ok() || !*b) break;
+      rows += (*b)->num_rows;
     }
-    ssize_t ignored = ::write(fds[1], &growth, sizeof growth);
-    (void)ignored;
-    ::_exit(0);
-  }
-  ::close(fds[1]);
-  int64_t growth = -1;
-  REQUIRE(::read(fds[0], &growth, sizeof growth) == sizeof growth);
-  ::close(fds[0]);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
+    if (rows != kRows) return {};
+    return {PeakRss() - before};
+  })[0];
   INFO("peak RSS growth " << growth << " bytes reading a " << size << " byte file");
   REQUIRE(growth >= 0);
   CHECK(growth < size / 4);
