@@ -203,7 +203,7 @@ TEST_CASE("http: a whole CSV file, with and without ranges, chunked or not") {
   for (bool ranges : {true, false}) {
     for (bool chunked : {false, true}) {
       INFO("ranges " << ranges << " chunked " << chunked);
-      TestHttpServer server(dir.path(), {ranges, chunked});
+      TestHttpServer server(dir.path(), {ranges, chunked, false, ""});
       auto ds = OpenDataset(server.url("train.csv"), 0, 1, true);
       CHECK(ds->files()[0].file.http);
       IterOptions o;
@@ -222,7 +222,7 @@ TEST_CASE("http: split shards seek with Range requests, or skip when the server 
   WriteIdCsv(dir / "train.csv", 0, 3001);
   for (bool ranges : {true, false}) {
     INFO("ranges " << ranges);
-    TestHttpServer server(dir.path(), {ranges, false});
+    TestHttpServer server(dir.path(), {ranges, false, false, ""});
     ShardOptions so;
     so.chunk_bytes = 4096;
     std::vector<int64_t> all;
@@ -293,7 +293,7 @@ TEST_CASE("http: JSON Lines and .npy over http") {
   std::string jsonl;
   for (int i = 0; i < 300; ++i) jsonl += "{\"id\": " + std::to_string(i) + ", \"v\": [1, 2]}\n";
   Write(dir / "d.jsonl", jsonl);
-  TestHttpServer server(dir.path(), {true, true});
+  TestHttpServer server(dir.path(), {true, true, false, ""});
   auto ds = OpenDataset(server.url("d.jsonl"), 1, 2, true);
   IterOptions o;
   o.batch_size = 32;
@@ -308,7 +308,7 @@ TEST_CASE("http: Parquet reads the footer and the selected column chunks with Ra
   const std::string name = "types_snappy_dict_v1.parquet";
   for (bool ranges : {true, false}) {
     INFO("ranges " << ranges);
-    TestHttpServer server(fixtures, {ranges, false});
+    TestHttpServer server(fixtures, {ranges, false, false, ""});
     std::vector<int64_t> all;
     for (int rank = 0; rank < 2; ++rank) {
       auto ds = OpenDataset(server.url(name), rank, 2, true);
@@ -345,7 +345,7 @@ TEST_CASE("http: Parquet reads the footer and the selected column chunks with Ra
     const std::string padded =
         bytes->substr(0, footer_start) + std::string(100000, '\0') + bytes->substr(footer_start);
     Write(dir / "padded.parquet", padded);
-    TestHttpServer server(dir.path(), {true, false});
+    TestHttpServer server(dir.path(), {true, false, false, ""});
     auto ds = OpenDataset(server.url("padded.parquet"));
     IterOptions o;
     o.columns = {"id"};
@@ -358,7 +358,7 @@ TEST_CASE("http: Parquet reads the footer and the selected column chunks with Ra
                      "bytes=" + std::to_string(padded.size() - 65536) + "-") == 1);
   }
   // Without a size (a chunked answer), the footer cannot be found.
-  TestHttpServer chunked(fixtures, {true, true});
+  TestHttpServer chunked(fixtures, {true, true, false, ""});
   DatasetConfig c;
   c.name = "t";
   c.uri = chunked.url(name);
@@ -369,7 +369,7 @@ TEST_CASE("http: Parquet reads the footer and the selected column chunks with Ra
 
 TEST_CASE("http: a missing file is bad data; a refused connection is not") {
   TempDir dir;
-  TestHttpServer server(dir.path(), {true, false});
+  TestHttpServer server(dir.path(), {true, false, false, ""});
   DatasetService service(nlohmann::json{{"world_rank", 0},
                                         {"world_size", 1},
                                         {"datasets", {{"d", {{"uri", server.url("nope.csv")}}}}}});
@@ -395,7 +395,7 @@ TEST_CASE("https: verified against the CA store, refused when not trusted") {
   TempDir dir;
   WriteIdCsv(dir / "train.csv", 0, 2000);
   Write(dir / "ca.pem", kTestCert);
-  TestHttpServer server(dir.path(), {true, false, true});
+  TestHttpServer server(dir.path(), {true, false, true, ""});
   // Not trusted: the default CA store has no such certificate.
   ::setenv("SSL_CERT_FILE", (dir / "missing-ca.pem").c_str(), 1);
   auto untrusted = HttpBodyReader::Open(server.url("train.csv"), 0, {});
@@ -452,7 +452,7 @@ TEST_CASE("a local file read in place gives the batches that reading it into buf
     }
     Write(dir / "b.jsonl", jsonl);
   }
-  TestHttpServer server(dir.path(), {true, false});
+  TestHttpServer server(dir.path(), {true, false, false, ""});
   for (const char* name : {"a.csv", "b.jsonl"}) {
     for (size_t block : {size_t{1024}, size_t{8192}, size_t{1} << 20}) {
       for (bool shuffle : {false, true}) {
