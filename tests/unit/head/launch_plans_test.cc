@@ -17,7 +17,7 @@ TEST_CASE("the base plan carries the job's definition and the attempt's basics")
   spec.train_loop_config = {{"lr", 0.1}};
   spec.use_gpu = true;
   spec.resources_per_worker = {{"CPU", 3}, {"GPU", 1}};
-  spec.datasets["train"] = DatasetSpec{"file:///d.csv", "csv", true};
+  spec.datasets["train"] = DatasetSpec{"file:///d.csv", "csv", true, {}};
   spec.env["A"] = "1";
   AttemptBasics b;
   b.attempt = 2;

@@ -25,7 +25,7 @@ TEST_CASE("a validated spec's definition reads back to the same spec") {
   JobSpec s = *spec;
   s.placement_strategy = PlacementStrategy::kStrictSpread;
   s.checkpoint_score_max = !s.checkpoint_score_max;
-  s.datasets["eval"] = DatasetSpec{"http://h/e.jsonl", "jsonl", false};
+  s.datasets["eval"] = DatasetSpec{"http://h/e.jsonl", "jsonl", false, {}};
   s.env["A"] = "b";
   back = JobDefinitionFromJson(JobDefinitionToJson(s));
   REQUIRE(back.ok());

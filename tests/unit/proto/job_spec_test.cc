@@ -107,8 +107,8 @@ TEST_CASE("use_gpu defaults GPU to 1, datasets default split only for train") {
   CHECK_FALSE(s.datasets.at("eval").split);
   CHECK(InferDatasetFormat(s.datasets.at("train")) == "csv");
   CHECK(InferDatasetFormat(s.datasets.at("eval")) == "jsonl");
-  CHECK(InferDatasetFormat(DatasetSpec{"file:///d/x", "", false}) == "");
-  CHECK(InferDatasetFormat(DatasetSpec{"file:///d/x", "npy", false}) == "npy");
+  CHECK(InferDatasetFormat(DatasetSpec{"file:///d/x", "", false, {}}) == "");
+  CHECK(InferDatasetFormat(DatasetSpec{"file:///d/x", "npy", false, {}}) == "npy");
 }
 
 TEST_CASE("null means not given for Ray's None-defaulted fields") {

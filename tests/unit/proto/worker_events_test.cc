@@ -83,8 +83,9 @@ TEST_CASE("agent messages round-trip as the lines the agent has always sent") {
   REQUIRE(stop.ok());
   CHECK(std::holds_alternative<events::Stop>(*stop));
   CHECK(events::TypeOf(*stop) == "stop");
-  CHECK(events::Encode(events::Regroup{2}) == "{\"generation\":2,\"type\":\"regroup\"}\n");
-  auto regroup = events::DecodeAgentMessage(events::Encode(events::Regroup{5}));
+  CHECK(events::Encode(events::Regroup{2, {}, "", 0}) ==
+        "{\"generation\":2,\"type\":\"regroup\"}\n");
+  auto regroup = events::DecodeAgentMessage(events::Encode(events::Regroup{5, {}, "", 0}));
   REQUIRE(regroup.ok());
   CHECK(std::get<events::Regroup>(*regroup).generation == 5);
   CHECK(std::get<events::Regroup>(*regroup).ranks.empty());

@@ -82,7 +82,7 @@ class FakeAgent {
   }
   void Stop() { Send(events::Encode(events::AgentMessage{events::Stop{}})); }
   void Regroup(int generation) {
-    Send(events::Encode(events::AgentMessage{events::Regroup{generation}}));
+    Send(events::Encode(events::AgentMessage{events::Regroup{generation, {}, "", 0}}));
   }
 
  private:
