@@ -185,10 +185,17 @@ Result<int> Agent::Launch(const NodeAttemptPlan& planned) {
              << ": cannot remove staging of earlier attempts: " << st.message();
   }
   // The row index of the node's CSV and JSON Lines files, shared by its jobs (index_cache.h):
-  // the workers' own, as their trial dirs are. Only a cache: where it cannot be had (e.g.
-  // left by an earlier --worker-user), each job keeps its index in its trial dir.
+  // the workers' own, as their trial dirs are. Only a cache: one that another account owns
+  // (left by an earlier --worker-user) is removed and made again; where none can be had,
+  // each job keeps its index in its trial dir.
   std::string index_dir = DataIndexDir();
-  if (auto made = MakeDirsBelow(data_dir, "data_index", 0700, owners); !made.ok()) {
+  auto made = MakeDirsBelow(data_dir, "data_index", 0700, owners);
+  if (!made.ok() && RemoveAllAt(data_dir, "data_index").ok()) {
+    LOG_INFO << "job " << plan.job_id << ": removed " << index_dir << " ("
+             << made.status().message() << "); making it again";
+    made = MakeDirsBelow(data_dir, "data_index", 0700, owners);
+  }
+  if (!made.ok()) {
     LOG_WARN << "job " << plan.job_id << ": no shared row index: " << made.status().message();
     index_dir.clear();
   }

@@ -565,9 +565,10 @@ class WorkerUserTest(unittest.TestCase):
             d.cleanup()
             self.assertEqual(leftover, [])
 
-    def test_a_row_index_dir_left_by_another_worker_user_fails_no_launch(self):
+    def test_a_row_index_dir_left_by_another_worker_user_is_made_again(self):
         """<data_dir>/data_index is only a cache: one owned by an account the daemon no longer
-        runs workers as (an earlier --worker-user) is not used, and jobs still start."""
+        runs workers as (an earlier --worker-user) is removed and made again for the current
+        one, and jobs start."""
         if os.geteuid() != 0:
             self.skipTest("needs root")
         nobody = pwd.getpwnam("nobody")
@@ -578,9 +579,11 @@ class WorkerUserTest(unittest.TestCase):
             d.start()
             job_id = d.submit_spec(train_spec(name="stale-index-dir", workers=1, epochs=2))
             self.assertEqual(d.wait_terminal(job_id)["state"], "SUCCEEDED")
-            self.assertIn("no shared row index", d.log())
-            self.assertEqual(os.stat(os.path.join(d.data_dir, "data_index")).st_uid,
-                             nobody.pw_uid)
+            self.assertIn("data_index (", d.log())
+            self.assertIn("making it again", d.log())
+            self.assertNotIn("no shared row index", d.log())
+            st = os.stat(os.path.join(d.data_dir, "data_index"))
+            self.assertEqual((st.st_uid, st.st_mode & 0o777), (os.geteuid(), 0o700))
         finally:
             d.stop()
             d.cleanup()
