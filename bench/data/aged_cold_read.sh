@@ -8,7 +8,8 @@
 # page reporting, enabled when bit 5 of its features is set: grep . /sys/bus/virtio/devices/
 # */features), the pages an eviction frees go back to the host about 2 s later; a cold read
 # that fills the page cache with them pays a host fault on the first touch of every page.
-# Needs root (the eviction of a file it does not own) only if FILE is not the caller's.
+# Any user who can read FILE can run it: the eviction is posix_fadvise(DONTNEED) on a
+# read-only descriptor (clean pages that no process has mapped leave the page cache).
 set -euo pipefail
 file=${1:?usage: $0 FILE [ROUNDS [AGE]]}
 rounds=${2:-4}

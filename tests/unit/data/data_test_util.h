@@ -77,6 +77,29 @@ inline void WriteIdCsv(const std::string& path, int64_t first, int64_t rows) {
   Write(path, text);
 }
 
+// A CSV "id,x,name" with quoted newlines, CRLF and blank lines: what cutting blocks and
+// counting lines get wrong if anything does. With `long_record`, the middle record is
+// longer than 20,000 bytes (a block of less must grow); with `size`, the file is padded
+// with blank lines to exactly that many bytes.
+inline void WriteAwkwardCsv(const std::string& path, int64_t rows, bool long_record = false,
+                            size_t size = 0) {
+  std::string text = "id,x,name\r\n";
+  for (int64_t i = 0; i < rows; ++i) {
+    text += std::to_string(i) + "," + std::to_string(i * 0.25) + ",";
+    if (long_record && i == rows / 2) {
+      text += "\"" + std::string(20000, 'L') + "\"\n";
+    } else {
+      text += i % 7 == 0 ? "\"two\nlines, quoted\"\r\n" : "plain\n";
+    }
+    if (i % 50 == 0) text += "\n";
+  }
+  if (size > 0) {
+    REQUIRE(text.size() <= size);
+    text.append(size - text.size(), '\n');
+  }
+  Write(path, text);
+}
+
 inline std::shared_ptr<Dataset> OpenDataset(const std::string& uri, int rank = 0, int world = 1,
                                             bool split = true, const ShardOptions& options = {}) {
   DatasetConfig c;

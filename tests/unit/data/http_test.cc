@@ -416,34 +416,11 @@ TEST_CASE("https: verified against the CA store, refused when not trusted") {
   ::unsetenv("SSL_CERT_FILE");
 }
 
-namespace {
-
-// A CSV with quoted newlines, CRLF, blank lines and a record longer than a block, of
-// `size` bytes exactly (padded with blank lines): what cutting blocks gets wrong if
-// anything does.
-void WriteAwkwardCsv(const std::string& path, int64_t rows, size_t size) {
-  std::string text = "id,x,name\r\n";
-  for (int64_t i = 0; i < rows; ++i) {
-    text += std::to_string(i) + "," + std::to_string(i * 0.25) + ",";
-    if (i == rows / 2) {
-      text += "\"" + std::string(20000, 'L') + "\"\n";  // longer than the blocks below
-    } else {
-      text += i % 7 == 0 ? "\"two\nlines, quoted\"\r\n" : "plain\n";
-    }
-    if (i % 50 == 0) text += "\n";
-  }
-  REQUIRE(text.size() <= size);
-  text.append(size - text.size(), '\n');
-  Write(path, text);
-}
-
-}  // namespace
-
 TEST_CASE("a local file read in place gives the batches that reading it into buffers gives") {
   TempDir dir;
   // 64 pages exactly: the mapping ends where the file does, so a read past the end of the
   // file would fault.
-  WriteAwkwardCsv(dir / "a.csv", 3000, 64 * 4096);
+  WriteAwkwardCsv(dir / "a.csv", 3000, /*long_record=*/true, 64 * 4096);
   {
     std::string jsonl;
     for (int i = 0; i < 2500; ++i) {

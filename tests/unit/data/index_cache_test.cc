@@ -30,6 +30,7 @@ using testing::OpenDataset;
 using testing::ReadEpoch;
 using testing::TempDir;
 using testing::Write;
+using testing::WriteAwkwardCsv;
 using testing::WriteIdCsv;
 
 ShardOptions Shared(const std::string& dir, size_t chunk_bytes = 256) {
@@ -77,17 +78,6 @@ std::vector<int64_t> ReadIds(const std::shared_ptr<Dataset>& ds, bool shuffle = 
   INFO(e.status.message());
   REQUIRE(e.status.ok());
   return e.ids;
-}
-
-// A CSV with quoted newlines, CRLF and blank lines: the scan's line counts matter.
-void WriteAwkwardCsv(const std::string& path, int64_t rows) {
-  std::string text = "id,x,name\r\n";
-  for (int64_t i = 0; i < rows; ++i) {
-    text += std::to_string(i) + "," + std::to_string(i * 0.25) + ",";
-    text += i % 7 == 0 ? "\"two\nlines, quoted\"\r\n" : "plain\n";
-    if (i % 50 == 0) text += "\n";
-  }
-  Write(path, text);
 }
 
 // The tests read files they have just written: let entries of those be stored.
