@@ -125,7 +125,9 @@ const std::vector<VerbDef>& Verbs() {
                           "also remove the job's trial dir (its checkpoints)");
        },
        AssignJob},
-      {"tune", "TUNE_JSON [--wait] | status [EXP] | stop EXP | resume EXP [--wait] | list",
+      {"tune",
+       "TUNE_JSON [--wait] | status [EXP] | stop EXP | resume EXP [--wait] | delete EXP "
+       "[--checkpoints] | list",
        "tune hyperparameters: trials as jobs, with search spaces and schedulers",
        "`tune TUNE_JSON` uploads the trainer's code and starts the experiment that the tune\n"
        "spec describes ({\"trainer\": <job spec>, \"param_space\": {...}, \"tune_config\":\n"
@@ -134,14 +136,18 @@ const std::vector<VerbDef>& Verbs() {
        "checkpoint (without EXP: the experiments, newest first, as `tune list`). `tune stop\n"
        "EXP` stops the experiment and its trials; `tune resume EXP` continues them from\n"
        "their latest checkpoints. With --wait, follows the experiment until it ends: exit 0\n"
-       "when it ended with a best trial, 1 otherwise, 6 when stopped.\n",
+       "when it ended with a best trial, 1 otherwise, 6 when stopped. `tune delete EXP`\n"
+       "forgets an experiment that has ended or was stopped, with its trials' jobs (as\n"
+       "`delete`); its experiment dir stays unless --checkpoints is given.\n",
        1, 2,
        [](po::options_description* d, CommandLine* cl) {
          d->add_options()("wait", po::bool_switch(&cl->tune.wait),
-                          "follow the experiment until it ends");
+                          "follow the experiment until it ends")(
+             "checkpoints", po::bool_switch(&cl->tune.checkpoints),
+             "tune delete: also remove the experiment dir (its trials' checkpoints and results)");
        },
        [](const std::vector<std::string>& a, CommandLine* cl) {
-         static const char* kActions[] = {"status", "stop", "resume", "list"};
+         static const char* kActions[] = {"status", "stop", "resume", "delete", "list"};
          cl->tune.action = "run";
          for (const char* action : kActions) {
            if (a[0] == action) cl->tune.action = action;
@@ -421,13 +427,15 @@ Result<CommandLine> ParseCommandLine(const std::vector<std::string>& args) {
     const std::string& action = cl.tune.action;
     if (action.rfind("error: ", 0) == 0)
       return Status::InvalidArgument(action.substr(7) + "; usage: " + UsageLine(*verb));
-    if ((action == "stop" || action == "resume") && cl.tune.argument.empty())
+    if ((action == "stop" || action == "resume" || action == "delete") && cl.tune.argument.empty())
       return Status::InvalidArgument("tune " + action +
                                      " needs the experiment; usage: " + UsageLine(*verb));
     if (action == "list" && !cl.tune.argument.empty())
       return Status::InvalidArgument("tune list takes no argument");
     if (cl.tune.wait && action != "run" && action != "resume")
       return Status::InvalidArgument("--wait goes with tune TUNE_JSON or tune resume");
+    if (cl.tune.checkpoints && action != "delete")
+      return Status::InvalidArgument("--checkpoints goes with tune delete");
   }
   return cl;
 }

@@ -58,9 +58,10 @@ struct JobVerbOptions {
 
 // `traintl tune`: run a tune spec, or act on an experiment.
 struct TuneOptions {
-  std::string action;    // "run" (TUNE_JSON), "status", "stop", "resume" or "list"
-  std::string argument;  // the tune.json path (run) or the experiment (status/stop/resume)
-  bool wait = false;     // --wait (run, resume): follow the experiment until it ends
+  std::string action;        // "run" (TUNE_JSON), "status", "stop", "resume", "delete" or "list"
+  std::string argument;      // the tune.json path (run) or the experiment (the others)
+  bool wait = false;         // --wait (run, resume): follow the experiment until it ends
+  bool checkpoints = false;  // --checkpoints (delete): remove the experiment dir too
 };
 
 // `traintl metrics JOB`: the table, or with --plot a picture of the curves.

@@ -1,5 +1,6 @@
 // `traintl tune TUNE_JSON [--wait]` (uploads the trainer's code, starts the experiment),
-// `traintl tune status [EXP]`, `tune stop EXP`, `tune resume EXP [--wait]`, `tune list`.
+// `traintl tune status [EXP]`, `tune stop EXP`, `tune resume EXP [--wait]`, `tune delete EXP
+// [--checkpoints]`, `tune list`.
 
 #include <algorithm>
 #include <functional>
@@ -183,6 +184,30 @@ int RunExperiment(const TuneOptions& options, CliContext& ctx) {
   return WaitForExperiment(id, ctx);
 }
 
+int DeleteExperiment(const TuneOptions& options, CliContext& ctx) {
+  HttpRequest request;
+  request.method = "DELETE";
+  request.target = TunePath(options.argument) + (options.checkpoints ? "?checkpoints=1" : "");
+  ApiResult result = CallJson(ctx, request);
+  if (!result.ok()) return result.exit_code;
+  if (ctx.json) {
+    PrintJson(ctx, result.body);
+    return kExitOk;
+  }
+  const json jobs = JsonField(result.body, "job_ids");
+  const std::string exp_dir = JsonString(result.body, "exp_dir");
+  *ctx.out << JsonString(result.body, "experiment_id", options.argument) << ": deleted with "
+           << (jobs.is_array() ? jobs.size() : 0) << " trial job"
+           << (jobs.is_array() && jobs.size() == 1 ? "" : "s");
+  if (options.checkpoints) {
+    *ctx.out << " and its dir " << exp_dir;
+  } else if (!exp_dir.empty()) {
+    *ctx.out << " (its dir " << exp_dir << " stays)";
+  }
+  *ctx.out << "\n";
+  return kExitOk;
+}
+
 }  // namespace
 
 int RunTune(const TuneOptions& options, CliContext& ctx) {
@@ -198,6 +223,7 @@ int RunTune(const TuneOptions& options, CliContext& ctx) {
     return GetAndShow(ctx, TunePath(options.argument),
                       [now](const json& e) { return FormatExperiment(e, now); });
   }
+  if (options.action == "delete") return DeleteExperiment(options, ctx);
   HttpRequest request;
   request.method = "POST";
   request.target = TunePath(options.argument, "/" + options.action);

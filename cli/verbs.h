@@ -38,7 +38,7 @@ int PostWithJobCode(const std::string& spec_path, const nlohmann::json& job, con
                     nlohmann::json body, const std::string& target, CliContext& ctx,
                     nlohmann::json* answer);
 
-// tune.cc: `traintl tune TUNE_JSON [--wait]`, `tune status|stop|resume EXP`, `tune list`.
+// tune.cc: `traintl tune TUNE_JSON [--wait]`, `tune status|stop|resume|delete EXP`, `tune list`.
 int RunTune(const TuneOptions& options, CliContext& ctx);
 
 // submit.cc: `traintl validate JOB_JSON`: every check of submit, the library's exports

@@ -45,6 +45,9 @@ std::string EncodeAnswer(const FailPendingJobAnswer& a) { return Ok({{"state", a
 std::string EncodeAnswer(const DeleteJobAnswer& a) {
   return Ok({{"trial_dir", a.trial_dir}, {"checkpoint_paths", a.checkpoint_paths}});
 }
+std::string EncodeAnswer(const DeleteExperimentAnswer& a) {
+  return Ok({{"exp_dir", a.exp_dir}, {"job_ids", a.job_ids}});
+}
 std::string EncodeRefusal(const std::string& error) {
   return json{{"ok", false}, {"error", error}}.dump();
 }
@@ -91,6 +94,12 @@ Status TakeAnswer(const json& j, DeleteJobAnswer* a) {
   return Take(j, [a](const Fields& f) {
     f.Req("trial_dir", &a->trial_dir);
     f.Req("checkpoint_paths", &a->checkpoint_paths);
+  });
+}
+Status TakeAnswer(const json& j, DeleteExperimentAnswer* a) {
+  return Take(j, [a](const Fields& f) {
+    f.Req("exp_dir", &a->exp_dir);
+    f.Req("job_ids", &a->job_ids);
   });
 }
 

@@ -50,6 +50,11 @@ struct DeleteJobAnswer {
   std::vector<std::string> checkpoint_paths;  // its retained checkpoints' directories
 };
 
+struct DeleteExperimentAnswer {
+  std::string exp_dir;               // the deleted experiment's dir (its files stay)
+  std::vector<std::string> job_ids;  // its trials' jobs, deleted with it
+};
+
 struct CreateExperimentAnswer {
   std::string experiment_id;  // the new one, or the existing one of a known submission_id
 };
@@ -68,6 +73,7 @@ std::string EncodeAnswer(const StopJobAnswer& a);
 std::string EncodeAnswer(const FailPendingJobAnswer& a);
 std::string EncodeAnswer(const DeleteJobAnswer& a);
 std::string EncodeAnswer(const CreateExperimentAnswer& a);
+std::string EncodeAnswer(const DeleteExperimentAnswer& a);
 std::string EncodeRefusal(const std::string& error);
 
 // The answer's fields from {"ok": true, ...}; InvalidArgument naming a missing or mistyped
@@ -81,6 +87,7 @@ Status TakeAnswer(const nlohmann::json& j, StopJobAnswer* a);
 Status TakeAnswer(const nlohmann::json& j, FailPendingJobAnswer* a);
 Status TakeAnswer(const nlohmann::json& j, DeleteJobAnswer* a);
 Status TakeAnswer(const nlohmann::json& j, CreateExperimentAnswer* a);
+Status TakeAnswer(const nlohmann::json& j, DeleteExperimentAnswer* a);
 
 // The FSM's answer text as CommandLog::Propose's `done` receives it: the object of
 // {"ok": true, ...}; FailedPrecondition with the FSM's reason for a refusal; Internal for

@@ -298,6 +298,11 @@ void Take(const json& j, UpdateExperiment* c) {
   }
 }
 
+void Put(const DeleteExperiment& c, json& j) { j["experiment_id"] = c.experiment_id; }
+void Take(const json& j, DeleteExperiment* c) {
+  Fields(j, "").Req("experiment_id", &c->experiment_id);
+}
+
 // op name -> decoder of that alternative, built from Command's alternatives so that a new
 // command cannot be left out of the table.
 using Decoder = Command (*)(const json&);

@@ -228,10 +228,18 @@ struct UpdateExperiment {
   std::vector<TrialUpdate> trials;
 };
 
+// Forgets an experiment that is not RUNNING: its row, its trials, and its trials' jobs as
+// delete_job does. Refused while one of those jobs has not ended (a stop still under way).
+struct DeleteExperiment {
+  using Answer = DeleteExperimentAnswer;
+  static constexpr std::string_view kOp = "delete_experiment";
+  std::string experiment_id;
+};
+
 using Command =
     std::variant<SubmitJob, SetPendingReason, SetPendingReasons, StartAttempt, JobRunning,
                  WorkerEvent, Report, CommitCheckpoint, EndAttempt, StopJob, FailPendingJob,
-                 SetVoterAddress, DeleteJob, CreateExperiment, UpdateExperiment>;
+                 SetVoterAddress, DeleteJob, CreateExperiment, UpdateExperiment, DeleteExperiment>;
 
 struct Envelope {
   std::string rid;   // request id: 24 hex chars

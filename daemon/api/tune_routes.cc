@@ -1,4 +1,4 @@
-// The /v1/tune routes (docs/API.md "Tuning"): create, list, show, stop and resume
+// The /v1/tune routes (docs/API.md "Tuning"): create, list, show, stop, resume and delete
 // experiments. Handlers decode, delegate to the TuneController or read the store, and
 // encode; the views of experiments and trials live here too (nothing else shows them).
 #include <algorithm>
@@ -243,6 +243,25 @@ void RegisterTuneRoutes(const ApiContext& ctx, const AddRoute& add) {
   add("GET", "/v1/tune/{exp}", [ctx](const Request& req, ResponderPtr res) {
     if (auto e = ResolveExperiment(ctx, req, res))
       res->SendJson(200, ExperimentJson(*e, *ctx.store, true));
+  });
+  add("DELETE", "/v1/tune/{exp}", [ctx](const Request& req, ResponderPtr res) {
+    auto e = ResolveExperiment(ctx, req, res);
+    if (!e) return;
+    bool files = false;
+    if (auto it = req.query.find("checkpoints"); it != req.query.end())
+      files = it->second == "1" || it->second == "true";
+    const std::string id = e->id;
+    ctx.tune->Delete(id, files, [res, id, files](Result<cmd::DeleteExperimentAnswer> r) {
+      if (!r.ok()) {
+        res->SendError(HttpStatusFor(r.status()), r.status().message());
+        return;
+      }
+      res->SendJson(200, {{"experiment_id", id},
+                          {"deleted", true},
+                          {"job_ids", r->job_ids},
+                          {"exp_dir", r->exp_dir},
+                          {"exp_dir_removed", files}});
+    });
   });
   for (const char* verb : {"stop", "resume"}) {
     const bool stop = std::string(verb) == "stop";

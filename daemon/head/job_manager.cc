@@ -182,16 +182,24 @@ void JobManager::Delete(const std::string& job_id, bool remove_files,
                 Answered<cmd::DeleteJobAnswer>(
                     [this, job_id, remove_files, done](Result<cmd::DeleteJobAnswer> r) {
                       if (r.ok()) {
-                        rank_metrics_.Forget(job_id);
-                        // Records first, files after: a crash between leaves only garbage.
-                        std::vector<std::string> dirs{agent_->JobDir(job_id)};
+                        std::vector<std::string> dirs;
                         if (remove_files && !r->trial_dir.empty()) dirs.push_back(r->trial_dir);
-                        committer_->RemoveDirs(std::move(dirs));
+                        ForgetDeleted({job_id}, std::move(dirs));
                         LOG_INFO << "job " << job_id << " deleted"
                                  << (remove_files ? " with its trial dir " + r->trial_dir : "");
                       }
                       done(std::move(r));
                     }));
+}
+
+void JobManager::ForgetDeleted(const std::vector<std::string>& job_ids,
+                               std::vector<std::string> dirs) {
+  // Records first, files after: a crash between leaves only garbage.
+  for (const auto& id : job_ids) {
+    rank_metrics_.Forget(id);
+    dirs.push_back(agent_->JobDir(id));
+  }
+  committer_->RemoveDirs(std::move(dirs));
 }
 
 void JobManager::Tick() {

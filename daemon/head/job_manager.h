@@ -161,6 +161,10 @@ class JobManager : public WorkerPoolListener {
   // symlink), and every node's logs of the job.
   void Delete(const std::string& job_id, bool remove_files,
               std::function<void(Result<cmd::DeleteJobAnswer>)> done);
+  // After a committed delete_job or delete_experiment: drops what this head keeps of the
+  // jobs (their ranks' metrics, their logs here) and removes `dirs` (trial or experiment
+  // dirs the user asked to remove), off the io thread.
+  void ForgetDeleted(const std::vector<std::string>& job_ids, std::vector<std::string> dirs);
   // Node view for /v1/nodes.
   ResourceMap UsedResources() const;
   nlohmann::json NodesView() const;

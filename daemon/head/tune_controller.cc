@@ -612,4 +612,28 @@ void TuneController::Resume(const std::string& experiment_id, std::function<void
   });
 }
 
+void TuneController::Delete(const std::string& experiment_id, bool remove_files,
+                            std::function<void(Result<cmd::DeleteExperimentAnswer>)> done) {
+  log_->Propose(cmd::Encode(cmd::DeleteExperiment{experiment_id}),
+                Answered<cmd::DeleteExperimentAnswer>([this, experiment_id, remove_files, done](
+                                                          Result<cmd::DeleteExperimentAnswer> r) {
+                  if (r.ok()) {
+                    jobs_->ForgetDeleted(r->job_ids, {});
+                    if (remove_files && !r->exp_dir.empty()) {
+                      // Behind the trials' result files still queued: they would make their
+                      // dirs again.
+                      asio::post(files_, [this, dir = r->exp_dir] {
+                        asio::post(io_, [this, dir] {
+                          if (!shut_down_) jobs_->ForgetDeleted({}, {dir});
+                        });
+                      });
+                    }
+                    LOG_INFO << "experiment " << experiment_id << " deleted with its "
+                             << r->job_ids.size() << " trial jobs"
+                             << (remove_files ? " and its dir " + r->exp_dir : "");
+                  }
+                  done(std::move(r));
+                }));
+}
+
 }  // namespace traintl

@@ -82,6 +82,11 @@ class TuneController : public JobEventListener {
   // their latest checkpoints on Resume.
   void Stop(const std::string& experiment_id, std::function<void(Status)> done);
   void Resume(const std::string& experiment_id, std::function<void(Status)> done);
+  // Proposes delete_experiment for an experiment that is not RUNNING; `done` gets the
+  // answer. Its trials' jobs go with it (records and logs here); with `remove_files`, its
+  // experiment dir too (trial dirs, checkpoints, result files).
+  void Delete(const std::string& experiment_id, bool remove_files,
+              std::function<void(Result<cmd::DeleteExperimentAnswer>)> done);
 
   // JobEventListener
   void OnJobReported(const std::string& job_id) override;

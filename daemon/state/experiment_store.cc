@@ -69,6 +69,14 @@ std::optional<TrialRecord> GetTrialImpl(StmtCache& db, const std::string& exp, i
   return ReadTrial(s);
 }
 
+std::vector<TrialRecord> ListTrialsImpl(StmtCache& db, const std::string& experiment_id) {
+  Stmt s(db, Select(kTrialColumns, " FROM trials WHERE experiment_id = ? ORDER BY idx"));
+  s.Bind(1, experiment_id);
+  std::vector<TrialRecord> out;
+  while (s.Step()) out.push_back(ReadTrial(s));
+  return out;
+}
+
 }  // namespace
 
 std::optional<ExperimentRecord> StateStore::GetExperiment(const std::string& id) const {
@@ -118,11 +126,7 @@ std::vector<ExperimentRecord> StateStore::ListExperiments(bool running_only, siz
 
 std::vector<TrialRecord> StateStore::ListTrials(const std::string& experiment_id) const {
   std::lock_guard<std::mutex> l(mu_);
-  Stmt s(stmts_, Select(kTrialColumns, " FROM trials WHERE experiment_id = ? ORDER BY idx"));
-  s.Bind(1, experiment_id);
-  std::vector<TrialRecord> out;
-  while (s.Step()) out.push_back(ReadTrial(s));
-  return out;
+  return ListTrialsImpl(stmts_, experiment_id);
 }
 
 StateStore::Counts StateStore::CountByState() const {
@@ -197,6 +201,15 @@ void StateStore::Tx::UpdateExperiment(const ExperimentRecord& e) {
 
 std::optional<TrialRecord> StateStore::Tx::GetTrial(const std::string& experiment_id, int index) {
   return GetTrialImpl(stmts_, experiment_id, index);
+}
+
+std::vector<TrialRecord> StateStore::Tx::ListTrials(const std::string& experiment_id) {
+  return ListTrialsImpl(stmts_, experiment_id);
+}
+
+void StateStore::Tx::DeleteExperiment(const std::string& id) {
+  Stmt(stmts_, "DELETE FROM trials WHERE experiment_id = ?").Bind(1, id).Run();
+  Stmt(stmts_, "DELETE FROM experiments WHERE id = ?").Bind(1, id).Run();
 }
 
 void StateStore::Tx::UpsertTrial(const TrialRecord& t) {

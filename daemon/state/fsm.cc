@@ -358,6 +358,41 @@ Result<cmd::UpdateExperiment::Answer> ApplyCommand(StateStore::Tx& tx, int64_t t
   return cmd::NoAnswer{};
 }
 
+Result<cmd::DeleteExperiment::Answer> ApplyCommand(StateStore::Tx& tx, int64_t,
+                                                   const cmd::DeleteExperiment& c) {
+  auto e = tx.GetExperiment(c.experiment_id);
+  if (!e) return Refused("no experiment " + c.experiment_id);
+  if (e->state == kExperimentRunning)
+    return Refused("experiment " + e->id + " is RUNNING; stop it first");
+  // Every job a trial ran (a PBT exploit or a promotion continues a trial in a new job);
+  // one a user deleted already is gone.
+  std::vector<JobRecord> jobs;
+  for (const auto& t : tx.ListTrials(e->id)) {
+    json ids = ParseJsonBounded(t.jobs);
+    if (!ids.is_array()) ids = json::array();
+    if (!t.job_id.empty()) ids.push_back(t.job_id);
+    for (const auto& id : ids) {
+      if (!id.is_string()) continue;
+      auto job = tx.GetJob(id.get<std::string>());
+      if (!job || std::any_of(jobs.begin(), jobs.end(),
+                              [&](const JobRecord& j) { return j.id == job->id; }))
+        continue;
+      if (!IsTerminalJobState(job->state))
+        return Refused("trial " + t.name + "'s job " + job->id + " is " + job->state +
+                       "; wait for it to end");
+      jobs.push_back(std::move(*job));
+    }
+  }
+  cmd::DeleteExperimentAnswer answer;
+  answer.exp_dir = e->exp_dir;
+  for (const auto& job : jobs) {
+    tx.DeleteJob(job.id);
+    answer.job_ids.push_back(job.id);
+  }
+  tx.DeleteExperiment(e->id);
+  return answer;
+}
+
 Result<cmd::SetVoterAddress::Answer> ApplyCommand(StateStore::Tx& tx, int64_t,
                                                   const cmd::SetVoterAddress& c) {
   tx.SetMeta("voter_api:" + std::to_string(c.raft_id), c.api_address);

@@ -157,7 +157,10 @@ class StateStore {
     void InsertExperiment(const ExperimentRecord& e, const std::string& submission_id);
     void UpdateExperiment(const ExperimentRecord& e);
     std::optional<TrialRecord> GetTrial(const std::string& experiment_id, int index);
+    std::vector<TrialRecord> ListTrials(const std::string& experiment_id);  // by index
     void UpsertTrial(const TrialRecord& t);
+    // The experiment's row and its trials' (not their jobs).
+    void DeleteExperiment(const std::string& id);
 
    private:
     friend class StateStore;

@@ -1,7 +1,8 @@
 """`traintl tune` against a real daemon: trials are jobs; ASHA stops the bad ones early,
 PBT restarts bottom trials from a top trial's checkpoint, grid search walks its points in
 Ray's order, the experiment survives kill -9 of the head, stop and resume continue trials
-from their checkpoints, and bad specs are refused with the field named."""
+from their checkpoints, delete forgets an ended experiment with its trial jobs, and bad
+specs are refused with the field named."""
 import csv
 import json
 import os
@@ -244,6 +245,10 @@ class TuneTest(DaemonTestCase):
         exp_id = self.start(spec)
         wait_for(lambda: sum(t["iterations"] >= 2 for t in self.experiment(exp_id)["trials"]) == 2,
                  timeout=60, what="both trials' second result")
+        # A RUNNING experiment cannot be deleted.
+        p = self.daemon.cli("tune", "delete", exp_id)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("RUNNING; stop it first", p.stderr)
         p = self.daemon.cli("tune", "stop", exp_id)
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
         self.assertIn("STOPPED", p.stdout)
@@ -265,6 +270,27 @@ class TuneTest(DaemonTestCase):
         p = self.daemon.cli("tune", "resume", exp_id)
         self.assertNotEqual(p.returncode, 0)
         self.assertIn("only a STOPPED experiment", p.stderr)
+
+        # delete --checkpoints: the experiment, its four trial jobs (with their logs) and
+        # its dir go; nothing else.
+        jobs = [j for t in exp["trials"] for j in t["jobs"]]
+        other = self.daemon.submit_spec(train_spec(name="other", workers=1, epochs=1, sleep_ms=0))
+        self.daemon.wait_terminal(other)
+        log_dirs = [os.path.join(self.daemon.data_dir, "jobs", j) for j in jobs]
+        self.assertTrue(all(os.path.isdir(d) for d in log_dirs))
+        self.assertTrue(os.path.isdir(exp["exp_dir"]))
+        p = self.daemon.cli("tune", "delete", exp_id, "--checkpoints")
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertEqual(p.stdout.strip(),
+                         f"{exp_id}: deleted with 4 trial jobs and its dir {exp['exp_dir']}")
+        self.assertEqual(self.daemon.get(f"/v1/tune/{exp_id}")[0], 404)
+        for j in jobs:
+            self.assertEqual(self.daemon.get(f"/v1/jobs/{j}")[0], 404)
+        wait_for(lambda: not os.path.exists(exp["exp_dir"]), what="the experiment dir removed")
+        wait_for(lambda: not any(os.path.exists(d) for d in log_dirs), what="trial logs removed")
+        self.assertEqual([j["job_id"] for j in self.daemon.get("/v1/jobs")[1]["jobs"]], [other])
+        p = self.daemon.cli("tune", "delete", exp_id)
+        self.assertEqual(p.returncode, 5, p.stderr)
 
     def test_bad_specs_are_refused_naming_the_field(self):
         trainer = train_spec(name="bad", workers=1, epochs=1, sleep_ms=0)
@@ -295,6 +321,14 @@ class TuneTest(DaemonTestCase):
         self.assertEqual(trial["state"], "ERROR", trial)
         self.assertIn('"accuracy"', trial["reason"])
         self.assertIn("loss", trial["reason"])
+        # Deleted without --checkpoints: its dir stays.
+        p = self.daemon.cli("--json", "tune", "delete", exp["name"])
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        answer = json.loads(p.stdout)
+        self.assertEqual(answer["job_ids"], [trial["job_id"]])
+        self.assertFalse(answer["exp_dir_removed"])
+        self.assertEqual(self.daemon.get("/v1/tune")[1]["experiments"], [])
+        self.assertTrue(os.path.isdir(exp["exp_dir"]))
 
 
 class ClusterTuneCase(unittest.TestCase):

@@ -110,6 +110,23 @@ TEST_CASE("job verbs need exactly one job") {
   CHECK_THAT(ParseError({"nodes", "extra"}), Catch::Contains("unexpected argument 'extra'"));
 }
 
+TEST_CASE("tune actions: delete takes the experiment and --checkpoints") {
+  auto run = Parse({"tune", "tune.json", "--wait"});
+  CHECK(run.tune.action == "run");
+  CHECK(run.tune.argument == "tune.json");
+  CHECK(run.tune.wait);
+  auto del = Parse({"tune", "delete", "digits-tune", "--checkpoints"});
+  CHECK(del.tune.action == "delete");
+  CHECK(del.tune.argument == "digits-tune");
+  CHECK(del.tune.checkpoints);
+  CHECK_FALSE(Parse({"tune", "delete", "e1"}).tune.checkpoints);
+  CHECK_THAT(ParseError({"tune", "delete"}), Catch::Contains("tune delete needs the experiment"));
+  CHECK_THAT(ParseError({"tune", "stop", "e1", "--checkpoints"}),
+             Catch::Contains("--checkpoints goes with tune delete"));
+  CHECK_THAT(ParseError({"tune", "delete", "e1", "--wait"}),
+             Catch::Contains("--wait goes with tune TUNE_JSON or tune resume"));
+}
+
 TEST_CASE("--help works alone, per verb, and as a verb") {
   auto cl = Parse({"--help"});
   CHECK(cl.global.help);

@@ -413,3 +413,28 @@ TEST_CASE("dashboard prints the page and a login link with the token") {
   REQUIRE(RunDashboard(tls.ctx) == kExitOk);
   CHECK(json::parse(tls.out.str()) == json{{"url", "https://h:1/ui/"}, {"login_url", ""}});
 }
+
+TEST_CASE("tune delete") {
+  auto deleted = Always(200, R"({"experiment_id":"e0a1b2c3d4e5","deleted":true,
+      "job_ids":["j1","j2","j3"],"exp_dir":"/results/digits-tune-e0a1","exp_dir_removed":false})");
+  TuneOptions options;
+  options.action = "delete";
+  options.argument = "digits-tune";
+  TestContext d(&deleted);
+  REQUIRE(RunTune(options, d.ctx) == kExitOk);
+  CHECK(deleted.requests.at(0).method == "DELETE");
+  CHECK(deleted.requests.at(0).target == "/v1/tune/digits-tune");
+  CHECK(d.out.str() ==
+        "e0a1b2c3d4e5: deleted with 3 trial jobs (its dir /results/digits-tune-e0a1 stays)\n");
+  options.checkpoints = true;
+  TestContext d2(&deleted);
+  REQUIRE(RunTune(options, d2.ctx) == kExitOk);
+  CHECK(deleted.requests.at(1).target == "/v1/tune/digits-tune?checkpoints=1");
+  CHECK(d2.out.str() ==
+        "e0a1b2c3d4e5: deleted with 3 trial jobs and its dir /results/digits-tune-e0a1\n");
+
+  auto running = Always(409, R"({"error":"experiment e0a1 is RUNNING; stop it first"})");
+  TestContext r(&running);
+  CHECK(RunTune(options, r.ctx) != kExitOk);
+  CHECK_THAT(r.err.str(), Catch::Contains("RUNNING; stop it first"));
+}

@@ -257,3 +257,26 @@ TEST_CASE("create_experiment's answer reads back as written") {
   // update_experiment answers with nothing but ok.
   CHECK(json::parse(cmd::EncodeAnswer(cmd::UpdateExperiment::Answer{})) == json{{"ok", true}});
 }
+
+TEST_CASE("delete_experiment and its answer round-trip; malformed ones name the field") {
+  const cmd::Envelope e = RoundTrip(cmd::DeleteExperiment{"e0a1"});
+  CHECK(std::get<cmd::DeleteExperiment>(e.body).experiment_id == "e0a1");
+  CHECK(json::parse(cmd::Encode(cmd::DeleteExperiment{"e0a1"}))["op"] == "delete_experiment");
+  CHECK(Refusal(R"({"op":"delete_experiment","rid":"x","time":1})") ==
+        "malformed delete_experiment command: experiment_id: missing");
+  CHECK(Refusal(R"({"op":"delete_experiment","rid":"x","time":1,"experiment_id":[]})") ==
+        "malformed delete_experiment command: experiment_id: wrong type (array)");
+
+  const std::string text =
+      cmd::EncodeAnswer(cmd::DeleteExperimentAnswer{"/data/tune/exp", {"j1", "j2"}});
+  auto j = cmd::DecodeAnswerText(text);
+  REQUIRE(j.ok());
+  auto a = cmd::AnswerFromJson<cmd::DeleteExperimentAnswer>(*j);
+  REQUIRE(a.ok());
+  CHECK(a->exp_dir == "/data/tune/exp");
+  CHECK(a->job_ids == std::vector<std::string>{"j1", "j2"});
+  auto missing =
+      cmd::AnswerFromJson<cmd::DeleteExperimentAnswer>(json{{"ok", true}, {"exp_dir", "/x"}});
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.status().message() == "malformed FSM answer: job_ids: missing");
+}

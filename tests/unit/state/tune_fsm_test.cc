@@ -1,6 +1,6 @@
 // Tuning experiments through the FSM (daemon/state/fsm.cc): create_experiment,
-// update_experiment and submit_job's trial link, applied as encoded commands with the
-// proposer's clock chosen by the test; and StateStore's experiment reads
+// update_experiment, delete_experiment and submit_job's trial link, applied as encoded commands
+// with the proposer's clock chosen by the test; and StateStore's experiment reads
 // (daemon/state/experiment_store.cc), before and after a snapshot.
 #include <sqlite3.h>
 
@@ -488,6 +488,67 @@ TEST_CASE("ListTrials by index, TrialOfJob, CountMetrics") {
   CHECK(w.store.CountMetrics("j1") == 3);
   CHECK(w.store.CountMetrics("j0") == 0);
   CHECK(w.store.CountMetrics("nope") == 0);
+}
+
+TEST_CASE("delete_experiment forgets the experiment, its trials and every job they ran") {
+  WithExperiment w;
+  REQUIRE(Apply(w.fsm, At(1100, Create("e2", "other")))["ok"] == true);
+  // Trial 0 ran as j1, then continued as j2; trial 1 as j3; e2's trial as k1.
+  REQUIRE(Apply(w.fsm, At(2000, Submit("j1", Link("e1", 0, json::object()))))["ok"] == true);
+  REQUIRE(Apply(w.fsm, At(2001, Submit("j3", Link("e1", 1, json::object()))))["ok"] == true);
+  REQUIRE(Apply(w.fsm, At(2002, Submit("k1", Link("e2", 0, json::object()))))["ok"] == true);
+  REQUIRE(Apply(w.fsm, commands::StartAttempt("j1", 1, ""))["ok"] == true);
+  REQUIRE(Apply(w.fsm, commands::Report("j1", 1, 0, {{"loss", 1}}))["ok"] == true);
+  REQUIRE(Apply(w.fsm, commands::CommitCheckpoint("j1", 1, 0, "/data/tune/exp/t0/ck", {}))["ok"] ==
+          true);
+  commands::AttemptOutcome stopped;
+  stopped.state = kJobStopped;
+  REQUIRE(Apply(w.fsm, commands::EndAttempt("j1", 1, stopped))["ok"] == true);
+  REQUIRE(Apply(w.fsm, At(3000, Submit("j2", Link("e1", 0, json::object()))))["ok"] == true);
+  // A job that is not part of any experiment stays whatever happens.
+  REQUIRE(Apply(w.fsm, commands::SubmitJob(MakeJob("solo"), ""))["ok"] == true);
+
+  // RUNNING: refused.
+  json r = Apply(w.fsm, At(4000, cmd::DeleteExperiment{"e1"}));
+  CHECK(r["ok"] == false);
+  CHECK(r["error"].get<std::string>().find("RUNNING") != std::string::npos);
+  REQUIRE(Apply(w.fsm, At(4001, Update("e1", kJobStopped, "stopped by user")))["ok"] == true);
+  // Stopped, but trial 0's job j2 and trial 1's j3 are still PENDING (their stop is under
+  // way): refused, and nothing is gone.
+  r = Apply(w.fsm, At(4002, cmd::DeleteExperiment{"e1"}));
+  CHECK(r["ok"] == false);
+  CHECK(r["error"].get<std::string>().find("wait for it to end") != std::string::npos);
+  CHECK(w.store.GetExperiment("e1"));
+  CHECK(w.store.GetJob("j1"));
+  REQUIRE(Apply(w.fsm, commands::StopJob("j2"))["ok"] == true);
+  REQUIRE(Apply(w.fsm, commands::StopJob("j3"))["ok"] == true);
+  REQUIRE(w.store.GetJob("j2")->state == kJobStopped);
+  // A trial job a user deleted already is skipped.
+  REQUIRE(Apply(w.fsm, commands::DeleteJob("j3"))["ok"] == true);
+
+  r = Apply(w.fsm, At(4003, cmd::DeleteExperiment{"e1"}));
+  INFO(r.dump());
+  REQUIRE(r["ok"] == true);
+  CHECK(r["exp_dir"] == "/data/tune/exp");
+  CHECK(r["job_ids"] == json::array({"j1", "j2"}));
+  CHECK_FALSE(w.store.GetExperiment("e1"));
+  CHECK(w.store.ListTrials("e1").empty());
+  for (const char* id : {"j1", "j2"}) {
+    CHECK_FALSE(w.store.GetJob(id));
+    CHECK(w.store.ListAttempts(id).empty());
+    CHECK(w.store.ListCheckpoints(id).empty());
+    CHECK(w.store.CountMetrics(id) == 0);
+  }
+  // The other experiment and the job of none are untouched.
+  CHECK(w.store.GetExperiment("e2"));
+  CHECK(w.store.ListTrials("e2").size() == 1);
+  CHECK(w.store.GetJob("k1"));
+  CHECK(w.store.GetJob("solo"));
+  CHECK(w.store.ListExperiments(false).size() == 1);
+  // Gone: a second delete is refused.
+  r = Apply(w.fsm, At(4004, cmd::DeleteExperiment{"e1"}));
+  CHECK(r["ok"] == false);
+  CHECK(r["error"] == "no experiment e1");
 }
 
 TEST_CASE("experiments and trials survive a snapshot") {
