@@ -199,7 +199,7 @@ int DeleteExperiment(const TuneOptions& options, CliContext& ctx) {
   *ctx.out << JsonString(result.body, "experiment_id", options.argument) << ": deleted with "
            << (jobs.is_array() ? jobs.size() : 0) << " trial job"
            << (jobs.is_array() && jobs.size() == 1 ? "" : "s");
-  if (options.checkpoints) {
+  if (JsonField(result.body, "exp_dir_removed") == true) {
     *ctx.out << " and its dir " << exp_dir;
   } else if (!exp_dir.empty()) {
     *ctx.out << " (its dir " << exp_dir << " stays)";

@@ -4,6 +4,7 @@ add_library(traintl_head STATIC
   head/checkpoint_merge.cc
   head/checkpoint_committer.cc
   head/checkpoint_files.cc
+  head/deletion_check.cc
   head/attempt_tracker.cc
   head/node_client.cc
   head/job_manager.cc

@@ -80,8 +80,12 @@ std::string Render(const ApiContext& ctx) {
   out.Family("traintl_restarts", "gauge", "attempts of the stored jobs beyond each one's first");
   out.Sample("traintl_restarts", {}, static_cast<double>(counts.restarts));
   out.Family("traintl_experiments", "gauge", "tuning experiments by state");
-  for (const auto& [state, n] : counts.experiments)
-    out.Sample("traintl_experiments", {{"state", state}}, static_cast<double>(n));
+  // Every state, 0 included: a deleted experiment must not leave its state's last count.
+  for (const char* state : {kExperimentRunning, kJobSucceeded, kJobStopped, kJobFailed}) {
+    auto it = counts.experiments.find(state);
+    out.Sample("traintl_experiments", {{"state", state}},
+               it == counts.experiments.end() ? 0 : static_cast<double>(it->second));
+  }
 
   // Active jobs: their attempt and rank 0's latest reported metrics.
   std::vector<JobRecord> active = ctx.store->ListActiveJobs(/*with_spec=*/false);

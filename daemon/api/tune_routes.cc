@@ -260,7 +260,7 @@ void RegisterTuneRoutes(const ApiContext& ctx, const AddRoute& add) {
                           {"deleted", true},
                           {"job_ids", r->job_ids},
                           {"exp_dir", r->exp_dir},
-                          {"exp_dir_removed", files}});
+                          {"exp_dir_removed", files && !r->exp_dir.empty()}});
     });
   });
   for (const char* verb : {"stop", "resume"}) {

@@ -16,6 +16,7 @@
 #include "common/logging.h"
 #include "daemon/consensus/disk_guard.h"
 #include "daemon/head/checkpoint_merge.h"
+#include "daemon/head/deletion_check.h"
 #include "daemon/head/launch_plans.h"
 #include "proto/launch_plan.h"
 
@@ -178,6 +179,12 @@ void JobManager::Stop(const std::string& job_id, const std::string& reason,
 
 void JobManager::Delete(const std::string& job_id, bool remove_files,
                         std::function<void(Result<cmd::DeleteJobAnswer>)> done) {
+  auto job = store_->GetJob(job_id, /*with_spec=*/false);
+  if (Status st = CheckDeletion(*store_, {job_id}, remove_files && job ? job->trial_dir : "");
+      !st.ok()) {
+    done(st);
+    return;
+  }
   log_->Propose(commands::DeleteJob(job_id),
                 Answered<cmd::DeleteJobAnswer>(
                     [this, job_id, remove_files, done](Result<cmd::DeleteJobAnswer> r) {

@@ -158,7 +158,8 @@ class JobManager : public WorkerPoolListener {
             std::function<void(Result<std::string>)> done);
   // Proposes delete_job for a finished job; `done` gets the answer (its trial dir and
   // checkpoint directories). With `remove_files` those are removed too (never through a
-  // symlink), and every node's logs of the job.
+  // symlink), and every node's logs of the job. FailedPrecondition, before anything is
+  // proposed, when a job that has not ended needs what would go (deletion_check.h).
   void Delete(const std::string& job_id, bool remove_files,
               std::function<void(Result<cmd::DeleteJobAnswer>)> done);
   // After a committed delete_job or delete_experiment: drops what this head keeps of the

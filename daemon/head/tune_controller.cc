@@ -7,6 +7,7 @@
 #include "common/crypto.h"
 #include "common/json_depth.h"
 #include "common/logging.h"
+#include "daemon/head/deletion_check.h"
 #include "daemon/head/tune_results.h"
 #include "proto/job_spec.h"
 
@@ -614,6 +615,24 @@ void TuneController::Resume(const std::string& experiment_id, std::function<void
 
 void TuneController::Delete(const std::string& experiment_id, bool remove_files,
                             std::function<void(Result<cmd::DeleteExperimentAnswer>)> done) {
+  auto e = store_->GetExperiment(experiment_id);
+  if (!e) {
+    done(Status::NotFound("no experiment " + experiment_id));
+    return;
+  }
+  std::set<std::string> jobs;
+  for (const auto& t : store_->ListTrials(experiment_id)) {
+    const json ids = ParseJsonBounded(t.jobs);
+    if (ids.is_array()) {
+      for (const auto& id : ids)
+        if (id.is_string()) jobs.insert(id.get<std::string>());
+    }
+    if (!t.job_id.empty()) jobs.insert(t.job_id);
+  }
+  if (Status st = CheckDeletion(*store_, jobs, remove_files ? e->exp_dir : ""); !st.ok()) {
+    done(st);
+    return;
+  }
   log_->Propose(cmd::Encode(cmd::DeleteExperiment{experiment_id}),
                 Answered<cmd::DeleteExperimentAnswer>([this, experiment_id, remove_files, done](
                                                           Result<cmd::DeleteExperimentAnswer> r) {
@@ -631,6 +650,9 @@ void TuneController::Delete(const std::string& experiment_id, bool remove_files,
                     LOG_INFO << "experiment " << experiment_id << " deleted with its "
                              << r->job_ids.size() << " trial jobs"
                              << (remove_files ? " and its dir " + r->exp_dir : "");
+                  } else if (r.status().message().rfind("no experiment ", 0) == 0) {
+                    // Another delete came first: as if this one had come after it.
+                    r = Status::NotFound(r.status().message());
                   }
                   done(std::move(r));
                 }));

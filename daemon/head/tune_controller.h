@@ -84,7 +84,9 @@ class TuneController : public JobEventListener {
   void Resume(const std::string& experiment_id, std::function<void(Status)> done);
   // Proposes delete_experiment for an experiment that is not RUNNING; `done` gets the
   // answer. Its trials' jobs go with it (records and logs here); with `remove_files`, its
-  // experiment dir too (trial dirs, checkpoints, result files).
+  // experiment dir too (trial dirs, checkpoints, result files). NotFound when it is gone;
+  // FailedPrecondition, before anything is proposed, when a job that has not ended needs
+  // what would go (deletion_check.h).
   void Delete(const std::string& experiment_id, bool remove_files,
               std::function<void(Result<cmd::DeleteExperimentAnswer>)> done);
 

@@ -427,14 +427,16 @@ TEST_CASE("tune delete") {
   CHECK(d.out.str() ==
         "e0a1b2c3d4e5: deleted with 3 trial jobs (its dir /results/digits-tune-e0a1 stays)\n");
   options.checkpoints = true;
-  TestContext d2(&deleted);
+  auto removed = Always(200, R"({"experiment_id":"e0a1b2c3d4e5","deleted":true,
+      "job_ids":["j1"],"exp_dir":"/results/digits-tune-e0a1","exp_dir_removed":true})");
+  TestContext d2(&removed);
   REQUIRE(RunTune(options, d2.ctx) == kExitOk);
-  CHECK(deleted.requests.at(1).target == "/v1/tune/digits-tune?checkpoints=1");
+  CHECK(removed.requests.at(0).target == "/v1/tune/digits-tune?checkpoints=1");
   CHECK(d2.out.str() ==
-        "e0a1b2c3d4e5: deleted with 3 trial jobs and its dir /results/digits-tune-e0a1\n");
+        "e0a1b2c3d4e5: deleted with 1 trial job and its dir /results/digits-tune-e0a1\n");
 
   auto running = Always(409, R"({"error":"experiment e0a1 is RUNNING; stop it first"})");
   TestContext r(&running);
-  CHECK(RunTune(options, r.ctx) != kExitOk);
+  CHECK(RunTune(options, r.ctx) == kExitNotFound);
   CHECK_THAT(r.err.str(), Catch::Contains("RUNNING; stop it first"));
 }
