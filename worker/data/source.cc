@@ -12,6 +12,8 @@
 #include <cstring>
 #include <utility>
 
+#include "worker/data/mapped_files.h"
+
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22  // Linux 5.14
 #endif
@@ -213,7 +215,16 @@ Result<std::shared_ptr<const MappedFile>> MappedFile::Open(const DataFile& file,
       new MappedFile(file.name, static_cast<const char*>(p), size));
 }
 
-MappedFile::~MappedFile() { ::munmap(const_cast<char*>(data_), size_); }
+MappedFile::MappedFile(std::string name, const char* data, uint64_t size)
+    : name_(std::move(name)),
+      data_(data),
+      size_(size),
+      fault_slot_(RegisterMapping(data, size, name_)) {}
+
+MappedFile::~MappedFile() {
+  UnregisterMapping(fault_slot_);
+  ::munmap(const_cast<char*>(data_), size_);
+}
 
 Status MappedFile::Populate(uint64_t offset, uint64_t len) const {
   if (offset > size_ || len > size_ - offset) {

@@ -67,10 +67,10 @@ Result<size_t> ReadFully(ByteSource* source, char* buf, size_t len);
 //
 // The file must not shrink while it is mapped: a page past its new end raises SIGBUS in
 // the reading process (the worker: its job fails and restarts as its failure_config
-// allows). Open checks the size against what the caller expects (where it expects one:
-// Parquet's footer says it; a text file is taken at its size then, its row index checks
-// the segments), and Populate fails cleanly when the file ends early, so a file cut short
-// before or between units is an error; only a truncation in the middle of a unit's
+// allows; its log says which file, mapped_files.h). Open checks the size against what the caller
+// expects (where it expects one: Parquet's footer says it; a text file is taken at its size then,
+// its row index checks the segments), and Populate fails cleanly when the file ends early, so a
+// file cut short before or between units is an error; only a truncation in the middle of a unit's
 // parsing is not (nor a storage error on a page evicted after Populate, which a read would
 // have returned as an error, nor a page Released and touched again).
 //
@@ -102,12 +102,12 @@ class MappedFile {
   void Release(uint64_t offset, uint64_t len) const;
 
  private:
-  MappedFile(std::string name, const char* data, uint64_t size)
-      : name_(std::move(name)), data_(data), size_(size) {}
+  MappedFile(std::string name, const char* data, uint64_t size);
 
   const std::string name_;
   const char* const data_;
   const uint64_t size_;
+  const int fault_slot_;  // RegisterMapping's: a SIGBUS in the mapping names the file
 };
 
 }  // namespace data
