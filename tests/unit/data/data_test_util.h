@@ -38,27 +38,44 @@ class TempDir {
   std::string path_;
 };
 
-// Runs `fn` in a forked child, so that what it does (its memory, its credentials) stays
-// there, and returns the `n` values it returned (-1 each when it returned fewer).
-inline std::vector<int64_t> InChild(size_t n, const std::function<std::vector<int64_t>()>& fn) {
+// What a forked child wrote to its pipe, and how it ended (waitpid's status).
+struct ChildEnd {
+  std::string written;
+  int status = 0;
+};
+
+// Runs `fn` in a forked child with the write end of a pipe, then ends the child
+// (_exit(0), unless `fn` ended it); returns what it wrote there and its status.
+inline ChildEnd ForkWithPipe(const std::function<void(int fd)>& fn) {
   int fds[2];
   REQUIRE(::pipe(fds) == 0);
   const pid_t pid = ::fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
     ::close(fds[0]);
-    std::vector<int64_t> out = fn();
-    out.resize(n, -1);
-    (void)!::write(fds[1], out.data(), n * sizeof(int64_t));
+    fn(fds[1]);
     ::_exit(0);
   }
   ::close(fds[1]);
-  std::vector<int64_t> got(n, -2);
-  const ssize_t want = static_cast<ssize_t>(n * sizeof(int64_t));
-  REQUIRE(::read(fds[0], got.data(), n * sizeof(int64_t)) == want);
+  ChildEnd end;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) end.written.append(buf, n);
   ::close(fds[0]);
-  int status = 0;
-  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  REQUIRE(::waitpid(pid, &end.status, 0) == pid);
+  return end;
+}
+
+// Runs `fn` in a forked child, so that what it does (its memory, its credentials) stays
+// there, and returns the `n` values it returned (-1 each when it returned fewer).
+inline std::vector<int64_t> InChild(size_t n, const std::function<std::vector<int64_t>()>& fn) {
+  const ChildEnd end = ForkWithPipe([&](int fd) {
+    std::vector<int64_t> out = fn();
+    out.resize(n, -1);
+    (void)!::write(fd, out.data(), n * sizeof(int64_t));
+  });
+  REQUIRE(end.written.size() == n * sizeof(int64_t));
+  std::vector<int64_t> got(n);
+  std::memcpy(got.data(), end.written.data(), end.written.size());
   return got;
 }
 

@@ -55,13 +55,8 @@ TEST_CASE("a mapped file cut short while read ends the process with SIGBUS, nami
   TempDir dir;
   const std::string path = dir / "data.csv";
   Write(path, std::string(3 * kPage, 'x'));
-  int fds[2];
-  REQUIRE(::pipe(fds) == 0);
-  const pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    ::close(fds[0]);
-    ::dup2(fds[1], STDERR_FILENO);
+  const ChildEnd end = ForkWithPipe([&](int fd) {
+    ::dup2(fd, STDERR_FILENO);
     // The test framework's own SIGBUS handler would report a failure from the child: the
     // default action is what a worker has.
     ::signal(SIGBUS, SIG_DFL);
@@ -71,14 +66,9 @@ TEST_CASE("a mapped file cut short while read ends the process with SIGBUS, nami
     volatile char c = (*m)->data()[2 * kPage + 1];  // past the file's new end
     (void)c;
     ::_exit(4);  // not reached: the read raised SIGBUS
-  }
-  ::close(fds[1]);
-  std::string err;
-  char buf[4096];
-  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) err.append(buf, n);
-  ::close(fds[0]);
-  int status = 0;
-  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  });
+  const std::string& err = end.written;
+  const int status = end.status;
   INFO("stderr: " << err << " status: " << status);
   REQUIRE(WIFSIGNALED(status));
   CHECK(WTERMSIG(status) == SIGBUS);
