@@ -72,6 +72,24 @@ std::optional<uint64_t> ContentRangeTotal(const std::string& value) {
   return static_cast<uint64_t>(std::stoull(total));
 }
 
+// The first and last byte of "bytes FIRST-LAST/TOTAL" (TOTAL may be "*").
+std::optional<std::pair<uint64_t, uint64_t>> ContentRangeSpan(const std::string& value) {
+  const std::string unit = "bytes ";
+  if (value.compare(0, unit.size(), unit) != 0) return std::nullopt;
+  const auto dash = value.find('-', unit.size());
+  const auto slash = value.find('/', unit.size());
+  if (dash == std::string::npos || slash == std::string::npos || dash > slash) return std::nullopt;
+  const std::string first = value.substr(unit.size(), dash - unit.size());
+  const std::string last = value.substr(dash + 1, slash - dash - 1);
+  for (const std::string* s : {&first, &last}) {
+    if (s->empty() || s->size() > 19 || s->find_first_not_of("0123456789") != std::string::npos)
+      return std::nullopt;
+  }
+  const uint64_t a = std::stoull(first), b = std::stoull(last);
+  if (b < a) return std::nullopt;
+  return std::make_pair(a, b);
+}
+
 std::string ConnectErrorText(const error_code& ec) {
   if (ec == asio::error::connection_refused) return "connection refused";
   if (ec == asio::error::host_unreachable) return "host unreachable";
@@ -98,6 +116,10 @@ Status FollowLocation(const std::string& location, ClientRequest* r) {
           location;
   }
   TRAINTL_ASSIGN_OR_RETURN(Url next, ParseUrl(url));
+  if (r->tls && !next.tls) {
+    return Status::InvalidArgument("refused a redirect from https to " + url +
+                                   ": it would drop TLS");
+  }
   if (next.host != r->host || next.port != r->port) {
     for (auto it = r->headers.begin(); it != r->headers.end();) {  // a credential for one server
       it = Lower(it->first) == "authorization" ? r->headers.erase(it) : std::next(it);
@@ -177,7 +199,10 @@ struct ClientStream::Impl {
   tcp::socket socket{ioc};
   std::optional<ssl::context> ssl_ctx;
   std::optional<ssl::stream<tcp::socket&>> tls;
-  boost::beast::flat_buffer buffer;
+  // Bounded: Beast 1.74 applies no limit to chunk-size lines, chunk extensions or
+  // trailers, so a server sending one of them without end would grow an unbounded buffer
+  // (each read counting as progress against the idle timeout). Full, it fails the read.
+  boost::beast::flat_buffer buffer{2 * kHeaderLimit};
   std::optional<bhttp::response_parser<bhttp::buffer_body>> parser;
   Clock::time_point started;      // Open was called
   Clock::time_point hop_started;  // the current connection was begun
@@ -420,6 +445,17 @@ Result<std::unique_ptr<ClientStream>> ClientStream::Open(const ClientRequest& re
     for (const auto& field : head) {
       std::string& value = stream->head_.headers[Lower(std::string(field.name_string()))];
       value += (value.empty() ? "" : ", ") + std::string(field.value());
+    }
+    if (status == 206) {
+      // A 206 for other bytes than those asked for would be read as if it were them.
+      const std::string content_range = stream->header("content-range");
+      const auto span = ContentRangeSpan(content_range);
+      if (!span || span->first != current.range_from) {
+        return Status::InvalidArgument("the server answered 206 with Content-Range '" +
+                                       content_range + "' to a request for the bytes from " +
+                                       std::to_string(current.range_from));
+      }
+      stream->range_end_ = span->second;
     }
     if (status == 206 || status == 416) {
       stream->total_size_ = ContentRangeTotal(stream->header("content-range"));

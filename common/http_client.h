@@ -134,6 +134,9 @@ class ClientStream {
   // The size of the whole resource when the server said (Content-Range, else
   // Content-Length of a 200).
   std::optional<uint64_t> total_size() const { return total_size_; }
+  // A 206's last byte (Content-Range, inclusive), whose first byte Open checked is
+  // range_from: a server may answer less than the rest of the resource.
+  std::optional<uint64_t> range_end() const { return range_end_; }
 
  private:
   struct Impl;
@@ -145,6 +148,7 @@ class ClientStream {
   std::string url_;
   bool range_honoured_ = true;
   std::optional<uint64_t> total_size_;
+  std::optional<uint64_t> range_end_;
 };
 
 // Open, then ReadAll: the whole response.

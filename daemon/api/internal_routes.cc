@@ -120,8 +120,10 @@ void RegisterHeadRoutes(http::Router& router, const InternalRoutesContext& ctx) 
           try {
             ApplyWorkerEvent(ctx.jobs, ev);
           } catch (const std::exception& e) {
-            LOG_WARN << "malformed worker event from " << body.value("node_id", "?") << ": "
-                     << e.what();
+            const auto node = body.find("node_id");
+            LOG_WARN << "malformed worker event from "
+                     << (node != body.end() && node->is_string() ? node->get<std::string>() : "?")
+                     << ": " << e.what();
           }
         }
         res->SendJson(200, {{"ok", true}});

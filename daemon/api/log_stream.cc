@@ -321,6 +321,13 @@ bool LogStream::Fill(Source& s, size_t max, off_t limit) {
   if (s.offset >= size) return false;
   const size_t n = static_cast<size_t>(std::min<off_t>(size - s.offset, static_cast<off_t>(max)));
   std::string data = ReadRange(s.path, s.offset, n);
+  if (data.empty()) {
+    // Nothing where the size said there was more: the file shrank or is gone (training code
+    // truncated its log, or the job was deleted). The history ends here; left as it was,
+    // MergeHistory would ask again forever on the io thread.
+    if (limit >= 0) s.hist_end = s.offset;
+    return false;
+  }
   if (s.buf_head > 0 && s.buf_head >= s.buf.size() / 2) {
     s.buf.erase(0, s.buf_head);
     s.buf_head = 0;

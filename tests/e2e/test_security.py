@@ -448,6 +448,48 @@ class LogStreamLimitTest(unittest.TestCase):
             self.assertEqual(leftover, [])
 
 
+class LogShrinkTest(DaemonTestCase):
+    def test_a_log_cut_short_while_it_is_read_ends_the_read_and_blocks_nothing(self):
+        """Training code may truncate its own log (its stdout), and a delete removes it,
+        while a slow `traintl logs` reads it: the read ends where the file did, and the
+        daemon (one io thread) keeps serving."""
+        job_id = self.daemon.submit_spec(train_spec(name="shrink", workers=1, epochs=1,
+                                                    sleep_ms=0))
+        self.daemon.wait_terminal(job_id)
+        log = os.path.join(self.daemon.data_dir, "jobs", job_id, "attempt_1", "rank_0.log")
+        with open(log, "a") as f:  # 8 MiB of history: more than the socket buffers hold
+            for i in range(8 * 1024):
+                f.write(f"line {i:06d} " + "x" * 1009 + "\n")
+        host, port = self.daemon.address.rsplit(":", 1)
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connect: the window
+        s.settimeout(30)
+        s.connect((host, int(port)))
+        try:
+            s.sendall(f"GET /v1/jobs/{job_id}/logs HTTP/1.1\r\nHost: x\r\n"
+                      f"Authorization: Bearer {self.daemon.token}\r\n\r\n".encode())
+            got = s.recv(4096)
+            self.assertIn(b"200", got.split(b"\r\n", 1)[0])
+            time.sleep(0.5)  # the daemon's writes now wait for this reader
+            os.truncate(log, 0)
+            got += s.recv(65536)
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                got += chunk
+                if got.endswith(b"\r\n0\r\n\r\n"):
+                    break
+            self.assertTrue(got.endswith(b"\r\n0\r\n\r\n"), "the read did not end")
+            self.assertLess(len(got), 8 * 1024 * 1024)
+        finally:
+            s.close()
+        started = time.monotonic()
+        self.assertEqual(self.daemon.get("/healthz", auth=False)[0], 200)
+        self.assertLess(time.monotonic() - started, 5)
+
+
 def write_secret(data_dir, name, value):
     path = os.path.join(data_dir, name)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

@@ -52,7 +52,12 @@ std::vector<SegmentPiece> SplitAtChunks(const Segment& seg, const std::vector<Ch
 }
 
 void BatchReader::ReaderMain() {
-  Status st = ReadSegments();
+  Status st;
+  try {
+    st = ReadSegments();
+  } catch (const std::exception& e) {  // bad_alloc: a block larger than memory allows
+    st = Status::ResourceExhausted(std::string("reading a block: ") + e.what());
+  }
   if (stop_) return;
   auto last = std::make_unique<Unit>();
   last->end_marker = st.ok();

@@ -216,6 +216,11 @@ int DatasetService::ShardOpen(void* ctx, const char* name, const char* options_j
     if (st.ok()) st = Get(*opts, "infer_rows", &options.infer_rows);
     if (st.ok()) st = Get(*opts, "chunk_bytes", &options.chunk_bytes);
     if (st.ok()) st = Get(*opts, "http_timeout_s", &options.http.timeout_s);
+    // Outside this range the timeout would be none at all (0, negative, NaN, under a
+    // millisecond) or overflow its conversion to milliseconds.
+    if (st.ok() && !(options.http.timeout_s >= 0.001 && options.http.timeout_s <= 86400)) {
+      st = Status::InvalidArgument("http_timeout_s: must be between 0.001 and 86400 seconds");
+    }
     if (st.ok()) {
       auto types = ParseColumnTypes(*opts);
       if (types.ok()) {

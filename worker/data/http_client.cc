@@ -46,9 +46,19 @@ Result<std::unique_ptr<HttpBodyReader>> HttpBodyReader::Open(const std::string& 
     return Status::NotFound(what + " (no such file on the server)");
   }
   if (status >= 500) return Status::Unavailable(what);
-  const bool at_end = status == 416;  // the offset is at or past the end: nothing to read
-  if (!at_end && (status >= 300 || status < 200)) return Status::InvalidArgument(what);
+  // 416: nothing to read, when the offset is at or past the end; a 416 for an offset
+  // inside the resource would end a read early without a word.
+  const bool at_end = status == 416;
+  if (at_end && (!stream->total_size() || *stream->total_size() > offset)) {
+    return Status::InvalidArgument(what + " for the bytes from " + std::to_string(offset) +
+                                   ", which are within the file (Content-Range '" +
+                                   stream->header("Content-Range") + "')");
+  }
+  if (!at_end && status != 200 && status != 206) return Status::InvalidArgument(what);
   std::unique_ptr<HttpBodyReader> reader(new HttpBodyReader(url, std::move(stream), at_end));
+  reader->options_ = options;
+  reader->cancel_ = cancel;
+  reader->pos_ = offset;
   reader->range_honoured_ = reader->stream_->range_honoured();
   reader->total_size_ = reader->stream_->total_size();
   // A weak ETag ("W/...") promises equivalent content, not the same bytes.
@@ -63,10 +73,43 @@ Result<std::unique_ptr<HttpBodyReader>> HttpBodyReader::Open(const std::string& 
 }
 
 Result<size_t> HttpBodyReader::Read(char* buf, size_t len) {
-  if (at_end_) return size_t{0};
-  auto n = stream_->Read(buf, len);
-  if (n.ok()) return n;
-  return Status::Unavailable("GET " + url_ + ": " + n.status().message());
+  bool continued = false;  // the stream was just continued: it must give bytes
+  for (;;) {
+    if (at_end_ || len == 0) return size_t{0};
+    auto n = stream_->Read(buf, len);
+    if (!n.ok()) return Status::Unavailable("GET " + url_ + ": " + n.status().message());
+    if (*n > 0) {
+      pos_ += *n;
+      return n;
+    }
+    // The body ended. A 206 covers the resource's bytes up to range_end (or fewer, when
+    // the connection closed early); whatever is left takes another request.
+    if (!stream_->range_end() || !total_size_ || pos_ >= *total_size_) return size_t{0};
+    if (continued) {
+      return Status::InvalidArgument("GET " + url_ + ": the server's answer for the bytes from " +
+                                     std::to_string(pos_) + " was empty");
+    }
+    TRAINTL_RETURN_IF_ERROR(Continue());
+    continued = true;
+  }
+}
+
+Status HttpBodyReader::Continue() {
+  const uint64_t from = pos_;
+  TRAINTL_ASSIGN_OR_RETURN(std::unique_ptr<HttpBodyReader> next,
+                           Open(url_, from, options_, cancel_));
+  if (next->at_end_ || !next->stream_->range_end()) {
+    return Status::InvalidArgument("GET " + url_ + ": the server answered part of the file (" +
+                                   std::to_string(from) + " of " + std::to_string(*total_size_) +
+                                   " bytes), then no range for the rest");
+  }
+  if (next->total_size_ != total_size_ || next->validator_ != validator_) {
+    return Status::FailedPrecondition("GET " + url_ +
+                                      ": the file changed on the server while it was read (its "
+                                      "size or ETag / Last-Modified differ between requests)");
+  }
+  stream_ = std::move(next->stream_);
+  return Status::Ok();
 }
 
 }  // namespace data

@@ -5,10 +5,15 @@
 //
 // Range: when `offset` > 0 the request carries "Range: bytes=<offset>-". A server that
 // ignores it (200 instead of 206) is still read correctly: the first `offset` bytes are
-// skipped on the client. range_honoured() tells which happened.
+// skipped on the client. range_honoured() tells which happened. A 206 must start at the
+// byte asked for (common/http_client.h); one that ends before the resource does (a server
+// or proxy that caps ranges, or a connection closed early) is continued with another
+// Range request from where it stopped, which must come from the same version of the
+// resource (validator()), else FailedPrecondition.
 //
-// Errors: 404/410 are NotFound, other 4xx InvalidArgument (retrying cannot help); refused
-// or dropped connections, timeouts and 5xx are Unavailable (a later attempt may succeed).
+// Errors: 404/410 are NotFound, other 4xx, a 2xx other than 200 and 206, and a 416 for an
+// offset inside the resource are InvalidArgument (retrying cannot help); refused or
+// dropped connections, timeouts and 5xx are Unavailable (a later attempt may succeed).
 // Messages name the URL.
 //
 // Thread-safety: one object is used by one thread at a time; Cancel() may be called from
@@ -60,10 +65,15 @@ class HttpBodyReader {
 
  private:
   HttpBodyReader(std::string url, std::unique_ptr<http::ClientStream> stream, bool at_end);
+  // Another Range request from pos_, after a 206 that ended before the resource did.
+  Status Continue();
 
   std::string url_;
+  HttpOptions options_;
+  const std::atomic<bool>* cancel_ = nullptr;
   std::unique_ptr<http::ClientStream> stream_;
-  bool at_end_;  // 416: the offset is at or past the end
+  bool at_end_;       // 416: the offset is at or past the end
+  uint64_t pos_ = 0;  // the resource's byte the next Read gives
   bool range_honoured_ = true;
   std::optional<uint64_t> total_size_;
   std::string validator_;

@@ -261,6 +261,22 @@ Result<std::shared_ptr<const ParquetLayout>> ParseParquetFooter(const std::strin
             ") is not within the file's data (bytes 4 to " + std::to_string(footer_start) + ")");
       }
     }
+    // Disjoint, so that the bytes a row group's chunks take together (what a reader
+    // allocates for them) are at most the file's: a footer that lies cannot make a sum wrap
+    // around, or ask for more memory than the file has bytes.
+    std::vector<std::pair<ByteRange, size_t>> ranges;
+    for (size_t c = 0; c < cols.size(); ++c)
+      ranges.emplace_back(ColumnChunkRange(rg.columns[c].meta_data), c);
+    std::stable_sort(ranges.begin(), ranges.end(),
+                     [](const auto& a, const auto& b) { return a.first.offset < b.first.offset; });
+    for (size_t k = 1; k < ranges.size(); ++k) {
+      const ByteRange& prev = ranges[k - 1].first;
+      if (prev.offset + prev.size > ranges[k].first.offset) {
+        return Status::InvalidArgument(where + ": the byte ranges of columns '" +
+                                       cols[ranges[k - 1].second].name + "' and '" +
+                                       cols[ranges[k].second].name + "' overlap");
+      }
+    }
   }
   return std::shared_ptr<const ParquetLayout>(std::move(layout));
 }

@@ -212,6 +212,14 @@ TEST_CASE("bad requests: unknown dataset, unknown options, wrong option types") 
   CHECK(api->shard_open(api->ctx, "train", R"({"column_types": {"id": "int8"}})", &shard, err,
                         sizeof err) == TRAINTL_DATA_BAD);
   CHECK_THAT(std::string(err), Catch::Contains("column_types['id']"));
+  // A timeout of none (0, negative) or one that overflows its conversion is refused.
+  for (const char* opts :
+       {R"({"http_timeout_s": 0})", R"({"http_timeout_s": -1})", R"({"http_timeout_s": 1e300})"}) {
+    INFO(opts);
+    CHECK(api->shard_open(api->ctx, "train", opts, &shard, err, sizeof err) == TRAINTL_DATA_BAD);
+    CHECK_THAT(std::string(err), Catch::Contains("http_timeout_s: must be between 0.001 and "
+                                                 "86400 seconds"));
+  }
   REQUIRE(api->shard_open(api->ctx, "train", nullptr, &shard, err, sizeof err) == TRAINTL_DATA_OK);
   auto info = nlohmann::json::parse(api->shard_info(api->ctx, shard));
   CHECK(info["format"] == "csv");

@@ -68,6 +68,9 @@ class TestHttpServer {
     bool chunked = false;  // chunked transfer encoding instead of Content-Length
     bool tls = false;      // https with kTestCert
     std::string etag;      // "strong": an ETag of the file's bytes; "weak": W/ one; "": none
+    size_t range_cap = 0;  // > 0: a 206 holds at most this many bytes (a capped range)
+    bool etag_per_request = false;  // a new strong ETag on every answer (a changing file)
+    bool refuse_ranges = false;     // 416 to every Range request, wherever it starts
   };
   TestHttpServer(std::string root, Options options)
       : root_(std::move(root)),
@@ -136,6 +139,9 @@ class TestHttpServer {
         const std::string tag = "\"" + std::to_string(std::hash<std::string>{}(body)) + "\"";
         res.set(http::field::etag, options_.etag == "weak" ? "W/" + tag : tag);
       }
+      if (options_.etag_per_request) {
+        res.set(http::field::etag, "\"v" + std::to_string(++answers_) + "\"");
+      }
       auto range = req.find(http::field::range);
       if (range != req.end()) {
         std::lock_guard<std::mutex> lock(mu_);
@@ -146,16 +152,18 @@ class TestHttpServer {
         const std::string v(range->value());
         const uint64_t from = std::stoull(v.substr(6, v.find('-') - 6));
         const uint64_t size = body.size();
-        if (from >= size) {
+        if (from >= size || options_.refuse_ranges) {
           res.result(http::status::range_not_satisfiable);
           res.set(http::field::content_range, "bytes */" + std::to_string(size));
           body.clear();
         } else {
           res.result(http::status::partial_content);
+          const uint64_t end =
+              options_.range_cap > 0 ? std::min<uint64_t>(size, from + options_.range_cap) : size;
           res.set(http::field::content_range, "bytes " + std::to_string(from) + "-" +
-                                                  std::to_string(size - 1) + "/" +
+                                                  std::to_string(end - 1) + "/" +
                                                   std::to_string(size));
-          body = body.substr(from);
+          body = body.substr(from, end - from);
         }
       } else {
         res.result(http::status::ok);
@@ -182,11 +190,23 @@ class TestHttpServer {
   std::thread thread_;
   std::mutex mu_;
   std::vector<std::string> ranges_;
+  int answers_ = 0;  // etag_per_request's counter (the server's thread only)
 };
 
 net::io_context& ioc_for_port() {
   static net::io_context ioc;
   return ioc;
+}
+
+traintl::Result<std::string> ReadToEnd(HttpBodyReader& r) {
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    auto n = r.Read(buf, sizeof buf);
+    if (!n.ok()) return n.status();
+    if (*n == 0) return out;
+    out.append(buf, *n);
+  }
 }
 
 std::vector<int64_t> Iota(int64_t n) {
@@ -245,6 +265,69 @@ TEST_CASE("http: split shards seek with Range requests, or skip when the server 
     const auto seen = server.ranges();
     CHECK(std::count_if(seen.begin(), seen.end(),
                         [](const std::string& r) { return r != "bytes=0-"; }) >= 2);
+  }
+}
+
+TEST_CASE("http: a server that caps its ranges is read on, range by range") {
+  TempDir dir;
+  WriteIdCsv(dir / "train.csv", 0, 3001);
+  TestHttpServer::Options capped;
+  capped.range_cap = 1000;
+  TestHttpServer server(dir.path(), capped);
+  std::vector<int64_t> all;
+  for (int rank = 0; rank < 3; ++rank) {
+    auto ds = OpenDataset(server.url("train.csv"), rank, 3, true, ShardOptions{});
+    IterOptions o;
+    o.batch_size = 64;
+    Epoch e = ReadEpoch(ds, o);
+    INFO(e.status.message());
+    REQUIRE(e.status.ok());
+    CHECK(e.ids.size() == 1001);
+    all.insert(all.end(), e.ids.begin(), e.ids.end());
+  }
+  std::sort(all.begin(), all.end());
+  all.erase(std::unique(all.begin(), all.end()), all.end());
+  CHECK(all == Iota(3001));
+  CHECK(server.ranges().size() > 30);  // ~50 KB in ranges of 1000 bytes
+
+  // The bytes themselves, from an offset: every range continues where the last ended.
+  const std::string text = *traintl::ReadFile(dir / "train.csv");
+  auto r = HttpBodyReader::Open(server.url("train.csv"), 7, HttpOptions{});
+  REQUIRE(r.ok());
+  auto got = ReadToEnd(**r);
+  REQUIRE(got.ok());
+  CHECK(*got == text.substr(7));
+}
+
+TEST_CASE("http: a file that changes between ranges, or a 416 inside it, is an error") {
+  TempDir dir;
+  Write(dir / "f.csv", std::string(5000, 'a'));
+  SECTION("a new ETag on the next range: FailedPrecondition") {
+    TestHttpServer::Options o;
+    o.range_cap = 1000;
+    o.etag_per_request = true;
+    TestHttpServer server(dir.path(), o);
+    auto r = HttpBodyReader::Open(server.url("f.csv"), 10, HttpOptions{});
+    REQUIRE(r.ok());
+    auto n = ReadToEnd(**r);
+    REQUIRE_FALSE(n.ok());
+    CHECK(n.status().code() == traintl::Status::Code::kFailedPrecondition);
+    CHECK_THAT(n.status().message(),
+               Catch::Contains(server.url("f.csv")) && Catch::Contains("changed on the server"));
+  }
+  SECTION("416 for bytes the file has: InvalidArgument, not an empty read") {
+    TestHttpServer::Options o;
+    o.refuse_ranges = true;
+    TestHttpServer server(dir.path(), o);
+    auto r = HttpBodyReader::Open(server.url("f.csv"), 10, HttpOptions{});
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().code() == traintl::Status::Code::kInvalidArgument);
+    CHECK_THAT(r.status().message(), Catch::Contains("which are within the file"));
+    // At the end, 416 is the end.
+    auto end = HttpBodyReader::Open(server.url("f.csv"), 5000, HttpOptions{});
+    REQUIRE(end.ok());
+    char c;
+    CHECK(*(*end)->Read(&c, 1) == 0);
   }
 }
 

@@ -472,6 +472,7 @@ TEST_CASE("parquet: the corrupt corpus gives InvalidArgument naming the file, ne
       {"page_size_lies", "row group 0, column 'id': a page of"},
       {"scrambled_pages", "row group 0, column"},
       {"uncompressed_size_lies", "row group 0, column 'id': an uncompressed page of"},
+      {"overlapping_chunks", "row group 0: the byte ranges of columns 'id' and 'f64' overlap"},
   };
   const auto names = Files(dir, ".parquet");
   CHECK(names.size() == why.size());

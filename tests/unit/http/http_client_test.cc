@@ -498,6 +498,60 @@ TEST_CASE("http client: an IP literal is connected to without a resolver thread"
   }
 }
 
+TEST_CASE("http client: a 206 must start at the byte asked for") {
+  TestServer server([](const Request& req, const TestServer::Write& w) {
+    const std::string t(req.target());
+    // From byte 0 whatever was asked: a server (or cache) that mixes up ranges.
+    if (t == "/wrong")
+      return w(Response("206 Partial Content", "Content-Range: bytes 0-9/10\r\n", "0123456789"));
+    if (t == "/garbled")
+      return w(Response("206 Partial Content", "Content-Range: bytes x\r\n", ""));
+    w(Response("206 Partial Content", "Content-Range: bytes 5-7/10\r\n", "567"));
+  });
+  ClientRequest r = Get(server, "/wrong");
+  r.range_from = 5;
+  auto wrong = ClientStream::Open(r);
+  REQUIRE_FALSE(wrong.ok());
+  CHECK(wrong.status().code() == Status::Code::kInvalidArgument);
+  CHECK(wrong.status().message() ==
+        "the server answered 206 with Content-Range 'bytes 0-9/10' to a request for the bytes "
+        "from 5");
+  r.target = "/garbled";
+  CHECK(ClientStream::Open(r).status().code() == Status::Code::kInvalidArgument);
+  // Less than the rest of the resource is a range all the same: its end is told.
+  r.target = "/short";
+  auto part = ClientStream::Open(r);
+  REQUIRE(part.ok());
+  CHECK((*part)->range_end() == std::optional<uint64_t>(7));
+  CHECK((*part)->total_size() == std::optional<uint64_t>(10));
+  CHECK(ReadBody(**part) == "567");
+}
+
+TEST_CASE("http client: endless chunk framing fails the read instead of filling memory") {
+  // 1 MiB of a chunk extension, or of a trailer, then nothing: without a bound the client
+  // would buffer it all and wait; with one it fails once its buffer is full.
+  const std::string flood(1 << 20, 'x');
+  const std::string head = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
+  for (const std::string& bytes :
+       {head + "1;" + flood, head + "3\r\nabc\r\n0\r\nX-Trailer: " + flood}) {
+    std::unique_ptr<TestServer> server;
+    server = std::make_unique<TestServer>([&](const Request&, const TestServer::Write& w) {
+      w(bytes);
+      server->WaitForStop();
+    });
+    ClientOptions o;
+    o.idle_timeout = std::chrono::milliseconds(5000);
+    auto stream = ClientStream::Open(Get(*server, "/"), o);
+    REQUIRE(stream.ok());
+    std::string body;
+    Status st = (*stream)->ReadAll(&body);
+    REQUIRE_FALSE(st.ok());
+    // Not "timed out": the bound, not the idle timeout, ended it.
+    CHECK_THAT(st.message(), Catch::Contains("buffer overflow"));
+    CHECK(body.size() <= 3);
+  }
+}
+
 TEST_CASE("http client: TLS is verified") {
   TempDir dir;
   auto pki = traintl::testing::MakeTestPki(dir.path);
@@ -529,6 +583,25 @@ TEST_CASE("http client: TLS is verified") {
     auto response = Exchange(e);
     REQUIRE(response.ok());
     CHECK(response->body == "until the end");
+  }
+  SECTION("a redirect to http is refused: it would drop TLS") {
+    TestServer plain(FileHandler("in the clear", false));
+    TestServer redirect(
+        [&](const Request&, const TestServer::Write& w) {
+          w(Response("302 Found", "Location: " + plain.url("/f") + "\r\n", ""));
+        },
+        tls_options);
+    ClientRequest d = Get(redirect, "/");
+    d.tls.emplace();
+    d.tls->ca_file = pki->ca_cert;
+    ClientOptions o;
+    o.max_redirects = 3;
+    auto response = Exchange(d, o);
+    REQUIRE_FALSE(response.ok());
+    CHECK(response.status().code() == Status::Code::kInvalidArgument);
+    CHECK_THAT(response.status().message(),
+               Catch::Contains("refused a redirect from https to " + plain.url("/f")));
+    CHECK(plain.connections() == 0);
   }
   SECTION("another CA: no request is sent") {
     r.tls->ca_file = pki->other_ca;
