@@ -31,8 +31,12 @@ bool HeadForwarder::Forward(const http::Request& req, const std::shared_ptr<http
   if (voter_ && !write && link_->head_address().empty()) return false;
   auto copy = std::make_shared<http::Request>(req);
   std::map<std::string, std::string> headers = {{kForwardedHeader, "1"}};
-  if (!req.header("authorization").empty()) headers["Authorization"] = req.header("authorization");
-  if (!req.header("content-type").empty()) headers["Content-Type"] = req.header("content-type");
+  // What authenticated the request here authenticates it at the head (the cluster has one
+  // token, so one session value): the bearer token, or the dashboard's session cookie
+  // with its X-Traintl-Ui header.
+  for (const char* name : {"authorization", "cookie", "x-traintl-ui", "content-type"}) {
+    if (!req.header(name).empty()) headers[name] = req.header(name);
+  }
   if (logs && !write) {
     RelayLogs(copy, std::move(headers), res);
     return true;

@@ -1,6 +1,7 @@
 """Multi-node clusters on loopback: joining, the nodes view, SPREAD across nodes, fractional
 GPUs packed per node, kill -9 of the head and of an agent mid-job, self-fencing of a node
 that loses the head, and (where the machine allows) a network-namespace partition."""
+import http.client
 import os
 import signal
 import subprocess
@@ -226,6 +227,25 @@ class RemoteLogsTest(ClusterTestCase):
             status, body = agent.get("/v1/internal/logs/" + bad, raw=True)
             self.assertIn(status, (400, 404), (bad, body))
             self.assertNotIn(agent.token.encode(), body, bad)
+
+        # The dashboard on the agent: its session (cookie + X-Traintl-Ui) goes with the calls
+        # the agent forwards to the head, the log relay included.
+        conn = http.client.HTTPConnection(*agent.address.rsplit(":", 1), timeout=30)
+        conn.request("GET", f"/ui/?token={agent.token}")
+        login = conn.getresponse()
+        login.read()
+        conn.close()
+        self.assertEqual(login.status, 303)
+        session = {"Cookie": login.getheader("Set-Cookie").split(";", 1)[0], "X-Traintl-Ui": "1"}
+        status, body = agent.request("GET", "/v1/nodes", auth=False, headers=session)
+        self.assertEqual(status, 200, body)
+        self.assertEqual(len(body["nodes"]), 2)
+        status, body = agent.request("GET", f"/v1/jobs/{job_id}/logs?ranks=all", auth=False,
+                                     headers=session, raw=True)
+        self.assertEqual(status, 200, body)
+        self.assertIn(f"[rank {on_agent}] epoch 7 rank {on_agent}".encode(), body)
+        self.assertEqual(agent.request("GET", "/v1/nodes", auth=False,
+                                       headers={"Cookie": session["Cookie"]})[0], 401)
 
         # The agent is gone: the head still serves its own rank, and says so for the other.
         agent.stop()
