@@ -311,7 +311,12 @@ Status Daemon::Build() {
   actx.version = TRAINTL_VERSION;
   actx.max_upload_bytes = cfg_.max_upload_bytes;
   actx.max_log_streams = cfg_.max_log_streams;
-  if (!agent_only_) actx.disk_space = [this] { return raft_->disk_space(); };
+  if (!agent_only_) {
+    actx.disk_space = [this] { return raft_->disk_space(); };
+    actx.check_space = [this](uint64_t bytes, const std::string& what) {
+      return raft_->CheckSpaceFor(bytes, what);
+    };
+  }
   if (head_link_ != nullptr) {
     actx.role_when_not_head = jopts.role;
     actx.head_address = [link = head_link_.get()] { return link->head_address(); };

@@ -442,9 +442,10 @@ void RegisterApiRoutes(http::Router& router, ApiContext ctx) {
       "PUT", "/v1/blobs/{sha}",
       [ctx](const Request& req, ResponderPtr res) {
         const std::string& sha = req.params.at("sha");
-        Status st = ctx.blobs->Put(sha, req.body);
+        Status st = ctx.check_space ? ctx.check_space(req.body.size(), "the upload") : Status::Ok();
+        if (st.ok()) st = ctx.blobs->Put(sha, req.body);
         if (!st.ok()) {
-          res->SendError(st.code() == Status::Code::kInvalidArgument ? 400 : 500, st.message());
+          res->SendError(HttpStatusFor(st), st.message());
           return;
         }
         res->SendJson(201, {{"sha256", sha}, {"size", req.body.size()}});

@@ -51,6 +51,9 @@ struct ApiContext {
   // Free space of the replicated log's file system (RaftNode::disk_space); /healthz
   // reports "disk_full" while it is below the reserve. Null: not reported.
   std::function<DiskSpace()> disk_space;
+  // Whether `bytes` more may be written beside the replicated log (RaftNode::CheckSpaceFor):
+  // library uploads go to data_dir too, and a full disk would stop the log. Null: no check.
+  std::function<Status(uint64_t bytes, const std::string& what)> check_space;
   std::function<std::string()> head_address;
   // Multi-node: daemon-to-daemon calls (remote ranks' logs) and the pool they block on.
   // Null on a single node: every rank's log is local.

@@ -57,6 +57,18 @@ Status DiskGuard::Check(uint64_t entry_bytes) {
                                    " the replicated log keeps plus " + Kib(needed) + " to write");
 }
 
+Status DiskGuard::CheckOther(uint64_t bytes, const std::string& what) const {
+  if (min_free_bytes_ == 0) return Status::Ok();
+  Result<uint64_t> free = free_bytes_(path_);
+  if (!free.ok() || (*free >= min_free_bytes_ && *free - min_free_bytes_ >= bytes)) {
+    return Status::Ok();
+  }
+  return Status::ResourceExhausted(std::string(kDiskFullPrefix) + ": " + Mib(*free) +
+                                   " free on the file system of " + path_ +
+                                   ", short of the reserve of " + Mib(min_free_bytes_) +
+                                   " the replicated log keeps plus " + Mib(bytes) + " for " + what);
+}
+
 DiskSpace DiskGuard::Last(bool refresh) {
   if (refresh) (void)Check(0);
   return DiskSpace{last_free_.load(), full_.load()};

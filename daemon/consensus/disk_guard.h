@@ -46,6 +46,11 @@ class DiskGuard {
   // itself reports real errors).
   Status Check(uint64_t entry_bytes);
 
+  // OK when `bytes` written to this file system by something else (a library upload) would
+  // leave the reserve; ResourceExhausted "disk full: ..." otherwise. Unlike Check it
+  // changes nothing: a refused upload must not make the log refuse its next entries.
+  Status CheckOther(uint64_t bytes, const std::string& what) const;
+
   // The result of the last Check (a fresh one when `refresh`).
   DiskSpace Last(bool refresh = false);
 

@@ -305,6 +305,10 @@ Result<std::vector<RaftMember>> RaftNode::Configuration() { return impl_->Config
 Result<RaftTransportStats> RaftNode::TransportStats() { return impl_->TransportStats(); }
 uint64_t RaftNode::id() const { return impl_->id(); }
 DiskSpace RaftNode::disk_space() { return impl_->disk_guard().Last(/*refresh=*/true); }
+
+Status RaftNode::CheckSpaceFor(uint64_t bytes, const std::string& what) {
+  return impl_->disk_guard().CheckOther(bytes, what);
+}
 std::string RaftNode::address() const { return impl_->address(); }
 bool RaftNode::InLoopThread() const { return impl_->InLoopThread(); }
 

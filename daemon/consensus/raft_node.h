@@ -249,6 +249,8 @@ class RaftNode {
   // Free space of data_dir's file system, checked now, and whether it is below the
   // reserve (RaftOptions::min_free_bytes). Any thread.
   DiskSpace disk_space();
+  // DiskGuard::CheckOther on data_dir's file system: for writes beside the log (blobs).
+  Status CheckSpaceFor(uint64_t bytes, const std::string& what);
   // The address this node listens on; with port 0, the chosen one once Start() returned.
   std::string address() const;
   // True on the loop thread.

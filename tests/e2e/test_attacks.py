@@ -6,6 +6,7 @@ crashed the daemon inside libraft.
 The full-disk test needs root (it mounts a small tmpfs for the data directory) and skips,
 saying so, without it.
 """
+import hashlib
 import json
 import os
 import shutil
@@ -237,6 +238,14 @@ class FullDiskTest(unittest.TestCase):
         status, health = d.get("/healthz", auth=False)
         self.assertEqual(status, 200)
         self.assertEqual(health["status"], "disk_full")
+        # A library upload that would eat into the reserve is refused too (it goes to
+        # data_dir/blobs, beside the log), before its bytes are written.
+        blob = os.urandom(8 << 20)
+        status, body = d.request("PUT", f"/v1/blobs/{hashlib.sha256(blob).hexdigest()}", blob)
+        self.assertEqual(status, 507, body)
+        self.assertIn("for the upload", body.get("error", ""))
+        blobs = os.path.join(data_dir, "blobs")
+        self.assertEqual(os.listdir(blobs) if os.path.isdir(blobs) else [], [])
         warnings = [l for l in d.log().splitlines() if "disk full:" in l]
         self.assertEqual(len(warnings), 1, "warned once: " + "\n".join(warnings))
         # Reads still work, and no acknowledged submission is lost.

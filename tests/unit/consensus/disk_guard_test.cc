@@ -49,3 +49,20 @@ TEST_CASE("DiskGuard: 0 disables it, and a failed reading does not block writes"
   CHECK(broken.Check(1 << 30).ok());
   CHECK_FALSE(IsDiskFull(Status::ResourceExhausted("raft: out of memory")));
 }
+
+TEST_CASE("DiskGuard::CheckOther: writes beside the log keep its reserve, and change nothing") {
+  uint64_t free = 300 * kMiB;
+  DiskGuard guard("/some/dir", 128 * kMiB,
+                  [&](const std::string&) -> Result<uint64_t> { return free; });
+  CHECK(guard.CheckOther(100 * kMiB, "the upload").ok());
+  Status st = guard.CheckOther(200 * kMiB, "the upload");
+  REQUIRE(IsDiskFull(st));
+  CHECK(st.message().find("plus 200 MiB for the upload") != std::string::npos);
+  // The refused upload leaves the log's own writes alone.
+  CHECK(guard.Check(1 * kMiB).ok());
+  CHECK_FALSE(guard.Last().full);
+  free = 100 * kMiB;  // below the reserve: nothing fits
+  CHECK(IsDiskFull(guard.CheckOther(1, "the upload")));
+  DiskGuard off("/some/dir", 0, [&](const std::string&) -> Result<uint64_t> { return free; });
+  CHECK(off.CheckOther(1000 * kMiB, "the upload").ok());
+}
