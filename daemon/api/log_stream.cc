@@ -17,6 +17,14 @@ namespace {
 
 constexpr size_t kChunkBytes = 256 * 1024;
 constexpr size_t kReadBytes = 1 << 20;
+// A line longer than this (a progress bar redrawn with \r, a tensor printed whole) is
+// shown in pieces of this size: the stream's buffer stays bounded, and so does the
+// search for a newline.
+constexpr size_t kMaxLineBytes = 1 << 20;
+// With `tail`: the merged last lines kept at most (every rank may hold 16 MiB of them),
+// and how many lines are merged before other handlers get the io thread.
+constexpr size_t kMaxTailBytes = 64u << 20;
+constexpr int kLinesPerTurn = 16384;
 constexpr auto kPollInterval = std::chrono::milliseconds(200);
 constexpr auto kRemoteTimeout = std::chrono::seconds(5);
 // A follow asks a node that did not answer again this often, and waits less for it, so
@@ -107,7 +115,12 @@ void LogStream::History() {
 
 void LogStream::MergeHistory() {
   if (res_->closed()) return;
-  for (;;) {
+  for (int lines = 0;; ++lines) {
+    if (lines == kLinesPerTurn) {
+      auto self = shared_from_this();
+      boost::asio::post(*ctx_.io, [self] { self->MergeHistory(); });
+      return;
+    }
     // The source whose next line was written first (ties: the lower rank).
     Source* next = nullptr;
     int64_t next_time = 0;
@@ -141,7 +154,11 @@ void LogStream::MergeHistory() {
     if (options_.tail > 0) {
       tail_lines_.push_back((options_.prefix ? "[rank " + std::to_string(next->rank) + "] " : "") +
                             line);
-      if (static_cast<int>(tail_lines_.size()) > options_.tail) tail_lines_.pop_front();
+      tail_bytes_ += tail_lines_.back().size();
+      while (static_cast<int>(tail_lines_.size()) > options_.tail || tail_bytes_ > kMaxTailBytes) {
+        tail_bytes_ -= tail_lines_.front().size();
+        tail_lines_.pop_front();
+      }
       continue;
     }
     Emit(*next, line);
@@ -152,6 +169,7 @@ void LogStream::MergeHistory() {
   }
   for (auto& line : tail_lines_) out_ += line;
   tail_lines_.clear();
+  tail_bytes_ = 0;
   auto self = shared_from_this();
   Flush([self] { self->Pump(); });
 }
@@ -337,17 +355,31 @@ bool LogStream::Fill(Source& s, size_t max, off_t limit) {
   return s.offset < size;
 }
 
+namespace {
+
+// Where the next line of `s` ends in its buffer (one past its newline, or past a piece of
+// kMaxLineBytes when it is longer); npos when no such line is there yet.
+size_t LineEnd(const std::string& buf, size_t head) {
+  const size_t limit = std::min(buf.size(), head + kMaxLineBytes);
+  const size_t nl = buf.find('\n', head);
+  if (nl != std::string::npos && nl < limit) return nl + 1;
+  return buf.size() - head >= kMaxLineBytes ? head + kMaxLineBytes : std::string::npos;
+}
+
+}  // namespace
+
 bool LogStream::PeekLine(const Source& s, off_t* end) const {
-  const size_t nl = s.buf.find('\n', s.buf_head);
-  if (nl == std::string::npos) return false;
-  *end = s.offset - static_cast<off_t>(s.buf.size() - (nl + 1));
+  const size_t e = LineEnd(s.buf, s.buf_head);
+  if (e == std::string::npos) return false;
+  *end = s.offset - static_cast<off_t>(s.buf.size() - e);
   return true;
 }
 
 std::string LogStream::TakeLine(Source& s) {
-  const size_t nl = s.buf.find('\n', s.buf_head);
-  std::string line = s.buf.substr(s.buf_head, nl + 1 - s.buf_head);
-  s.buf_head = nl + 1;
+  const size_t e = LineEnd(s.buf, s.buf_head);
+  std::string line = s.buf.substr(s.buf_head, e - s.buf_head);
+  s.buf_head = e;
+  if (line.back() != '\n') line += '\n';  // a piece of a longer line
   return line;
 }
 

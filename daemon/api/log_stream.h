@@ -126,6 +126,7 @@ class LogStream : public std::enable_shared_from_this<LogStream> {
   std::vector<Source> sources_;
   int64_t history_now_ = 0;             // the time of lines written after their log's last mark
   std::deque<std::string> tail_lines_;  // with options_.tail: the last lines merged
+  size_t tail_bytes_ = 0;               // their bytes
   std::string out_;                     // what the next chunk carries
   std::unique_ptr<Fetch> fetch_;        // the remote chunks being fetched, if any
   std::shared_ptr<LogStream> fetching_self_;  // set while they are

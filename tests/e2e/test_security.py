@@ -490,6 +490,31 @@ class LogShrinkTest(DaemonTestCase):
         self.assertLess(time.monotonic() - started, 5)
 
 
+class LongLineTest(DaemonTestCase):
+    def test_a_line_longer_than_1_mib_comes_in_pieces(self):
+        """A log line of 3.5 MiB without a newline (a progress bar redrawn with \\r, a
+        tensor printed whole) is shown in pieces of 1 MiB, so a reader's buffer and its
+        search for the next newline stay bounded."""
+        job_id = self.daemon.submit_spec(train_spec(name="long-line", workers=1, epochs=1,
+                                                    sleep_ms=0))
+        self.daemon.wait_terminal(job_id)
+        log = os.path.join(self.daemon.data_dir, "jobs", job_id, "attempt_1", "rank_0.log")
+        with open(log) as f:
+            before = f.read()
+        long_line = "".join(chr(ord("a") + i % 26) for i in range(3 * 1024 * 1024 + 512 * 1024))
+        with open(log, "a") as f:
+            f.write(long_line + "\nthe end\n")
+        for query in ("", "?tail=999999999"):
+            status, body = self.daemon.get(f"/v1/jobs/{job_id}/logs{query}", raw=True)
+            self.assertEqual(status, 200)
+            text = body.decode()
+            self.assertTrue(text.endswith("the end\n"), text[-100:])
+            pieces = text[len(before):].split("\n")[:-2] if not query else None
+            if pieces is not None:
+                self.assertEqual([len(p) for p in pieces], [1 << 20] * 3 + [512 * 1024])
+                self.assertEqual("".join(pieces), long_line)
+
+
 def write_secret(data_dir, name, value):
     path = os.path.join(data_dir, name)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
