@@ -5,7 +5,8 @@
 //
 // Range: when `offset` > 0 the request carries "Range: bytes=<offset>-". A server that
 // ignores it (200 instead of 206) is still read correctly: the first `offset` bytes are
-// skipped on the client. range_honoured() tells which happened. A 206 must start at the
+// skipped on the client. range_honoured() tells which happened (OpenSource refuses to skip
+// more than HttpOptions::max_skipped_bytes). A 206 must start at the
 // byte asked for (common/http_client.h); one that ends before the resource does (a server
 // or proxy that caps ranges, or a connection closed early) is continued with another
 // Range request from where it stopped, which must come from the same version of the
@@ -38,6 +39,9 @@ struct HttpOptions {
   double timeout_s = 60;
   // Redirects (301, 302, 303, 307, 308) followed before giving up. Default: 5.
   int max_redirects = 5;
+  // A server that ignores Range: the most bytes the client skips to reach an offset before
+  // it refuses (OpenSource; InvalidArgument). Default: 256 MiB.
+  uint64_t max_skipped_bytes = 256u << 20;
 };
 
 class HttpBodyReader {

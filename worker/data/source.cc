@@ -57,7 +57,7 @@ std::vector<DataFile> ToDataFiles(std::vector<std::string> paths) {
   std::sort(paths.begin(), paths.end());
   std::vector<DataFile> out;
   out.reserve(paths.size());
-  for (auto& p : paths) out.push_back({p, p, false});
+  for (auto& p : paths) out.push_back({p, p, false, nullptr});
   return out;
 }
 
@@ -157,7 +157,7 @@ class HttpSource : public ByteSource {
 Result<std::vector<DataFile>> ResolveDataFiles(const std::string& uri) {
   if (uri.rfind("http://", 0) == 0 || uri.rfind("https://", 0) == 0) {
     TRAINTL_RETURN_IF_ERROR(http::ParseUrl(uri).status());
-    return std::vector<DataFile>{{uri, "", true}};
+    return std::vector<DataFile>{{uri, "", true, std::make_shared<HttpPin>()}};
   }
   if (uri.rfind("file://", 0) != 0) {
     return Status::InvalidArgument(uri + ": not a file://, http:// or https:// URI");
@@ -175,7 +175,7 @@ Result<std::vector<DataFile>> ResolveDataFiles(const std::string& uri) {
   }
   if (S_ISDIR(st.st_mode)) return ResolveDirectory(path, uri);
   if (!S_ISREG(st.st_mode)) return Status::InvalidArgument(uri + ": not a regular file");
-  return std::vector<DataFile>{{path, path, false}};
+  return std::vector<DataFile>{{path, path, false, nullptr}};
 }
 
 Result<std::unique_ptr<ByteSource>> OpenSource(const DataFile& file, uint64_t offset,
@@ -183,6 +183,35 @@ Result<std::unique_ptr<ByteSource>> OpenSource(const DataFile& file, uint64_t of
   if (file.http) {
     TRAINTL_ASSIGN_OR_RETURN(auto reader,
                              HttpBodyReader::Open(file.name, offset, options.http, options.cancel));
+    // A server that ignores Range sends the file from its start, which the client skips:
+    // fine for small files, but for every column chunk or split segment of a large one it
+    // downloads the file again and again (quadratic): refused past max_skipped_bytes.
+    if (!reader->range_honoured() && offset > options.http.max_skipped_bytes) {
+      return Status::InvalidArgument(
+          file.name + ": the server ignores Range requests, and reading from byte " +
+          std::to_string(offset) +
+          " would download everything before it first; serve the "
+          "file from a server that supports Range (206), or copy it to the nodes");
+    }
+    if (file.pin) {
+      std::lock_guard<std::mutex> lock(file.pin->mu);
+      HttpPin& pin = *file.pin;
+      if (!pin.set) {
+        pin.set = true;
+        pin.size = reader->total_size();
+        pin.validator = reader->validator();
+      } else if ((pin.size && reader->total_size() && *pin.size != *reader->total_size()) ||
+                 (!pin.validator.empty() && !reader->validator().empty() &&
+                  pin.validator != reader->validator())) {
+        return Status::FailedPrecondition(
+            file.name + ": the file changed on the server while the job read it (" +
+            (pin.size && reader->total_size() && *pin.size != *reader->total_size()
+                 ? "first " + std::to_string(*pin.size) + " bytes, now " +
+                       std::to_string(*reader->total_size())
+                 : "first " + pin.validator + ", now " + reader->validator()) +
+            ")");
+      }
+    }
     return std::unique_ptr<ByteSource>(new HttpSource(std::move(reader)));
   }
   uint64_t size = 0;

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,11 +25,22 @@
 namespace traintl {
 namespace data {
 
+// What the first answer for an http(s) file said, which every later request for it must
+// say too (OpenSource), so that a reader never mixes the bytes of two versions of a file
+// that was replaced on the server while the job read it. Shared by a DataFile's copies.
+struct HttpPin {
+  std::mutex mu;
+  bool set = false;              // guarded by mu; the fields below too
+  std::optional<uint64_t> size;  // the file's size, when the server said
+  std::string validator;         // HttpBodyReader::validator(); "" when none
+};
+
 // One file of a dataset.
 struct DataFile {
   std::string name;  // what messages call it: the local path, or the URL
   std::string path;  // local path; empty for HTTP
   bool http = false;
+  std::shared_ptr<HttpPin> pin;  // http: made by ResolveDataFiles; null for local files
 };
 
 // The files of a dataset URI. NotFound when a file, directory or glob names nothing;

@@ -331,6 +331,63 @@ TEST_CASE("http: a file that changes between ranges, or a 416 inside it, is an e
   }
 }
 
+TEST_CASE("http: a file replaced on the server between the requests of one read is an error") {
+  TempDir dir;
+  WriteIdCsv(dir / "train.csv", 0, 3001);
+  // Every answer a new ETag: the second request of a read (rank 1's segment after the row
+  // count; Parquet's chunks after its footer) meets another version of the file.
+  TestHttpServer::Options changing;
+  changing.etag_per_request = true;
+  TestHttpServer server(dir.path(), changing);
+  ShardOptions so;
+  so.chunk_bytes = 4096;
+  DatasetConfig c;
+  c.name = "test";
+  c.uri = server.url("train.csv");
+  c.rank = 1;
+  c.world_size = 2;
+  IterOptions o;
+  o.batch_size = 64;
+  auto ds = Dataset::Open(c, so);  // its row count may already be the second request
+  const traintl::Status st = ds.ok() ? ReadEpoch(*ds, o).status : ds.status();
+  REQUIRE_FALSE(st.ok());
+  CHECK(st.code() == traintl::Status::Code::kFailedPrecondition);
+  CHECK_THAT(st.message(),
+             Catch::StartsWith(server.url("train.csv") +
+                               ": the file changed on the server while the job read it (first "
+                               "etag:\"v"));
+  // The same file with a stable ETag reads as ever.
+  TestHttpServer::Options stable;
+  stable.etag = "strong";
+  TestHttpServer same(dir.path(), stable);
+  Epoch ok = ReadEpoch(OpenDataset(same.url("train.csv"), 1, 2, true, so), o);
+  INFO(ok.status.message());
+  REQUIRE(ok.status.ok());
+  CHECK(ok.ids.size() == 1501);
+}
+
+TEST_CASE("http: a server that ignores Range is skipped through only so far") {
+  TempDir dir;
+  WriteIdCsv(dir / "train.csv", 0, 3001);
+  TestHttpServer server(dir.path(), {false, false, false, ""});
+  ShardOptions so;
+  so.chunk_bytes = 4096;             // an index chunk per 4 KiB: segments start mid-file
+  so.http.max_skipped_bytes = 1000;  // the file has ~50 KB: rank 2's segment is past it
+  DatasetConfig c;
+  c.name = "test";
+  c.uri = server.url("train.csv");
+  c.rank = 2;
+  c.world_size = 3;
+  auto ds = Dataset::Open(c, so);
+  IterOptions o;
+  o.batch_size = 64;
+  const traintl::Status st = ds.ok() ? ReadEpoch(*ds, o).status : ds.status();
+  REQUIRE_FALSE(st.ok());
+  CHECK(st.code() == traintl::Status::Code::kInvalidArgument);
+  CHECK_THAT(st.message(), Catch::Contains("the server ignores Range requests, and reading from "
+                                           "byte "));
+}
+
 TEST_CASE("http: split ranks share the row index when the server sends a strong ETag") {
   TempDir dir;
   WriteIdCsv(dir / "train.csv", 0, 3001);

@@ -20,7 +20,7 @@ namespace {
 constexpr uint64_t kPage = 4096;
 
 std::shared_ptr<const MappedFile> Map(const std::string& path) {
-  auto m = MappedFile::Open(DataFile{path, path, false}, MappedFile::kAnySize);
+  auto m = MappedFile::Open(DataFile{path, path, false, nullptr}, MappedFile::kAnySize);
   REQUIRE(m.ok());
   return *m;
 }
@@ -60,7 +60,7 @@ TEST_CASE("a mapped file cut short while read ends the process with SIGBUS, nami
     // The test framework's own SIGBUS handler would report a failure from the child: the
     // default action is what a worker has.
     ::signal(SIGBUS, SIG_DFL);
-    auto m = MappedFile::Open(DataFile{path, path, false}, MappedFile::kAnySize);
+    auto m = MappedFile::Open(DataFile{path, path, false, nullptr}, MappedFile::kAnySize);
     if (!m.ok()) ::_exit(2);
     if (::truncate(path.c_str(), kPage) != 0) ::_exit(3);
     volatile char c = (*m)->data()[2 * kPage + 1];  // past the file's new end
