@@ -3,16 +3,19 @@
 // streamed (pulled) response body, Range requests and redirects. The daemon (Fetch), the
 // CLI (BeastHttpClient) and the dataset reader (HttpBodyReader) are thin adapters over it.
 //
-// Errors (the message never names the URL, so that each caller words it for its users):
+// Errors (the message names no URL of the request, so that each caller words it for its
+// users):
 //   InvalidArgument  a method, target or header with CR/LF/spaces; an unreadable CA file;
-//                    more redirects than ClientOptions::max_redirects.
+//                    more redirects than ClientOptions::max_redirects; a redirect from
+//                    https to http (this message names where it pointed); a 206 whose
+//                    Content-Range does not start at ClientRequest::range_from.
 //   Unavailable      no exchange happened: the host did not resolve, the connection was
 //                    refused ("connection refused", exactly), the TLS handshake or the
 //                    certificate check failed ("TLS handshake with host:port failed: ..."),
 //                    a timeout before the request was sent, or the cancel flag.
 //   Internal         the exchange broke after connecting: writing or reading failed, the
 //                    response was malformed, or a timeout struck while it was under way.
-// Any HTTP status is a successful answer.
+// Any other HTTP status is a successful answer.
 //
 // Thread-safety: each ClientStream runs a private io_context on the calling thread; distinct
 // objects may be used from any threads at once, one object by one thread at a time. Never

@@ -6,6 +6,8 @@
 #include <string>
 #include <thread>
 
+#include "daemon/http/browser_session.h"
+
 namespace traintl {
 
 namespace asio = boost::asio;
@@ -33,10 +35,13 @@ bool HeadForwarder::Forward(const http::Request& req, const std::shared_ptr<http
   std::map<std::string, std::string> headers = {{kForwardedHeader, "1"}};
   // What authenticated the request here authenticates it at the head (the cluster has one
   // token, so one session value): the bearer token, or the dashboard's session cookie
-  // with its X-Traintl-Ui header.
-  for (const char* name : {"authorization", "cookie", "x-traintl-ui", "content-type"}) {
+  // with its X-Traintl-Ui header. Only that cookie: a browser sends this host's cookies of
+  // other services too, and they are no business of the head.
+  for (const char* name : {"authorization", "x-traintl-ui", "content-type"}) {
     if (!req.header(name).empty()) headers[name] = req.header(name);
   }
+  const std::string session = http::CookieValue(req.header("cookie"), http::kSessionCookie);
+  if (!session.empty()) headers["cookie"] = std::string(http::kSessionCookie) + "=" + session;
   if (logs && !write) {
     RelayLogs(copy, std::move(headers), res);
     return true;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <boost/asio/post.hpp>
 #include <chrono>
+#include <cstring>
 #include <map>
 
 #include "daemon/state/commands.h"
@@ -357,13 +358,23 @@ bool LogStream::Fill(Source& s, size_t max, off_t limit) {
 
 namespace {
 
-// Where the next line of `s` ends in its buffer (one past its newline, or past a piece of
-// kMaxLineBytes when it is longer); npos when no such line is there yet.
+// Where the next line of `buf` from `head` ends (one past its newline); for a line longer
+// than kMaxLineBytes, where its next piece ends: at most kMaxLineBytes, never inside a UTF-8
+// character or between CR and LF. npos when no such line is there yet. Looks at no more
+// than kMaxLineBytes + 1 bytes, so a long unfinished line is not searched again and again.
 size_t LineEnd(const std::string& buf, size_t head) {
-  const size_t limit = std::min(buf.size(), head + kMaxLineBytes);
-  const size_t nl = buf.find('\n', head);
-  if (nl != std::string::npos && nl < limit) return nl + 1;
-  return buf.size() - head >= kMaxLineBytes ? head + kMaxLineBytes : std::string::npos;
+  const size_t avail = buf.size() - head;
+  const size_t look = std::min(avail, kMaxLineBytes + 1);
+  const void* nl = std::memchr(buf.data() + head, '\n', look);
+  if (nl != nullptr) return static_cast<size_t>(static_cast<const char*>(nl) - buf.data()) + 1;
+  if (avail <= kMaxLineBytes) return std::string::npos;
+  size_t cut = head + kMaxLineBytes;
+  for (int i = 0; i < 3 && cut > head + 1 && (static_cast<unsigned char>(buf[cut]) & 0xC0) == 0x80;
+       ++i) {
+    --cut;  // the start of the UTF-8 character the cut fell in
+  }
+  if (cut > head + 1 && buf[cut - 1] == '\r') --cut;
+  return cut;
 }
 
 }  // namespace

@@ -236,7 +236,8 @@ class RemoteLogsTest(ClusterTestCase):
         login.read()
         conn.close()
         self.assertEqual(login.status, 303)
-        session = {"Cookie": login.getheader("Set-Cookie").split(";", 1)[0], "X-Traintl-Ui": "1"}
+        session = {"Cookie": "other=1; " + login.getheader("Set-Cookie").split(";", 1)[0],
+                   "X-Traintl-Ui": "1"}
         status, body = agent.request("GET", "/v1/nodes", auth=False, headers=session)
         self.assertEqual(status, 200, body)
         self.assertEqual(len(body["nodes"]), 2)

@@ -502,17 +502,24 @@ class LongLineTest(DaemonTestCase):
         with open(log) as f:
             before = f.read()
         long_line = "".join(chr(ord("a") + i % 26) for i in range(3 * 1024 * 1024 + 512 * 1024))
-        with open(log, "a") as f:
-            f.write(long_line + "\nthe end\n")
+        exact = "b" * (1 << 20)  # exactly 1 MiB before its newline: one line
+        # A 2-byte character across the 1 MiB mark: the piece ends before it.
+        straddle = "c" * ((1 << 20) - 1) + "\u00e9tail"
+        with open(log, "a", encoding="utf-8") as f:
+            f.write(long_line + "\n" + exact + "\n" + straddle + "\nthe end\n")
         for query in ("", "?tail=999999999"):
             status, body = self.daemon.get(f"/v1/jobs/{job_id}/logs{query}", raw=True)
             self.assertEqual(status, 200)
-            text = body.decode()
+            text = body.decode("utf-8")  # never cut inside a character
             self.assertTrue(text.endswith("the end\n"), text[-100:])
-            pieces = text[len(before):].split("\n")[:-2] if not query else None
-            if pieces is not None:
-                self.assertEqual([len(p) for p in pieces], [1 << 20] * 3 + [512 * 1024])
-                self.assertEqual("".join(pieces), long_line)
+            if query:
+                continue
+            pieces = text[len(before):].split("\n")[:-2]
+            self.assertEqual([len(p) for p in pieces],
+                             [1 << 20] * 3 + [512 * 1024, 1 << 20, (1 << 20) - 1, 5])
+            self.assertEqual("".join(pieces[:4]), long_line)
+            self.assertEqual(pieces[4], exact)
+            self.assertEqual(pieces[5] + pieces[6], straddle)
 
 
 def write_secret(data_dir, name, value):

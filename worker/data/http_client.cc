@@ -48,8 +48,10 @@ Result<std::unique_ptr<HttpBodyReader>> HttpBodyReader::Open(const std::string& 
   if (status >= 500) return Status::Unavailable(what);
   // 416: nothing to read, when the offset is at or past the end; a 416 for an offset
   // inside the resource would end a read early without a word.
+  // A 416 without the file's size (RFC 9110: the server SHOULD send it) is taken as the
+  // end; the read's pin (OpenSource) still checks the size where one was said.
   const bool at_end = status == 416;
-  if (at_end && (!stream->total_size() || *stream->total_size() > offset)) {
+  if (at_end && stream->total_size() && *stream->total_size() > offset) {
     return Status::InvalidArgument(what + " for the bytes from " + std::to_string(offset) +
                                    ", which are within the file (Content-Range '" +
                                    stream->header("Content-Range") + "')");
@@ -103,10 +105,14 @@ Status HttpBodyReader::Continue() {
                                    std::to_string(from) + " of " + std::to_string(*total_size_) +
                                    " bytes), then no range for the rest");
   }
-  if (next->total_size_ != total_size_ || next->validator_ != validator_) {
-    return Status::FailedPrecondition("GET " + url_ +
-                                      ": the file changed on the server while it was read (its "
-                                      "size or ETag / Last-Modified differ between requests)");
+  // Compared where both answers say (as OpenSource's pin does).
+  if ((next->total_size_ && total_size_ && *next->total_size_ != *total_size_) ||
+      (!next->validator_.empty() && !validator_.empty() && next->validator_ != validator_)) {
+    return Status::FailedPrecondition(
+        "GET " + url_ +
+        ": the file changed on the server while it was read (its size or ETag / "
+        "Last-Modified differ between requests: a file replaced, or servers behind one "
+        "address that disagree)");
   }
   stream_ = std::move(next->stream_);
   return Status::Ok();

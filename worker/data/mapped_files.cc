@@ -27,7 +27,6 @@ struct Slot {
 };
 
 Slot g_slots[kSlots];
-struct sigaction g_previous;  // written under g_install_mu, before the handler is set
 std::mutex g_install_mu;
 
 // The handler's message, built without allocating (async-signal-safe): appends to a fixed
@@ -73,39 +72,38 @@ bool Describe(uintptr_t addr, Line* line) {
 }
 
 void OnSigbus(int sig, siginfo_t* info, void* ucontext) {
+  (void)ucontext;
   const int saved_errno = errno;
+  // A fault (si_code > 0) has its address in si_addr; kill() puts the sender there.
   Line line;
-  if (info != nullptr && Describe(reinterpret_cast<uintptr_t>(info->si_addr), &line)) {
+  if (info != nullptr && info->si_code > 0 &&
+      Describe(reinterpret_cast<uintptr_t>(info->si_addr), &line)) {
     (void)!::write(STDERR_FILENO, line.data(), line.size());
   }
-  // Whoever handled SIGBUS before us gets it.
-  if (g_previous.sa_flags & SA_SIGINFO) {
-    if (g_previous.sa_sigaction != nullptr) {
-      g_previous.sa_sigaction(sig, info, ucontext);
-      errno = saved_errno;
-      return;
-    }
-  } else if (g_previous.sa_handler != SIG_DFL && g_previous.sa_handler != SIG_IGN) {
-    g_previous.sa_handler(sig);
-    errno = saved_errno;
-    return;
-  }
-  // The default action: restored, then the fault happens again on return (or, for a
-  // SIGBUS sent by kill(), raised again) and ends the process with SIGBUS, as without us.
-  ::sigaction(SIGBUS, &g_previous, nullptr);
-  if (info == nullptr || info->si_code <= 0) ::raise(SIGBUS);
+  // The default action, as without us: restored, then the fault happens again on return
+  // (a SIGBUS sent by kill() is raised again) and ends the process with SIGBUS. Nothing is
+  // chained: the handler is only ever installed over the default (EnsureInstalled).
+  struct sigaction dfl;
+  std::memset(&dfl, 0, sizeof dfl);
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  ::sigaction(sig, &dfl, nullptr);
+  if (info == nullptr || info->si_code <= 0) ::raise(sig);
   errno = saved_errno;
 }
 
-// Installs OnSigbus unless it is SIGBUS's handler already. Checked at every registration
-// (a syscall per mapped file), not once: code that installs handlers of its own and later
-// restores what it found (a test framework, an embedded interpreter) may have removed it.
+// Installs OnSigbus when SIGBUS has its default action (or is ignored, which a fault
+// overrides anyway). Checked at every registration (a syscall per mapped file), not once:
+// a handler it installed is gone after the first fault, or after code that set handlers of
+// its own restored what it found (a test framework). A handler someone else installed is
+// left alone: chaining to it, or it to us, could loop (Python's faulthandler re-raises
+// through the handler it found).
 void EnsureInstalled() {
   std::lock_guard<std::mutex> l(g_install_mu);
   struct sigaction current;
   if (::sigaction(SIGBUS, nullptr, &current) != 0) return;
-  if ((current.sa_flags & SA_SIGINFO) && current.sa_sigaction == OnSigbus) return;
-  g_previous = current;
+  if (current.sa_flags & SA_SIGINFO) return;  // ours, or someone else's
+  if (current.sa_handler != SIG_DFL && current.sa_handler != SIG_IGN) return;
   struct sigaction sa;
   std::memset(&sa, 0, sizeof sa);
   sa.sa_sigaction = OnSigbus;

@@ -1,10 +1,10 @@
 // The data files this process has mapped (MappedFile), so that a SIGBUS, which is how a
 // mapped file cut short while it is read shows itself, names the file instead of leaving
-// the user with "killed by SIGBUS". Registering installs a SIGBUS handler (unless it is
-// installed already). It writes one line to stderr (the rank's log, whose tail the job's
-// failure shows) when the faulting address lies in a registered mapping, then hands the
-// signal to whatever handled it before (by default: the process ends with SIGBUS, and the
-// job restarts as its failure_config allows).
+// the user with "killed by SIGBUS". Registering installs a SIGBUS handler where SIGBUS has
+// its default action (a handler someone else installed is left alone). It writes one line
+// to stderr (the rank's log, whose tail the job's failure shows) when the faulting address
+// lies in a registered mapping, then restores the default action, so the process still
+// ends with SIGBUS and the job restarts as its failure_config allows.
 //
 // Thread-safety: every function may be called from any thread; the handler only reads
 // the table (lock-free slots), so it may run while another thread registers.

@@ -209,7 +209,7 @@ Result<std::unique_ptr<ByteSource>> OpenSource(const DataFile& file, uint64_t of
                  ? "first " + std::to_string(*pin.size) + " bytes, now " +
                        std::to_string(*reader->total_size())
                  : "first " + pin.validator + ", now " + reader->validator()) +
-            ")");
+            "; servers behind one address that disagree look the same)");
       }
     }
     return std::unique_ptr<ByteSource>(new HttpSource(std::move(reader)));

@@ -71,6 +71,7 @@ class TestHttpServer {
     size_t range_cap = 0;  // > 0: a 206 holds at most this many bytes (a capped range)
     bool etag_per_request = false;  // a new strong ETag on every answer (a changing file)
     bool refuse_ranges = false;     // 416 to every Range request, wherever it starts
+    bool bare_416 = false;          // a 416 without Content-Range (the size it SHOULD say)
   };
   TestHttpServer(std::string root, Options options)
       : root_(std::move(root)),
@@ -154,7 +155,9 @@ class TestHttpServer {
         const uint64_t size = body.size();
         if (from >= size || options_.refuse_ranges) {
           res.result(http::status::range_not_satisfiable);
-          res.set(http::field::content_range, "bytes */" + std::to_string(size));
+          if (!options_.bare_416) {
+            res.set(http::field::content_range, "bytes */" + std::to_string(size));
+          }
           body.clear();
         } else {
           res.result(http::status::partial_content);
@@ -215,6 +218,25 @@ std::vector<int64_t> Iota(int64_t n) {
   return v;
 }
 
+// 3 ranks split a CSV of ids 0..3000 at `url`: 1001 rows each, every row read (rows 0
+// and 1 again as the last rank's padding).
+void CheckThreeRanksReadAll(const std::string& url, const ShardOptions& so) {
+  std::vector<int64_t> all;
+  for (int rank = 0; rank < 3; ++rank) {
+    IterOptions o;
+    o.batch_size = 64;
+    Epoch e = ReadEpoch(OpenDataset(url, rank, 3, true, so), o);
+    INFO(e.status.message());
+    REQUIRE(e.status.ok());
+    CHECK(e.ids.size() == 1001);
+    all.insert(all.end(), e.ids.begin(), e.ids.end());
+  }
+  std::sort(all.begin(), all.end());
+  CHECK(all.size() == 3003);
+  all.erase(std::unique(all.begin(), all.end()), all.end());
+  CHECK(all == Iota(3001));
+}
+
 }  // namespace
 
 TEST_CASE("http: a whole CSV file, with and without ranges, chunked or not") {
@@ -245,22 +267,8 @@ TEST_CASE("http: split shards seek with Range requests, or skip when the server 
     TestHttpServer server(dir.path(), {ranges, false, false, ""});
     ShardOptions so;
     so.chunk_bytes = 4096;
-    std::vector<int64_t> all;
-    for (int rank = 0; rank < 3; ++rank) {
-      auto ds = OpenDataset(server.url("train.csv"), rank, 3, true, so);
-      IterOptions o;
-      o.batch_size = 64;
-      Epoch e = ReadEpoch(ds, o);
-      INFO(e.status.message());
-      REQUIRE(e.status.ok());
-      CHECK(e.ids.size() == 1001);
-      all.insert(all.end(), e.ids.begin(), e.ids.end());
-    }
     // 3 x 1001 rows: every row, and rows 0 and 1 again as the last rank's padding.
-    std::sort(all.begin(), all.end());
-    CHECK(all.size() == 3003);
-    all.erase(std::unique(all.begin(), all.end()), all.end());
-    CHECK(all == Iota(3001));
+    CheckThreeRanksReadAll(server.url("train.csv"), so);
     // Ranks 1 and 2 asked for their part of the file only.
     const auto seen = server.ranges();
     CHECK(std::count_if(seen.begin(), seen.end(),
@@ -274,20 +282,7 @@ TEST_CASE("http: a server that caps its ranges is read on, range by range") {
   TestHttpServer::Options capped;
   capped.range_cap = 1000;
   TestHttpServer server(dir.path(), capped);
-  std::vector<int64_t> all;
-  for (int rank = 0; rank < 3; ++rank) {
-    auto ds = OpenDataset(server.url("train.csv"), rank, 3, true, ShardOptions{});
-    IterOptions o;
-    o.batch_size = 64;
-    Epoch e = ReadEpoch(ds, o);
-    INFO(e.status.message());
-    REQUIRE(e.status.ok());
-    CHECK(e.ids.size() == 1001);
-    all.insert(all.end(), e.ids.begin(), e.ids.end());
-  }
-  std::sort(all.begin(), all.end());
-  all.erase(std::unique(all.begin(), all.end()), all.end());
-  CHECK(all == Iota(3001));
+  CheckThreeRanksReadAll(server.url("train.csv"), ShardOptions{});
   CHECK(server.ranges().size() > 30);  // ~50 KB in ranges of 1000 bytes
 
   // The bytes themselves, from an offset: every range continues where the last ended.
@@ -324,6 +319,16 @@ TEST_CASE("http: a file that changes between ranges, or a 416 inside it, is an e
     CHECK(r.status().code() == traintl::Status::Code::kInvalidArgument);
     CHECK_THAT(r.status().message(), Catch::Contains("which are within the file"));
     // At the end, 416 is the end.
+    auto end = HttpBodyReader::Open(server.url("f.csv"), 5000, HttpOptions{});
+    REQUIRE(end.ok());
+    char c;
+    CHECK(*(*end)->Read(&c, 1) == 0);
+  }
+  SECTION("416 without the file's size: taken as the end, as before") {
+    TestHttpServer::Options o;
+    o.refuse_ranges = true;
+    o.bare_416 = true;
+    TestHttpServer server(dir.path(), o);
     auto end = HttpBodyReader::Open(server.url("f.csv"), 5000, HttpOptions{});
     REQUIRE(end.ok());
     char c;

@@ -75,3 +75,30 @@ TEST_CASE("a mapped file cut short while read ends the process with SIGBUS, nami
   CHECK_THAT(err, Catch::Contains("SIGBUS at byte 8193 of data file " + path +
                                   ": the file is shorter than when it was opened"));
 }
+
+TEST_CASE("a SIGBUS handler someone else installed is left alone (no chain that could loop)") {
+  TempDir dir;
+  const std::string path = dir / "data.csv";
+  Write(path, std::string(3 * kPage, 'x'));
+  const ChildEnd end = ForkWithPipe([&](int fd) {
+    ::dup2(fd, STDERR_FILENO);
+    struct sigaction theirs;
+    std::memset(&theirs, 0, sizeof theirs);
+    theirs.sa_sigaction = [](int, siginfo_t*, void*) {
+      (void)!::write(STDERR_FILENO, "their handler\n", 14);
+      ::_exit(9);
+    };
+    theirs.sa_flags = SA_SIGINFO;
+    ::sigaction(SIGBUS, &theirs, nullptr);
+    auto m = MappedFile::Open(DataFile{path, path, false, nullptr}, MappedFile::kAnySize);
+    if (!m.ok()) ::_exit(2);
+    if (::truncate(path.c_str(), kPage) != 0) ::_exit(3);
+    volatile char c = (*m)->data()[2 * kPage + 1];
+    (void)c;
+    ::_exit(4);
+  });
+  INFO("stderr: " << end.written);
+  REQUIRE(WIFEXITED(end.status));
+  CHECK(WEXITSTATUS(end.status) == 9);
+  CHECK(end.written == "their handler\n");
+}
