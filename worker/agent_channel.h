@@ -52,6 +52,8 @@ class AgentChannel {
   bool WaitForHeldAck(int64_t seq, std::chrono::milliseconds limit);
 
   bool stop_requested() const { return stop_requested_.load(std::memory_order_acquire); }
+  // The flag behind stop_requested(), for waits that poll one (DatasetService).
+  const std::atomic<bool>* stop_flag() const { return &stop_requested_; }
   // Peer recovery: blocks until the agent announced a regroup of generation >=
   // `min_generation` (returns the latest announced), the agent asked the worker to stop
   // (-1), or `limit` passed (0).

@@ -18,7 +18,7 @@ WorkerHost::WorkerHost(RankContext context, AgentChannel* channel)
     : context_(std::move(context)),
       context_json_(context_.json.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)),
       channel_(channel),
-      datasets_(context_.json) {
+      datasets_(context_.json, channel->stop_flag()) {
   std::memset(&api_, 0, sizeof api_);
   api_.struct_size = sizeof(traintl_host_api);
   api_.abi_version = TRAINTL_ABI_VERSION;

@@ -121,7 +121,8 @@ struct DatasetService::BatchHolder {
   std::vector<traintl_column> columns;
 };
 
-DatasetService::DatasetService(nlohmann::json context) : context_(std::move(context)) {
+DatasetService::DatasetService(nlohmann::json context, const std::atomic<bool>* cancel)
+    : context_(std::move(context)), cancel_(cancel) {
   std::memset(&api_, 0, sizeof api_);
   api_.struct_size = sizeof(traintl_dataset_api);
   api_.ctx = this;
@@ -260,7 +261,7 @@ int DatasetService::ShardOpen(void* ctx, const char* name, const char* options_j
         split != spec->end() && split->is_boolean() ? split->get<bool>() : ds_name == "train";
     config.rank = ContextInt(self->context_, "world_rank", 0);
     config.world_size = ContextInt(self->context_, "world_size", 1);
-    auto ds = Dataset::Open(config, options);
+    auto ds = Dataset::Open(config, options, self->cancel_);
     if (!ds.ok()) {
       return self->Fail(Status(ds.status().code(), prefix + ds.status().message()), err, err_len);
     }

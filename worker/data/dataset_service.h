@@ -12,6 +12,7 @@
 // thread at a time; shards and batches may be shared.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -33,7 +34,10 @@ class DatasetService {
   // "datasets", "world_rank", "world_size", "local_world_size", and "data_index_dir" (the
   // node's row index directory, index_cache.h) or else "trial_dir" (then the index is
   // shared in <trial_dir>/.data_index).
-  explicit DatasetService(nlohmann::json context);
+  // `cancel` (may be null; must outlive this object) is the rank's stop: once true, an
+  // HTTP wait of shard_open (reading heads, counting rows) fails soon, so a job stopped
+  // while its ranks open a large remote dataset does not wait for the scan.
+  explicit DatasetService(nlohmann::json context, const std::atomic<bool>* cancel = nullptr);
   ~DatasetService();
   DatasetService(const DatasetService&) = delete;
   DatasetService& operator=(const DatasetService&) = delete;
@@ -66,6 +70,7 @@ class DatasetService {
   Result<std::string> InlineItemsUri(const std::string& name, const nlohmann::json& items);
 
   const nlohmann::json context_;
+  const std::atomic<bool>* const cancel_;  // the rank's stop; may be null
   traintl_dataset_api api_;
   mutable std::mutex mu_;
   std::string bad_data_error_ TRAINTL_GUARDED_BY(mu_);

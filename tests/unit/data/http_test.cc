@@ -512,6 +512,24 @@ TEST_CASE("http: Parquet reads the footer and the selected column chunks with Ra
   CHECK_THAT(ds.status().message(), Catch::Contains("did not say the file's size"));
 }
 
+TEST_CASE("http: a rank's stop cancels shard_open's wait for a server that does not answer") {
+  // Listening, never accepting: the connection is made, no answer ever comes.
+  tcp::acceptor silent(ioc_for_port(), tcp::endpoint(net::ip::make_address("127.0.0.1"), 0));
+  const std::string url =
+      "http://127.0.0.1:" + std::to_string(silent.local_endpoint().port()) + "/train.csv";
+  std::atomic<bool> stop{true};  // the agent asked the rank to stop
+  DatasetService service(
+      nlohmann::json{{"world_rank", 0}, {"world_size", 1}, {"datasets", {{"d", {{"uri", url}}}}}},
+      &stop);
+  const traintl_dataset_api* api = service.api();
+  char err[1024];
+  traintl_dataset_shard* shard = nullptr;
+  // Without the stop this would wait out the 600 s timeout and then say "timed out".
+  CHECK(api->shard_open(api->ctx, "d", R"({"http_timeout_s": 600})", &shard, err, sizeof err) !=
+        TRAINTL_DATA_OK);
+  CHECK_THAT(std::string(err), Catch::Contains(url) && Catch::Contains("cancelled"));
+}
+
 TEST_CASE("http: a missing file is bad data; a refused connection is not") {
   TempDir dir;
   TestHttpServer server(dir.path(), {true, false, false, ""});
