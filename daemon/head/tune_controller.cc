@@ -622,12 +622,7 @@ void TuneController::Delete(const std::string& experiment_id, bool remove_files,
   }
   std::set<std::string> jobs;
   for (const auto& t : store_->ListTrials(experiment_id)) {
-    const json ids = ParseJsonBounded(t.jobs);
-    if (ids.is_array()) {
-      for (const auto& id : ids)
-        if (id.is_string()) jobs.insert(id.get<std::string>());
-    }
-    if (!t.job_id.empty()) jobs.insert(t.job_id);
+    for (auto& id : JobsOf(t)) jobs.insert(std::move(id));
   }
   if (Status st = CheckDeletion(*store_, jobs, remove_files ? e->exp_dir : ""); !st.ok()) {
     done(st);

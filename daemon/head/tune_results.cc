@@ -18,17 +18,6 @@ const std::vector<std::string>& BookkeepingKeys() {
   return *keys;
 }
 
-std::vector<std::string> JobsOf(const TrialRecord& trial) {
-  std::vector<std::string> out;
-  json jobs = ParseJsonBounded(trial.jobs);
-  if (jobs.is_array()) {
-    for (const auto& j : jobs)
-      if (j.is_string()) out.push_back(j.get<std::string>());
-  }
-  if (out.empty() && !trial.job_id.empty()) out.push_back(trial.job_id);
-  return out;
-}
-
 std::string CsvField(const json& v) {
   std::string s;
   if (v.is_string()) {

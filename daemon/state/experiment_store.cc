@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "common/json_depth.h"
 #include "daemon/state/sqlite_stmt.h"
 #include "daemon/state/state_store.h"
 
@@ -78,6 +79,17 @@ std::vector<TrialRecord> ListTrialsImpl(StmtCache& db, const std::string& experi
 }
 
 }  // namespace
+
+std::vector<std::string> JobsOf(const TrialRecord& trial) {
+  std::vector<std::string> out;
+  const nlohmann::json jobs = ParseJsonBounded(trial.jobs);
+  if (jobs.is_array()) {
+    for (const auto& j : jobs)
+      if (j.is_string()) out.push_back(j.get<std::string>());
+  }
+  if (out.empty() && !trial.job_id.empty()) out.push_back(trial.job_id);
+  return out;
+}
 
 std::optional<ExperimentRecord> StateStore::GetExperiment(const std::string& id) const {
   std::lock_guard<std::mutex> l(mu_);

@@ -366,29 +366,22 @@ Result<cmd::DeleteExperiment::Answer> ApplyCommand(StateStore::Tx& tx, int64_t,
     return Refused("experiment " + e->id + " is RUNNING; stop it first");
   // Every job a trial ran (a PBT exploit or a promotion continues a trial in a new job);
   // one a user deleted already is gone.
-  std::vector<JobRecord> jobs;
+  cmd::DeleteExperimentAnswer answer;
+  answer.exp_dir = e->exp_dir;
   for (const auto& t : tx.ListTrials(e->id)) {
-    json ids = ParseJsonBounded(t.jobs);
-    if (!ids.is_array()) ids = json::array();
-    if (!t.job_id.empty()) ids.push_back(t.job_id);
-    for (const auto& id : ids) {
-      if (!id.is_string()) continue;
-      auto job = tx.GetJob(id.get<std::string>());
-      if (!job || std::any_of(jobs.begin(), jobs.end(),
-                              [&](const JobRecord& j) { return j.id == job->id; }))
+    for (const auto& id : JobsOf(t)) {
+      auto job = tx.GetJob(id);
+      if (!job ||
+          std::find(answer.job_ids.begin(), answer.job_ids.end(), id) != answer.job_ids.end())
         continue;
       if (!IsTerminalJobState(job->state))
         return Refused("trial " + t.name + "'s job " + job->id + " is " + job->state +
                        "; wait for it to end");
-      jobs.push_back(std::move(*job));
+      answer.job_ids.push_back(job->id);
     }
   }
-  cmd::DeleteExperimentAnswer answer;
-  answer.exp_dir = e->exp_dir;
-  for (const auto& job : jobs) {
-    tx.DeleteJob(job.id);
-    answer.job_ids.push_back(job.id);
-  }
+  // Nothing was written before the last refusal could come.
+  for (const auto& id : answer.job_ids) tx.DeleteJob(id);
   tx.DeleteExperiment(e->id);
   return answer;
 }

@@ -146,4 +146,8 @@ struct TrialRecord {
   int64_t created_at = 0;
 };
 
+// The ids of every job `trial` ran, oldest first (its `jobs` list; its job_id when the list
+// is empty or unreadable).
+std::vector<std::string> JobsOf(const TrialRecord& trial);
+
 }  // namespace traintl
