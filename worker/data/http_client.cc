@@ -46,10 +46,9 @@ Result<std::unique_ptr<HttpBodyReader>> HttpBodyReader::Open(const std::string& 
     return Status::NotFound(what + " (no such file on the server)");
   }
   if (status >= 500) return Status::Unavailable(what);
-  // 416: nothing to read, when the offset is at or past the end; a 416 for an offset
-  // inside the resource would end a read early without a word.
-  // A 416 without the file's size (RFC 9110: the server SHOULD send it) is taken as the
-  // end; the read's pin (OpenSource) still checks the size where one was said.
+  // 416: nothing to read, when the offset is at or past the end; one for an offset inside
+  // the file would end a read early without a word. Without the file's size (RFC 9110: a
+  // server SHOULD send it) it is taken as the end.
   const bool at_end = status == 416;
   if (at_end && stream->total_size() && *stream->total_size() > offset) {
     return Status::InvalidArgument(what + " for the bytes from " + std::to_string(offset) +
@@ -72,6 +71,12 @@ Result<std::unique_ptr<HttpBodyReader>> HttpBodyReader::Open(const std::string& 
     reader->validator_ = "modified:" + modified;
   }
   return reader;
+}
+
+bool SameVersion(std::optional<uint64_t> size_a, const std::string& validator_a,
+                 std::optional<uint64_t> size_b, const std::string& validator_b) {
+  if (size_a && size_b && *size_a != *size_b) return false;
+  return validator_a.empty() || validator_b.empty() || validator_a == validator_b;
 }
 
 Result<size_t> HttpBodyReader::Read(char* buf, size_t len) {
@@ -105,9 +110,7 @@ Status HttpBodyReader::Continue() {
                                    std::to_string(from) + " of " + std::to_string(*total_size_) +
                                    " bytes), then no range for the rest");
   }
-  // Compared where both answers say (as OpenSource's pin does).
-  if ((next->total_size_ && total_size_ && *next->total_size_ != *total_size_) ||
-      (!next->validator_.empty() && !validator_.empty() && next->validator_ != validator_)) {
+  if (!SameVersion(total_size_, validator_, next->total_size_, next->validator_)) {
     return Status::FailedPrecondition(
         "GET " + url_ +
         ": the file changed on the server while it was read (its size or ETag / "

@@ -44,6 +44,11 @@ struct HttpOptions {
   uint64_t max_skipped_bytes = 256u << 20;
 };
 
+// Whether two answers for one URL may come from the same version of the file: their sizes
+// and their validators (HttpBodyReader::validator()) agree wherever both say.
+bool SameVersion(std::optional<uint64_t> size_a, const std::string& validator_a,
+                 std::optional<uint64_t> size_b, const std::string& validator_b);
+
 class HttpBodyReader {
  public:
   ~HttpBodyReader();

@@ -218,6 +218,7 @@ Result<std::shared_ptr<const ParquetLayout>> ParseParquetFooter(const std::strin
                                      " column chunks, the schema " + std::to_string(cols.size()) +
                                      " columns");
     }
+    std::vector<std::pair<ByteRange, size_t>> ranges;  // each chunk's bytes, and its column
     for (size_t c = 0; c < cols.size(); ++c) {
       const auto& cc = rg.columns[c];
       const std::string col = where + ", column '" + cols[c].name + "'";
@@ -260,13 +261,11 @@ Result<std::shared_ptr<const ParquetLayout>> ParseParquetFooter(const std::strin
             " bytes at byte " + std::to_string(r.offset) +
             ") is not within the file's data (bytes 4 to " + std::to_string(footer_start) + ")");
       }
+      ranges.emplace_back(r, c);
     }
     // Disjoint, so that the bytes a row group's chunks take together (what a reader
     // allocates for them) are at most the file's: a footer that lies cannot make a sum wrap
     // around, or ask for more memory than the file has bytes.
-    std::vector<std::pair<ByteRange, size_t>> ranges;
-    for (size_t c = 0; c < cols.size(); ++c)
-      ranges.emplace_back(ColumnChunkRange(rg.columns[c].meta_data), c);
     std::stable_sort(ranges.begin(), ranges.end(),
                      [](const auto& a, const auto& b) { return a.first.offset < b.first.offset; });
     for (size_t k = 1; k < ranges.size(); ++k) {

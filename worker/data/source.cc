@@ -200,15 +200,14 @@ Result<std::unique_ptr<ByteSource>> OpenSource(const DataFile& file, uint64_t of
         pin.set = true;
         pin.size = reader->total_size();
         pin.validator = reader->validator();
-      } else if ((pin.size && reader->total_size() && *pin.size != *reader->total_size()) ||
-                 (!pin.validator.empty() && !reader->validator().empty() &&
-                  pin.validator != reader->validator())) {
+      } else if (!SameVersion(pin.size, pin.validator, reader->total_size(), reader->validator())) {
+        const auto size_text = [](std::optional<uint64_t> n) {
+          return n ? std::to_string(*n) + " bytes" : std::string("size not said");
+        };
         return Status::FailedPrecondition(
-            file.name + ": the file changed on the server while the job read it (" +
-            (pin.size && reader->total_size() && *pin.size != *reader->total_size()
-                 ? "first " + std::to_string(*pin.size) + " bytes, now " +
-                       std::to_string(*reader->total_size())
-                 : "first " + pin.validator + ", now " + reader->validator()) +
+            file.name + ": the file changed on the server while the job read it (first " +
+            size_text(pin.size) + " " + pin.validator + ", now " + size_text(reader->total_size()) +
+            " " + reader->validator() +
             "; servers behind one address that disagree look the same)");
       }
     }
