@@ -65,6 +65,11 @@ bool QueryInt(const Request& req, const ResponderPtr& res, const char* name, int
 
 }  // namespace
 
+bool QueryFlag(const http::Request& req, const std::string& name) {
+  auto it = req.query.find(name);
+  return it != req.query.end() && (it->second == "1" || it->second == "true");
+}
+
 int HttpStatusFor(const Status& st) {
   switch (st.code()) {
     case Status::Code::kInvalidArgument:
@@ -255,8 +260,7 @@ void HandleLogs(const ApiContext& ctx, const Request& req, const ResponderPtr& r
   } else {
     o.ranks = {rank};
   }
-  if (auto it = req.query.find("follow"); it != req.query.end())
-    o.follow = it->second == "1" || it->second == "true";
+  o.follow = QueryFlag(req, "follow");
   if (auto it = req.query.find("since"); it != req.query.end() && !it->second.empty()) {
     if (it->second.size() > 15 || it->second.find_first_not_of("0123456789") != std::string::npos) {
       res->SendError(400, "query parameter since must be a time in ms since the epoch");
@@ -482,9 +486,7 @@ void RegisterApiRoutes(http::Router& router, ApiContext ctx) {
   add("DELETE", "/v1/jobs/{job}", [ctx](const Request& req, ResponderPtr res) {
     auto job = ResolveJob(ctx, req, res);
     if (!job) return;
-    bool files = false;
-    if (auto it = req.query.find("checkpoints"); it != req.query.end())
-      files = it->second == "1" || it->second == "true";
+    const bool files = QueryFlag(req, "checkpoints");
     const std::string id = job->id;
     ctx.jobs->Delete(id, files, [res, id, files](Result<cmd::DeleteJobAnswer> r) {
       if (!r.ok()) {

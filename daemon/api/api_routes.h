@@ -75,6 +75,8 @@ void RegisterMetricsRoute(http::Router& router, const ApiContext& ctx);
 void RegisterTuneRoutes(const ApiContext& ctx, const AddRoute& add);
 // The HTTP status of an expected failure (400, 404, 409, 503, 507, else 500).
 int HttpStatusFor(const Status& st);
+// Whether query parameter `name` is set ("1" or "true").
+bool QueryFlag(const http::Request& req, const std::string& name);
 // The request body's optional "submission_id" (the idempotency key of a submission) into
 // *out; answers 400 and returns false when it is not a string of at most 128 chars.
 bool ReadSubmissionId(const nlohmann::json& body, const std::shared_ptr<http::Responder>& res,

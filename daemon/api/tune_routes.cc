@@ -247,9 +247,7 @@ void RegisterTuneRoutes(const ApiContext& ctx, const AddRoute& add) {
   add("DELETE", "/v1/tune/{exp}", [ctx](const Request& req, ResponderPtr res) {
     auto e = ResolveExperiment(ctx, req, res);
     if (!e) return;
-    bool files = false;
-    if (auto it = req.query.find("checkpoints"); it != req.query.end())
-      files = it->second == "1" || it->second == "true";
+    const bool files = QueryFlag(req, "checkpoints");
     const std::string id = e->id;
     ctx.tune->Delete(id, files, [res, id, files](Result<cmd::DeleteExperimentAnswer> r) {
       if (!r.ok()) {
