@@ -145,6 +145,9 @@ Status Daemon::Prepare() {
   } else {
     cluster_secret_ = Sha256Hex("traintl raft cluster secret v1\n" + token_);
   }
+  // The bearer credential daemons send each other's /v1/internal routes: from the cluster
+  // secret, so that with --cluster-secret-file the API token does not open them.
+  cluster_token_ = Sha256Hex("traintl cluster api v1\n" + cluster_secret_);
   if (!cfg_.worker_user.empty()) {
     if (::geteuid() != 0)
       return Status::FailedPrecondition("--worker-user needs traintld to run as root");
@@ -236,6 +239,7 @@ Status Daemon::Build() {
   sopts.address = cfg_.api_host;
   sopts.port = cfg_.api_port;
   sopts.token = token_;
+  sopts.cluster_token = cluster_token_;
   sopts.browser_sessions = true;  // the dashboard's API calls
   sopts.tls_cert_file = cfg_.tls_cert_file;
   sopts.tls_key_file = cfg_.tls_key_file;
@@ -310,6 +314,7 @@ Status Daemon::Build() {
   actx.api_address = api_address_;
   actx.version = TRAINTL_VERSION;
   actx.max_upload_bytes = cfg_.max_upload_bytes;
+  actx.worker_fs_identity = jopts.worker_fs_identity;
   actx.max_log_streams = cfg_.max_log_streams;
   if (!agent_only_) {
     actx.disk_space = [this] { return raft_->disk_space(); };
@@ -346,7 +351,7 @@ Status Daemon::Build() {
 
 void Daemon::BuildCluster(NodeStatus self) {
   PeerCallOptions popts;
-  popts.token = token_;
+  popts.token = cluster_token_;
   // A cluster serves TLS on every daemon or on none: peers are called as this node serves.
   popts.tls = !cfg_.tls_cert_file.empty();
   popts.client_tls.ca_file = cfg_.tls_ca_file;

@@ -102,6 +102,7 @@ class Daemon {
   std::unique_ptr<systemd::ServiceStatus> service_status_;
   std::string token_;
   std::string cluster_secret_;
+  std::string cluster_token_;  // what daemons send each other's kCluster routes
   std::string node_id_;
   std::optional<WorkerUser> worker_user_;
   int lock_fd_ = -1;

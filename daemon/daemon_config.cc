@@ -127,8 +127,8 @@ bool ParseDaemonConfig(int argc, char** argv, DaemonConfig* cfg, int* exit_code)
       "(default: the system store)")(
       "cluster-secret-file", po::value(&cfg->cluster_secret_file),
       "secret every daemon of the cluster shares (created 0600 when missing; copy it to "
-      "the other nodes); authenticates Raft connections. Default: a key derived from the "
-      "cluster's token")(
+      "the other nodes); authenticates Raft connections and daemon-to-daemon calls. "
+      "Default: a key derived from the cluster's token")(
       "insecure-allow-remote-without-tls", po::bool_switch(&cfg->insecure_allow_remote_without_tls),
       "allow plain HTTP on a non-loopback --api-address (the token then travels in clear)")(
       "worker-user", po::value(&cfg->worker_user),

@@ -8,6 +8,7 @@
 
 #include "common/crypto.h"
 #include "common/file_util.h"
+#include "common/fs_identity.h"
 #include "common/json_depth.h"
 #include "common/logging.h"
 #include "daemon/api/log_stream.h"
@@ -155,7 +156,12 @@ bool ResolveJobCode(const ApiContext& ctx, const json& body, const JobSpec& spec
     // It may exist only on other nodes; when it exists here it must be a regular file (a
     // FIFO would block the worker's dlopen). The worker checks again where it runs.
     struct stat st;
-    if (::stat(spec.library.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    int found = -1;
+    {
+      ScopedFsIdentity as_worker(ctx.worker_fs_identity ? &*ctx.worker_fs_identity : nullptr);
+      found = ::stat(spec.library.c_str(), &st);
+    }
+    if (found == 0 && !S_ISREG(st.st_mode)) {
       res->SendError(400, "entrypoint.library: " + spec.library + " is not a regular file",
                      {{"field", "entrypoint.library"}});
       return false;
@@ -407,7 +413,7 @@ void HandleListJobs(const ApiContext& ctx, const Request& req, const ResponderPt
 void RegisterApiRoutes(http::Router& router, ApiContext ctx) {
   if (!ctx.open_log_streams) ctx.open_log_streams = std::make_shared<int>(0);
   http::RouteOptions open;
-  open.require_auth = false;
+  open.access = http::Access::kAnyone;
   router.Add(
       "GET", "/healthz",
       [ctx](const Request&, ResponderPtr res) {

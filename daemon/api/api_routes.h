@@ -8,8 +8,10 @@
 #include <boost/asio/io_context.hpp>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "common/fs_identity.h"
 #include "daemon/consensus/disk_guard.h"
 #include "daemon/consensus/raft_node.h"
 #include "daemon/head/job_manager.h"
@@ -37,6 +39,11 @@ struct ApiContext {
   std::string api_address;
   std::string version;
   size_t max_upload_bytes = 512u << 20;  // largest library upload
+  // When workers run as another account (--worker-user), submit looks at an
+  // entrypoint.library path (to refuse a FIFO at once) with that account's file access
+  // (common/fs_identity.h): root's would tell a token holder what exists where workers
+  // cannot look. Default: unset (the daemon's own).
+  std::optional<FsIdentity> worker_fs_identity;
   // Most log streams (GET .../logs) open at once; more get 503. Each follow stream polls
   // its file, so an unbounded number would let one client wear the daemon down. Default 64.
   int max_log_streams = 64;

@@ -120,7 +120,7 @@ class Dashboard {
 void RegisterDashboardRoutes(http::Router& router, DashboardOptions options) {
   auto ui = std::make_shared<const Dashboard>(std::move(options));
   http::RouteOptions open;
-  open.require_auth = false;
+  open.access = http::Access::kAnyone;
   auto to_ui = [](const http::Request&, std::shared_ptr<http::Responder> res) {
     Redirect(*res, 302, "/ui/");
   };

@@ -24,6 +24,21 @@ using ResponderPtr = std::shared_ptr<http::Responder>;
 
 namespace {
 
+// The routes of this file are daemon-to-daemon: only the cluster credential opens them,
+// not the API token (docs/SECURITY.md). Each Add goes through this.
+class ClusterRouter {
+ public:
+  explicit ClusterRouter(http::Router& router) : router_(router) {}
+  void Add(std::string method, std::string pattern, http::Handler handler,
+           http::RouteOptions options = {}) {
+    options.access = http::Access::kCluster;
+    router_.Add(std::move(method), std::move(pattern), std::move(handler), options);
+  }
+
+ private:
+  http::Router& router_;
+};
+
 // One worker event of POST /v1/internal/events, handed to the job manager. Throws
 // json::exception on a malformed event.
 void ApplyWorkerEvent(JobManager* jobs, const json& ev) {
@@ -57,7 +72,7 @@ void ApplyWorkerEvent(JobManager* jobs, const json& ev) {
   }
 }
 
-void RegisterHeadRoutes(http::Router& router, const InternalRoutesContext& ctx) {
+void RegisterHeadRoutes(ClusterRouter router, const InternalRoutesContext& ctx) {
   router.Add("POST", "/v1/internal/heartbeat", [ctx](const http::Request& req, ResponderPtr res) {
     if (!ctx.jobs->is_head()) {
       res->SendError(503, "not the head");
@@ -203,7 +218,7 @@ void HandleInternalLogs(const InternalRoutesContext& ctx, const http::Request& r
   res->Send(200, "application/octet-stream", EncodeLogChunk(c));
 }
 
-void RegisterNodeRoutes(http::Router& router, const InternalRoutesContext& ctx) {
+void RegisterNodeRoutes(ClusterRouter router, const InternalRoutesContext& ctx) {
   router.Add(
       "GET", "/v1/internal/logs/{job}/{attempt}/{rank}",
       [ctx](const http::Request& req, ResponderPtr res) { HandleInternalLogs(ctx, req, res); });
@@ -319,8 +334,8 @@ void RegisterNodeRoutes(http::Router& router, const InternalRoutesContext& ctx) 
 }  // namespace
 
 void RegisterInternalRoutes(http::Router& router, InternalRoutesContext ctx) {
-  RegisterHeadRoutes(router, ctx);
-  RegisterNodeRoutes(router, ctx);
+  RegisterHeadRoutes(ClusterRouter(router), ctx);
+  RegisterNodeRoutes(ClusterRouter(router), ctx);
 }
 
 }  // namespace traintl

@@ -5,6 +5,7 @@
 // rank's log that ran here, for `traintl logs` on another daemon: LogStream) and
 // GET /v1/blobs/{sha} (libraries by hash, for launches and the voters' copies). Handlers decode the
 // request and delegate to the job manager, the Raft node, the agent or the blob store.
+// All of them take the cluster credential (http::Access::kCluster), never the API token.
 //
 // Thread-safety: handlers run on the io_context thread of the HTTP server, the thread the
 // job manager and agent live on; a launch whose library must be fetched first fetches it

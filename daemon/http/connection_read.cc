@@ -144,9 +144,11 @@ void Connection::OnHeader(error_code ec) {
       token = Trim(value.substr(kScheme.size()));
     }
   }
-  const std::string& expected = server_->options.token;
-  const bool token_valid =
-      !token.empty() && !expected.empty() && ConstantTimeEquals(std::string(token), expected);
+  auto matches = [&token](const std::string& expected) {
+    return !token.empty() && !expected.empty() && ConstantTimeEquals(std::string(token), expected);
+  };
+  const bool token_valid = matches(server_->options.token);
+  const bool cluster_valid = matches(server_->options.cluster_token);
   // A browser session stands in for the token only with its header: see browser_session.h.
   bool session_valid = false;
   if (token.empty() && !server_->session_value.empty() &&
@@ -157,7 +159,7 @@ void Connection::OnHeader(error_code ec) {
       session_valid = !cookie.empty() && ConstantTimeEquals(cookie, server_->session_value);
     }
   }
-  if (token_valid || session_valid) MarkAuthenticated();
+  if (token_valid || session_valid || cluster_valid) MarkAuthenticated();
 
   request_.method = std::string(ToStd(msg.method_string()));
   request_.target = std::string(target);
@@ -192,18 +194,29 @@ void Connection::OnHeader(error_code ec) {
   route_ = match.route;
   params_ = std::move(match.params);
 
-  if (route_->options.require_auth && !session_valid) {
-    if (token.empty()) {
+  const Access access = route_->options.access;
+  const bool allowed = access == Access::kAnyone ||
+                       (access == Access::kUser && (token_valid || session_valid)) ||
+                       (access == Access::kCluster && cluster_valid);
+  if (!allowed) {
+    if (token.empty() && !session_valid) {
       WarnRejectedToken(remote_, "missing bearer token");
       RespondEarly(401, "missing bearer token", {{"WWW-Authenticate", "Bearer"}}, body_unread);
-      return;
-    }
-    if (!token_valid) {
+    } else if (token_valid || session_valid || cluster_valid) {
+      // A known credential for the other kind of route: the API token does not open the
+      // daemon-to-daemon routes (so that --cluster-secret-file keeps API users out of
+      // them), nor the cluster credential the API.
+      RespondEarly(403,
+                   access == Access::kCluster
+                       ? "daemon-to-daemon route: needs the cluster credential"
+                       : "needs the API token",
+                   {}, body_unread);
+    } else {
       WarnRejectedToken(remote_, "invalid token");
       RespondEarly(401, "invalid token", {{"WWW-Authenticate", "Bearer error=\"invalid_token\""}},
                    body_unread);
-      return;
     }
+    return;
   }
 
   auto content_length = parser_->content_length();

@@ -1,11 +1,11 @@
 // Peer calls: the plumbing every daemon-to-daemon request shares (DESIGN §5).
 //
-// PeerCalls sends one request to another daemon at "host:port": with the cluster's bearer
-// token (except the anonymous /healthz probes), so that the peer's HTTP server treats it
-// as authenticated traffic that anonymous connections cannot crowd out
-// (http::ServerOptions), over HTTPS when the cluster serves TLS, and sent again within the
-// call's timeout while the peer refuses it unread because all its connections are busy
-// (http::RefusedUnread: a busy peer is not a lost peer).
+// PeerCalls sends one request to another daemon at "host:port": with the cluster
+// credential (except the anonymous /healthz probes), which opens the peer's
+// daemon-to-daemon routes and makes the peer's HTTP server treat it as authenticated traffic that
+// anonymous connections cannot crowd out (http::ServerOptions), over HTTPS when the cluster serves
+// TLS, and sent again within the call's timeout while the peer refuses it unread because all its
+// connections are busy (http::RefusedUnread: a busy peer is not a lost peer).
 //
 // BlockingCallPool is the small pool of threads those blocking calls run on, so that the
 // io_context thread never waits on a peer.
@@ -40,8 +40,8 @@ namespace traintl {
 bool SplitAddress(const std::string& address, std::string* host, uint16_t* port);
 
 struct PeerCallOptions {
-  // The cluster's bearer token (shared by all daemons), sent as "Authorization: Bearer
-  // <token>". Default "".
+  // The cluster credential (http::ServerOptions::cluster_token, the same on every daemon),
+  // sent as "Authorization: Bearer <token>". Default "".
   std::string token;
   // Daemon-to-daemon calls use HTTPS, verified with `client_tls`: a cluster serves TLS on
   // every daemon or on none. Default false.
@@ -52,7 +52,7 @@ struct PeerCallOptions {
 
 class PeerCalls {
  public:
-  // Whether a call carries the cluster's token.
+  // Whether a call carries the cluster credential.
   enum class Auth { kToken, kAnonymous };
 
   explicit PeerCalls(PeerCallOptions options) : options_(std::move(options)) {}

@@ -32,9 +32,17 @@ using Handler = std::function<void(const Request&, std::shared_ptr<Responder>)>;
 
 constexpr size_t kDefaultMaxBodyBytes = 1 << 20;
 
+// Who may call a route (ServerOptions says what each credential is).
+enum class Access {
+  kAnyone,   // no credential: GET /healthz, the dashboard's login page
+  kUser,     // the API token ("Authorization: Bearer <token>"), or a browser session
+  kCluster,  // the cluster credential alone: the daemon-to-daemon routes (DESIGN §5)
+};
+
 struct RouteOptions {
-  // Requests must carry "Authorization: Bearer <ServerOptions::token>"; otherwise 401.
-  bool require_auth = true;
+  // Requests without the credential `access` needs get 401, before the body is read.
+  // Default kUser.
+  Access access = Access::kUser;
   // Larger bodies get 413, decided from Content-Length before the body is read, or while
   // reading a chunked body. Default 1 MiB.
   size_t max_body_bytes = kDefaultMaxBodyBytes;

@@ -66,9 +66,13 @@ struct ServerOptions {
   std::string address = "127.0.0.1";
   // TCP port; 0 picks any free port (see Server::local_endpoint). Default 7450.
   uint16_t port = 7450;
-  // Bearer token for routes with require_auth, compared in constant time and never
-  // logged. When empty, every require_auth route answers 401 (fail closed). Default "".
+  // Bearer token of the kUser routes, compared in constant time and never logged. When
+  // empty, every kUser route answers 401 (fail closed). Default "".
   std::string token;
+  // Bearer credential of the kCluster routes (what daemons send each other), likewise
+  // compared and never logged; only it opens them, the user's token does not. When
+  // empty, every kCluster route answers 401. Default "".
+  std::string cluster_token;
   // Also accept a browser session (daemon/http/browser_session.h) in place of the bearer
   // token: the cookie derived from `token` together with the header kSessionHeader.
   // Default false.

@@ -245,7 +245,13 @@ bool HeadLink::Join(const std::string& head) {
     LOG_INFO << "joined the cluster as a voter (raft id " << options_.self.raft_id << ")";
     return true;
   }
-  LOG_WARN << "join via " << head << " failed: " << (r.ok() ? r->body : r.status().message());
+  if (r.ok() && (r->status == 401 || r->status == 403)) {
+    LOG_WARN << "join via " << head << " refused: this daemon's cluster credential is not the "
+             << "head's (every node needs the same --token-file, and --cluster-secret-file if "
+             << "one is used)";
+  } else {
+    LOG_WARN << "join via " << head << " failed: " << (r.ok() ? r->body : r.status().message());
+  }
   return false;
 }
 

@@ -6,6 +6,7 @@ printed. Every process a test starts is killed at the end, and tests check that 
 process outlives its job.
 """
 import copy
+import hashlib
 import json
 import os
 import re
@@ -143,6 +144,15 @@ class Daemon:
                 return f.read()
         except OSError:
             return ""
+
+    def cluster_token(self, secret=None):
+        """The credential daemons send each other's /v1/internal routes: derived from the
+        cluster secret (`secret`; default: the one derived from the API token, as a daemon
+        without --cluster-secret-file does). See daemon.cc."""
+        if secret is None:
+            secret = hashlib.sha256(
+                ("traintl raft cluster secret v1\n" + self.token).encode()).hexdigest()
+        return hashlib.sha256(("traintl cluster api v1\n" + secret).encode()).hexdigest()
 
     def request(self, method, path, body=None, auth=True, token=None, headers=None, raw=False):
         url = f"http://{self.address}{path}"

@@ -214,17 +214,20 @@ class RemoteLogsTest(ClusterTestCase):
             self.assertEqual(sorted(f["seen"]), sorted(
                 head.cli("logs", job_id, check=True).stdout.splitlines()))
 
-        # The daemon-to-daemon endpoint behind it: the cluster token only, job ids only.
+        # The daemon-to-daemon endpoint behind it: the cluster credential only (not the API
+        # token), job ids only.
         target = f"/v1/internal/logs/{job_id}/1/{on_agent}?offset=0"
+        cluster = agent.cluster_token()
         self.assertEqual(agent.get(target, auth=False, raw=True)[0], 401)
         self.assertEqual(agent.get(target, token="0" * 64, raw=True)[0], 401)
-        status, body = agent.get(target, raw=True)
+        self.assertEqual(agent.get(target, raw=True)[0], 403)
+        status, body = agent.get(target, token=cluster, raw=True)
         self.assertEqual(status, 200)
         self.assertIn(f"epoch 7 rank {on_agent}".encode(), body)
         for bad in ("..%2f..%2ftoken/1/0", "..%2F..%2Ftoken/1/0", "%2e%2e/1/0",
                     f"{job_id}/..%2f..%2f..%2ftoken/0", f"{job_id}/1/-1", f"{job_id}/1/0%00",
                     f"{job_id}/1/0?offset=-5", f"{job_id}/1/0?max=abc", f"{job_id}/1/0?tail=-1"):
-            status, body = agent.get("/v1/internal/logs/" + bad, raw=True)
+            status, body = agent.get("/v1/internal/logs/" + bad, token=cluster, raw=True)
             self.assertIn(status, (400, 404), (bad, body))
             self.assertNotIn(agent.token.encode(), body, bad)
 

@@ -554,10 +554,11 @@ class ClusterSecretTest(unittest.TestCase):
                 intruder.start(role="voter", timeout=15)
             except AssertionError:
                 pass  # refusing to start is as good as failing to join
-            # Every Raft connection between them fails authentication, in both directions
-            # (the head tries to reach it once asked to add it as a voter)...
-            wait_for(lambda: "raft auth:" in head.log() or "raft auth:" in intruder.log(), 30,
-                     what="a refused Raft handshake")
+            # Its join is refused: the daemon-to-daemon routes take the cluster credential,
+            # derived from the secret, and the API token does not open them (a Raft
+            # connection would fail its handshake too: test_raft_port_requires_the_cluster_secret)...
+            wait_for(lambda: "cluster credential is not the head's" in intruder.log(), 30,
+                     what="a refused join")
             # ... so it never hears from the leader or becomes a voter (its /healthz role
             # is only what it was started as), and the group is undisturbed.
             self.assertNotIn("sees leader", intruder.log())
@@ -575,7 +576,74 @@ class ClusterSecretTest(unittest.TestCase):
                     d.cleanup()
 
 
+    def test_the_api_token_does_not_open_the_daemon_to_daemon_routes(self):
+        import secrets
+        data_dir = tempfile.mkdtemp(prefix="traintl-e2e-")
+        secret = secrets.token_hex(32)
+        d = Daemon(data_dir=data_dir, extra_args=[
+            "--server", "--cluster-secret-file", os.path.join(data_dir, "cluster_secret")])
+        d.owns_dir = True
+        write_secret(data_dir, "cluster_secret", secret)
+        try:
+            d.start(role="head")
+            cluster = d.cluster_token(secret)
+            # What an API user could compute: the credential of a cluster without its own
+            # secret. It must not stand in for this cluster's.
+            from_token = d.cluster_token()
+            routes = [("POST", "/v1/internal/events", {"events": []}, 200),
+                      ("POST", "/v1/internal/heartbeat", {}, 400),
+                      ("POST", "/v1/internal/launch", {}, 400),
+                      ("POST", "/v1/internal/stop", {}, 400),
+                      ("GET", "/v1/internal/logs/job-x/1/0", None, 200),  # an empty chunk
+                      ("GET", "/v1/blobs/" + "0" * 64, None, 404)]
+            for method, path, body, expected in routes:
+                def status(**kw):
+                    return d.request(method, path, body=body, raw=True, **kw)[0]
+                self.assertEqual(status(auth=False), 401, path)
+                self.assertEqual(status(token=from_token), 401, path)
+                self.assertEqual(status(), 403, path)  # the API token
+                self.assertEqual(status(token=cluster), expected, path)
+            # And the cluster credential is not an API token.
+            self.assertEqual(d.get("/v1/jobs", token=cluster, raw=True)[0], 403)
+            self.assertEqual(d.get("/v1/jobs", raw=True)[0], 200)
+            self.assertNotIn(cluster, d.log())
+        finally:
+            d.stop()
+            d.cleanup()
+
+
 class WorkerUserTest(unittest.TestCase):
+    def test_submit_looks_at_a_library_path_as_the_worker_user(self):
+        if os.geteuid() != 0:
+            self.skipTest("needs root")
+        d = Daemon(extra_args=["--worker-user", "nobody"]).start()
+        hidden = tempfile.mkdtemp(prefix="traintl-e2e-root-only-")  # 0700, root's
+        shown = tempfile.mkdtemp(prefix="traintl-e2e-open-")
+        try:
+            os.chmod(shown, 0o755)
+            for where in (hidden, shown):
+                os.mkfifo(os.path.join(where, "lib.fifo"))
+
+            def submit(library):
+                return d.post("/v1/jobs", {"spec": train_spec(name="fifo", library=library)})
+            # Where nobody can look, a FIFO is answered as a path that does not exist:
+            # accepted, and the job fails where it runs. Root's view would have told the
+            # caller it is there.
+            for library in (os.path.join(hidden, "lib.fifo"), os.path.join(hidden, "none.so")):
+                status, body = submit(library)
+                self.assertEqual(status, 201, body)
+                job = d.wait_terminal(body["job_id"])
+                self.assertEqual(job["state"], "FAILED", job)
+            # Where nobody can look, the FIFO is still refused at once.
+            status, body = submit(os.path.join(shown, "lib.fifo"))
+            self.assertEqual(status, 400, body)
+            self.assertIn("not a regular file", body.get("error", ""))
+        finally:
+            d.stop()
+            d.cleanup()
+            shutil.rmtree(hidden, ignore_errors=True)
+            shutil.rmtree(shown, ignore_errors=True)
+
     def test_worker_started_by_a_root_daemon_runs_as_the_configured_user(self):
         if os.geteuid() != 0:
             self.skipTest("needs root")

@@ -44,6 +44,7 @@ using traintl::http::Responder;
 using traintl::http::RouteOptions;
 
 constexpr char kToken[] = "fuzz-token";
+constexpr char kClusterToken[] = "fuzz-cluster";
 // Generous: a slow sanitizer build on a loaded machine must not look like a hang.
 constexpr auto kConnectionDeadline = std::chrono::seconds(20);
 
@@ -54,9 +55,9 @@ void CheckCapture(const std::string& value) {
   FUZZ_CHECK(value.find('\0') == std::string::npos);
 }
 
-void CheckAuthorized(const Request& req) {
+void CheckAuthorized(const Request& req, const char* token = kToken) {
   std::string auth = req.header("authorization");
-  FUZZ_CHECK(auth.find(kToken) != std::string::npos);
+  FUZZ_CHECK(auth.find(token) != std::string::npos);
 }
 
 void CheckParams(const Request& req) {
@@ -68,7 +69,7 @@ class Harness {
   Harness() {
     auto router = std::make_shared<traintl::http::Router>();
     RouteOptions open;
-    open.require_auth = false;
+    open.access = traintl::http::Access::kAnyone;
     router->Add(
         "GET", "/healthz",
         [](const Request&, std::shared_ptr<Responder> r) {
@@ -91,6 +92,16 @@ class Harness {
       CheckAuthorized(req);
       r->SendJson(200, {{"nodes", nlohmann::json::array()}});
     });
+    // A daemon-to-daemon route: the cluster credential alone opens it.
+    RouteOptions cluster;
+    cluster.access = traintl::http::Access::kCluster;
+    router->Add(
+        "POST", "/v1/internal/events",
+        [](const Request& req, std::shared_ptr<Responder> r) {
+          CheckAuthorized(req, kClusterToken);
+          r->SendJson(200, {{"ok", true}});
+        },
+        cluster);
     // The real handler parses the body as an untrusted job spec.
     router->Add("POST", "/v1/jobs", [](const Request& req, std::shared_ptr<Responder> r) {
       CheckAuthorized(req);
@@ -149,6 +160,7 @@ class Harness {
     options.address = "127.0.0.1";
     options.port = 0;
     options.token = kToken;
+    options.cluster_token = kClusterToken;
     options.max_header_bytes = 8 * 1024;
     options.header_timeout = std::chrono::seconds(5);
     options.read_timeout = std::chrono::seconds(5);

@@ -102,6 +102,10 @@ write(H, "submit_chunked",
       "5\r\n{\"spe\r\n3\r\nc\":\r\n1\r\n1\r\n1\r\n}\r\n0\r\n\r\n")
 write(H, "no_token", req("GET", "/v1/jobs", auth=False))
 write(H, "wrong_token", req("GET", "/v1/jobs", headers="Authorization: Bearer nope\r\n", auth=False))
+write(H, "cluster_route", req("POST", "/v1/internal/events", b'{"events": []}',
+                            headers="Authorization: Bearer fuzz-cluster\r\n", auth=False) +
+      req("POST", "/v1/internal/events", b'{"events": []}') +
+      req("GET", "/v1/jobs", headers="Authorization: Bearer fuzz-cluster\r\n", auth=False))
 write(H, "traversal", req("GET", "/v1/jobs/../logs") + req("GET", "/v1/jobs/%2e%2e/logs") +
       req("GET", "/v1/jobs/a%2Fb") + req("GET", "/v1/jobs/%2E./metrics"))
 write(H, "nul", req("GET", "/v1/jobs/a%00b"))

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/status.h"
+#include "daemon/http/browser_session.h"
 #include "daemon/http/client.h"
 #include "daemon/http/responder.h"
 #include "daemon/http/router.h"
@@ -140,6 +141,66 @@ TEST_CASE("an empty server token refuses every auth route") {
   auto r = s.Get("/v1/nodes", {{"Authorization", "Bearer x"}});
   REQUIRE(r.ok());
   CHECK(r->status == 401);
+  s.ExpectHealthy();
+}
+
+TEST_CASE("cluster routes take the cluster credential alone, user routes the token alone") {
+  constexpr char kCluster[] = "cluster-credential-0123456789";
+  TestServer s;
+  s.options.cluster_token = kCluster;
+  s.options.browser_sessions = true;
+  AddHealthz(*s.router);
+  std::atomic<int> calls{0};
+  auto handler = [&](const Request&, std::shared_ptr<Responder> res) {
+    ++calls;
+    res->SendJson(200, json::object());
+  };
+  RouteOptions cluster;
+  cluster.access = Access::kCluster;
+  s.router->Add("POST", "/v1/internal/events", handler, cluster);
+  s.router->Add("GET", "/v1/jobs", handler);
+  s.Start();
+
+  auto status = [&](const std::string& method, const std::string& target,
+                    std::map<std::string, std::string> headers) {
+    auto r = Fetch("127.0.0.1", s.port, method, target, "{}", headers);
+    REQUIRE(r.ok());
+    return r->status;
+  };
+  const std::map<std::string, std::string> user = Auth();
+  const std::map<std::string, std::string> daemon = {
+      {"Authorization", std::string("Bearer ") + kCluster}};
+  const std::map<std::string, std::string> browser = {
+      {"Cookie", std::string(kSessionCookie) + "=" + SessionValueForToken(kToken)},
+      {std::string(kSessionHeader), "1"}};
+  CHECK(status("POST", "/v1/internal/events", {}) == 401);
+  CHECK(status("POST", "/v1/internal/events", {{"Authorization", "Bearer x"}}) == 401);
+  CHECK(status("POST", "/v1/internal/events", user) == 403);
+  CHECK(status("POST", "/v1/internal/events", browser) == 403);
+  CHECK(status("GET", "/v1/jobs", daemon) == 403);
+  CHECK(calls == 0);
+  CHECK(status("POST", "/v1/internal/events", daemon) == 200);
+  CHECK(status("GET", "/v1/jobs", user) == 200);
+  CHECK(status("GET", "/v1/jobs", browser) == 200);
+  CHECK(calls == 3);
+  s.ExpectHealthy();
+}
+
+TEST_CASE("an empty cluster credential refuses every cluster route") {
+  TestServer s;  // options.cluster_token stays ""
+  AddHealthz(*s.router);
+  RouteOptions cluster;
+  cluster.access = Access::kCluster;
+  s.router->Add(
+      "GET", "/v1/internal/x",
+      [](const Request&, std::shared_ptr<Responder> res) { res->SendJson(200, json::object()); },
+      cluster);
+  s.Start();
+  for (auto headers : {Auth(), std::map<std::string, std::string>{{"Authorization", "Bearer "}}}) {
+    auto r = s.Get("/v1/internal/x", headers);
+    REQUIRE(r.ok());
+    CHECK(r->status != 200);
+  }
   s.ExpectHealthy();
 }
 

@@ -69,7 +69,7 @@ void TestServer::Stop() {
 
 void AddHealthz(http::Router& r) {
   http::RouteOptions open;
-  open.require_auth = false;
+  open.access = http::Access::kAnyone;
   r.Add(
       "GET", "/healthz",
       [](const http::Request&, std::shared_ptr<http::Responder> res) {

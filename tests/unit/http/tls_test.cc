@@ -57,7 +57,7 @@ class TlsServer {
     options.tls_cert_file = pki.cert;
     options.tls_key_file = pki.key;
     RouteOptions open;
-    open.require_auth = false;
+    open.access = Access::kAnyone;
     router->Add(
         "GET", "/healthz",
         [](const Request&, std::shared_ptr<Responder> r) {
