@@ -13,6 +13,7 @@
 #include <random>
 
 #include "common/safe_fs.h"
+#include "common/utf8.h"
 
 namespace traintl {
 namespace {
@@ -314,7 +315,7 @@ std::string TailFile(const std::string& path, size_t max_bytes) {
     size_t nl = out.find('\n');
     if (nl != std::string::npos && nl + 1 < out.size()) out = out.substr(nl + 1);
   }
-  return out;
+  return ToValidUtf8(out);
 }
 
 std::string TempSuffix() {

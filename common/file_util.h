@@ -56,7 +56,8 @@ std::string AbsolutePath(const std::string& path);
 // A suffix that makes a temporary file's name unique (".tmp-<pid>-<random>"): written
 // beside its final path, then renamed over it.
 std::string TempSuffix();
-// Last `max_bytes` of a file, starting at a line boundary where possible.
+// Last `max_bytes` of a file, starting at a line boundary where possible, as valid UTF-8
+// (ToValidUtf8: a log's bytes are the training code's, and the tail goes into JSON).
 std::string TailFile(const std::string& path, size_t max_bytes);
 
 }  // namespace traintl

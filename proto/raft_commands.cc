@@ -361,7 +361,9 @@ std::string Encode(Command c) { return Encode(Envelope{RandomHex(12), NowMs(), s
 std::string Encode(const Envelope& e) {
   json j = {{"op", std::string(OpOf(e.body))}, {"rid", e.rid}, {"time", e.time}};
   std::visit([&](const auto& body) { Put(body, j); }, e.body);
-  return j.dump();
+  // Commands carry text that workers wrote (a log tail, an error): never let a stray byte
+  // that slipped past its source's cleaning throw here, on the head's io thread.
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 Result<Envelope> Decode(std::string_view text) {

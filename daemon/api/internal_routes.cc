@@ -126,7 +126,8 @@ void RegisterHeadRoutes(ClusterRouter router, const InternalRoutesContext& ctx) 
           res->SendError(503, "not the head");
           return;
         }
-        json body = ParseJsonBounded(req.body);
+        // Two levels more than a worker's line may use: the body and its events array.
+        json body = ParseJsonBounded(req.body, kMaxJsonDepth + 2);
         if (!body.is_object() || !body.contains("events") || !body["events"].is_array()) {
           res->SendError(400, "malformed events");
           return;

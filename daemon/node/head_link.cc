@@ -136,7 +136,7 @@ std::string HeadLink::Discover(const std::vector<std::string>& given) {
 void HeadLink::Enqueue(json event) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    events_.push_back(std::move(event));
+    events_.Push(event);
   }
   cv_.notify_all();
 }
@@ -187,40 +187,50 @@ void HeadLink::EnqueueExit(const WorkerExit& e, const std::string& log_tail) {
 
 void HeadLink::SenderMain() {
   while (!stopping_) {
-    std::vector<json> batch;
+    std::optional<EventOutbox::Batch> batch;
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait_for(lock, std::chrono::milliseconds(200),
                    [this] { return stopping_ || !events_.empty(); });
       if (stopping_) return;
       // Their attempts are being stopped; the head moved on.
-      if (lease_.fenced()) events_.clear();
-      for (size_t i = 0; i < events_.size() && i < 64; ++i) batch.push_back(events_[i]);
+      if (lease_.fenced()) events_.Clear();
+      batch = events_.Next();
     }
-    if (batch.empty()) continue;
+    if (!batch) continue;
     const std::string head = head_address();
     if (head.empty() || is_head_) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
       continue;
     }
-    json body = {{"node_id", options_.self.node_id}, {"events", batch}};
-    auto r =
-        peers_->Call(head, "POST", "/v1/internal/events", body.dump(), std::chrono::seconds(5));
+    const std::string body = "{\"node_id\":" + json(options_.self.node_id).dump() +
+                             ",\"events\":" + batch->events_json + "}";
+    auto r = peers_->Call(head, "POST", "/v1/internal/events", body, std::chrono::seconds(5));
+    if (r.ok() && (r->status == 400 || r->status == 413)) {
+      // Malformed or too large: find the event the head refuses and drop it, so that it
+      // does not hold up every other event of this node (EventOutbox).
+      bool dropped = false;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        dropped = events_.Refused(*batch);
+      }
+      if (dropped) {
+        LOG_WARN << "dropping a worker event the head refuses (" << r->status
+                 << "): " << r->body.substr(0, 200);
+      }
+      continue;
+    }
     if (!r.ok() || r->status != 200) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
       continue;
     }
     {
       std::lock_guard<std::mutex> lock(mu_);
-      for (size_t i = 0; i < batch.size() && !events_.empty(); ++i) events_.pop_front();
+      events_.Delivered(*batch);
     }
     // The head has taken the reports (and their checkpoint files): the ranks may go on.
-    for (const auto& ev : batch) {
-      if (ev["type"] != "report" || ev.value("held", false)) continue;
-      asio::post(io_, [this, ev] {
-        agent_->Ack(ev["job_id"].get<std::string>(), ev["attempt"].get<int>(),
-                    ev["rank"].get<int>(), ev["seq"].get<int>());
-      });
+    for (const EventOutbox::Ack& ack : batch->acks) {
+      asio::post(io_, [this, ack] { agent_->Ack(ack.job_id, ack.attempt, ack.rank, ack.seq); });
     }
   }
 }

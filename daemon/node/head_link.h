@@ -22,7 +22,6 @@
 #include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <condition_variable>
-#include <deque>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -37,6 +36,7 @@
 #include "daemon/http/peer_calls.h"
 #include "daemon/node/agent.h"
 #include "daemon/node/blob_store.h"
+#include "daemon/node/event_outbox.h"
 #include "daemon/node/head_lease.h"
 #include "daemon/node/worker_pool.h"
 #include "daemon/state/state_store.h"
@@ -140,7 +140,7 @@ class HeadLink {
   std::condition_variable cv_;
   std::string head_address_ TRAINTL_GUARDED_BY(mu_);
   std::vector<std::string> known_ TRAINTL_GUARDED_BY(mu_);  // voter API addresses
-  std::deque<nlohmann::json> events_ TRAINTL_GUARDED_BY(mu_);
+  EventOutbox events_ TRAINTL_GUARDED_BY(mu_);
   HeadLease lease_ TRAINTL_GUARDED_BY(mu_);
 
   // The last list LiveAttemptsFromIo got; touched by the heartbeat thread only.

@@ -65,6 +65,18 @@ class AttackTest(DaemonTestCase):
                 self.assertEqual(body.get("field"), "name")
                 self.assertIn("must not start with", body.get("error", ""))
 
+    def test_a_rank_log_that_is_not_utf8_fails_its_job_not_the_daemon(self):
+        d = self.daemon
+        job_id = d.submit_spec(train_spec(name="binary", workers=2, fail_at_epoch=0,
+                                          fail_rank=-1, fail_mode="binary"))
+        job = d.wait_terminal(job_id)
+        self.assertEqual(job["state"], "FAILED", job)
+        # The log tail in the job's message: the bytes that are not text replaced.
+        self.assertIn("\ufffd not text", json.dumps(job, ensure_ascii=False))
+        self.assert_alive()
+        self.assertEqual(d.wait_terminal(d.submit_spec(train_spec(name="after", epochs=1)))
+                         ["state"], "SUCCEEDED")
+
     def test_a_fifo_or_device_as_library_is_refused_at_once(self):
         d = self.daemon
         fifo = os.path.join(d.data_dir, "lib.fifo")

@@ -2,6 +2,7 @@
 GPUs packed per node, kill -9 of the head and of an agent mid-job, self-fencing of a node
 that loses the head, and (where the machine allows) a network-namespace partition."""
 import http.client
+import json
 import os
 import signal
 import subprocess
@@ -266,6 +267,21 @@ class RemoteLogsTest(ClusterTestCase):
         # Following the ended job ends too, with the same one line for the missing rank.
         p = head.cli("logs", job_id, "-f", check=True, timeout=60)
         self.assertEqual(sorted(p.stdout.splitlines()), sorted(lines))
+
+
+    def test_a_remote_rank_log_that_is_not_utf8_fails_its_job_not_a_daemon(self):
+        c = self.cluster
+        head, agent = c.voters[0], c.agents[0]
+        job_id = head.submit_spec(train_spec(name="binary", workers=2, fail_at_epoch=1,
+                                             fail_rank=-1, fail_mode="binary", sleep_ms=300))
+        job = head.wait_terminal(job_id)
+        self.assertEqual(job["state"], "FAILED", job)
+        self.assertIn("\ufffd not text", json.dumps(job, ensure_ascii=False))
+        for d in (head, agent):
+            self.assertIsNone(d.proc.poll(), d.log()[-3000:])
+        # The agent's events still reach the head.
+        job_id = head.submit_spec(train_spec(name="after", workers=2, epochs=2, sleep_ms=10))
+        self.assertEqual(head.wait_terminal(job_id)["state"], "SUCCEEDED")
 
 
 class AgentLossTest(ClusterTestCase):

@@ -4,7 +4,8 @@
 //   epochs (3), sleep_ms (100): per epoch; checkpoint_every (1; 0 = never)
 //   fail_at_epoch (-1 = never), fail_rank (0; -1 = every rank), fail_only_attempt (1;
 //   0 = every attempt), fail_mode: "exit" (_Exit(7)) | "throw" | "abort" | "segfault" |
-//   "hang" (sleeps forever, ignoring should_stop)
+//   "hang" (sleeps forever, ignoring should_stop) | "binary" (writes bytes that are not
+//   UTF-8, a character cut short last, to stderr, then _Exit(7))
 //   bad_checkpoint (false): report a checkpoint directory that does not exist
 //   echo_env ([]): names of environment variables to copy into the metrics ("env")
 //   tmp_dir ($TMPDIR or /tmp): where checkpoints are written before report()
@@ -127,6 +128,11 @@ void InjectFailure(const std::string& mode, int epoch, int rank) {
   std::printf("injecting failure '%s' at epoch %d on rank %d\n", mode.c_str(), epoch, rank);
   std::fflush(stdout);
   if (mode == "exit") std::_Exit(7);
+  if (mode == "binary") {
+    std::fputs("\xff\xfe not text \xc0\xaf\xed\xa0\x80 \xe2\x96", stderr);
+    std::fflush(stderr);
+    std::_Exit(7);
+  }
   if (mode == "abort") std::abort();
   if (mode == "segfault") {
     volatile int* p = nullptr;

@@ -1,0 +1,68 @@
+#include "common/utf8.h"
+
+#include <cstddef>
+#include <cstdint>
+
+namespace traintl {
+namespace {
+
+constexpr char kReplacement[] = "\xEF\xBF\xBD";  // U+FFFD
+
+// The length of the well-formed sequence at s[i] (Unicode table 3-7), or 0 when none
+// starts there; *maximal is then how many bytes the ill-formed prefix spans (at least 1).
+size_t SequenceAt(std::string_view s, size_t i, size_t* maximal) {
+  const auto b = [&](size_t k) { return static_cast<uint8_t>(s[i + k]); };
+  const size_t left = s.size() - i;
+  const uint8_t c = b(0);
+  *maximal = 1;
+  if (c < 0x80) return 1;
+  size_t n = 0;
+  uint8_t lo = 0x80, hi = 0xBF;  // range of the second byte
+  if (c >= 0xC2 && c <= 0xDF) {
+    n = 2;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    n = 3;
+    if (c == 0xE0) lo = 0xA0;  // no overlong forms
+    if (c == 0xED) hi = 0x9F;  // no surrogates
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    n = 4;
+    if (c == 0xF0) lo = 0x90;  // no overlong forms
+    if (c == 0xF4) hi = 0x8F;  // nothing above U+10FFFF
+  } else {
+    return 0;  // a continuation byte, C0/C1 or F5..FF
+  }
+  for (size_t k = 1; k < n; ++k) {
+    if (k >= left) return 0;
+    const uint8_t lower = k == 1 ? lo : 0x80, upper = k == 1 ? hi : 0xBF;
+    if (b(k) < lower || b(k) > upper) return 0;
+    *maximal = k + 1;
+  }
+  return n;
+}
+
+}  // namespace
+
+std::string ToValidUtf8(std::string_view bytes) {
+  std::string out;
+  size_t i = 0;
+  // Most text is valid: copy runs, not bytes.
+  size_t run = 0;
+  while (i < bytes.size()) {
+    size_t maximal = 0;
+    const size_t n = SequenceAt(bytes, i, &maximal);
+    if (n > 0) {
+      i += n;
+      continue;
+    }
+    if (out.empty()) out.reserve(bytes.size() + 8);
+    out.append(bytes.data() + run, i - run);
+    out += kReplacement;
+    i += maximal;
+    run = i;
+  }
+  if (run == 0) return std::string(bytes);
+  out.append(bytes.data() + run, bytes.size() - run);
+  return out;
+}
+
+}  // namespace traintl

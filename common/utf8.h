@@ -1,0 +1,18 @@
+// UTF-8 for text that comes from outside as bytes (a worker's log) and goes into JSON,
+// whose encoder (nlohmann::json::dump) throws on invalid UTF-8.
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace traintl {
+
+// `bytes` as valid UTF-8: every maximal ill-formed subsequence (a stray continuation byte,
+// a truncated sequence, an overlong form, a surrogate, a code point above U+10FFFF)
+// becomes U+FFFD, as the Unicode standard recommends ("substitution of maximal subparts");
+// valid text comes back unchanged.
+std::string ToValidUtf8(std::string_view bytes);
+
+}  // namespace traintl

@@ -1,0 +1,52 @@
+#include <catch2/catch.hpp>
+#include <random>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "common/utf8.h"
+
+using traintl::ToValidUtf8;
+
+namespace {
+const std::string R = "\xEF\xBF\xBD";  // U+FFFD
+}
+
+TEST_CASE("valid UTF-8 comes back unchanged") {
+  for (std::string s : {std::string(), std::string("plain ascii\n"), std::string("\0x", 2),
+                        std::string("caf\xC3\xA9 \xE2\x96\x88 \xF0\x9F\x98\x80"),
+                        std::string("\xED\x9F\xBF\xEE\x80\x80\xF4\x8F\xBF\xBF")}) {
+    CHECK(ToValidUtf8(s) == s);
+  }
+}
+
+TEST_CASE("ill-formed bytes become U+FFFD, one per maximal subpart") {
+  // The cases of the Unicode standard's table 3-8 and its neighbours; Python's
+  // bytes.decode("utf-8", "replace") gives the same.
+  CHECK(ToValidUtf8("\xFF") == R);
+  CHECK(ToValidUtf8("a\x80z") == "a" + R + "z");
+  CHECK(ToValidUtf8("\xC0\xAF") == R + R);                  // overlong
+  CHECK(ToValidUtf8("\xE0\x80\xAF") == R + R + R);          // overlong, 3 bytes
+  CHECK(ToValidUtf8("\xED\xA0\x80") == R + R + R);          // a surrogate
+  CHECK(ToValidUtf8("\xF4\x90\x80\x80") == R + R + R + R);  // above U+10FFFF
+  CHECK(ToValidUtf8("\xE2\x96") == R);                      // cut short: one subpart
+  CHECK(ToValidUtf8("\xF0\x9F\x98") == R);
+  CHECK(ToValidUtf8("\xE2\x96x") == R + "x");
+  CHECK(ToValidUtf8("\x61\xF1\x80\x80\xE1\x80\xC2\x62\x80\x63\x80\xBF\x64") ==
+        "a" + R + R + R + "b" + R + "c" + R + R + "d");
+  // A log tail cut in the middle of a character (TailFile starts anywhere).
+  CHECK(ToValidUtf8("\x96\x88 100%\n") == R + R + " 100%\n");
+}
+
+TEST_CASE("whatever the bytes, the result is JSON-encodable and stable") {
+  std::mt19937 rng(7);
+  for (int round = 0; round < 2000; ++round) {
+    std::string s(rng() % 64, '\0');
+    for (auto& c : s) c = static_cast<char>(rng() % 4 == 0 ? rng() % 256 : 0x80 + rng() % 0x80);
+    const std::string v = ToValidUtf8(s);
+    INFO(round);
+    CHECK_NOTHROW(nlohmann::json(v).dump());
+    CHECK(ToValidUtf8(v) == v);
+    CHECK(nlohmann::json::parse(nlohmann::json(v).dump()).get<std::string>() == v);
+  }
+}
