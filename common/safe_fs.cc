@@ -21,6 +21,16 @@ namespace {
 constexpr int kMaxSymlinks = 40;
 // How often an operation re-examines an entry that another process keeps replacing.
 constexpr int kMaxRetries = 4;
+// How deep RemoveEntry and ListFilesWalk go below where they start. They recurse, with a
+// descriptor open per level: a tree a worker made 50,000 levels deep would overflow the
+// stack (of a root daemon) or exhaust its descriptors. No checkpoint or staging tree is
+// anywhere near this deep; a deeper one is an error, and stays where it is.
+constexpr int kMaxTreeDepth = 256;
+
+Status TooDeep(const std::string& path) {
+  return Status::InvalidArgument("refusing to go below " + path + ": more than " +
+                                 std::to_string(kMaxTreeDepth) + " levels deep");
+}
 
 // A Status for a failed system call, with a code callers can tell apart.
 Status ErrnoStatus(int err, const std::string& what, const std::string& path) {
@@ -271,7 +281,7 @@ Result<std::vector<std::string>> EntryNames(int dirfd, const std::string& shown)
   return names;
 }
 
-Status RemoveEntry(int dirfd, const std::string& dir_path, const std::string& name) {
+Status RemoveEntry(int dirfd, const std::string& dir_path, const std::string& name, int depth = 0) {
   const std::string here = Join(dir_path, name);
   // Each pass re-examines the entry: another process may replace it while we work (a
   // directory by a symlink, say); a replaced entry is examined again, never followed.
@@ -293,8 +303,9 @@ Status RemoveEntry(int dirfd, const std::string& dir_path, const std::string& na
       return ErrnoStatus(errno, "open", here);
     }
     UniqueFd dir(fd);
+    if (depth >= kMaxTreeDepth) return TooDeep(here);
     TRAINTL_ASSIGN_OR_RETURN(std::vector<std::string> names, EntryNames(dir.get(), here));
-    for (const auto& n : names) TRAINTL_RETURN_IF_ERROR(RemoveEntry(dir.get(), here, n));
+    for (const auto& n : names) TRAINTL_RETURN_IF_ERROR(RemoveEntry(dir.get(), here, n, depth + 1));
     if (::unlinkat(dirfd, name.c_str(), AT_REMOVEDIR) == 0 || errno == ENOENT) return Status::Ok();
     if (errno == ENOTEMPTY || errno == EEXIST || errno == ENOTDIR) continue;  // changed meanwhile
     return ErrnoStatus(errno, "rmdir", here);
@@ -303,7 +314,8 @@ Status RemoveEntry(int dirfd, const std::string& dir_path, const std::string& na
 }
 
 Status ListFilesWalk(int dirfd, const std::string& shown, const std::string& rel,
-                     std::vector<std::string>* out) {
+                     std::vector<std::string>* out, int depth = 0) {
+  if (depth > kMaxTreeDepth) return TooDeep(shown);
   TRAINTL_ASSIGN_OR_RETURN(std::vector<std::string> names, EntryNames(dirfd, shown));
   for (const auto& n : names) {
     const std::string here = Join(shown, n);
@@ -323,7 +335,7 @@ Status ListFilesWalk(int dirfd, const std::string& shown, const std::string& rel
         return ErrnoStatus(errno, "open", here);
       }
       UniqueFd guard(sub);
-      TRAINTL_RETURN_IF_ERROR(ListFilesWalk(sub, here, r, out));
+      TRAINTL_RETURN_IF_ERROR(ListFilesWalk(sub, here, r, out, depth + 1));
     }
   }
   return Status::Ok();

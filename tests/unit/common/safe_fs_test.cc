@@ -4,11 +4,13 @@
 // the operation refuses (or removes only the link) and the victim is unchanged: mode,
 // owner and contents. Each of these cases fails with the path-based code this replaced
 // (mkdir -p, chown(2), open(O_CREAT), rename(2), the old RemoveAll's opendir of a path).
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cstdlib>
 #include <string>
 
 #include "common/file_util.h"
@@ -272,6 +274,33 @@ TEST_CASE("ListFilesNoFollow lists regular files and refuses a symlink anywhere 
   CHECK(Mentions(refused.status(), top + "/a/loot"));
   RemoveAll(top).IgnoreError();
   RemoveAll(victim).IgnoreError();
+}
+
+TEST_CASE("a tree deeper than the walks go is refused, not a stack overflow") {
+  // What a worker can make in its staging dir in a second: 30,000 levels need more stack
+  // than the daemon's threads have when each level recurses.
+  const std::string top = MakeTempDir("deep", 0755);
+  int fd = ::open(top.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  for (int i = 0; i < 30000; ++i) {
+    REQUIRE(::mkdirat(fd, "d", 0755) == 0);
+    int next = ::openat(fd, "d", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    ::close(fd);
+    REQUIRE(next >= 0);
+    fd = next;
+  }
+  REQUIRE(::close(::openat(fd, "f", O_WRONLY | O_CREAT | O_CLOEXEC, 0644)) == 0);
+  ::close(fd);
+  auto dir = OpenTrustedDir(top);
+  REQUIRE(dir.ok());
+  auto listed = ListFilesNoFollow(*dir);
+  CHECK(!listed.ok());
+  CHECK(Mentions(listed.status(), "levels deep"));
+  Status removed = RemoveAllAt(*dir, "d");
+  CHECK(!removed.ok());
+  CHECK(Mentions(removed, "levels deep"));
+  // rm walks with a bounded stack.
+  REQUIRE(std::system(("rm -rf " + top).c_str()) == 0);
 }
 
 TEST_CASE("CopyTreeDurably does not write through a symlink planted at a destination file") {
