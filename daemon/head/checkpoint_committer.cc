@@ -29,11 +29,11 @@ size_t CheckpointCommitter::pending() const {
   return jobs_.size() + running_;
 }
 
-void CheckpointCommitter::Post(std::function<void()> job) {
+void CheckpointCommitter::Post(std::function<void()> job, bool as_worker) {
   {
     std::lock_guard<std::mutex> l(mu_);
     if (stopping_) return;
-    jobs_.push_back(std::move(job));
+    jobs_.push_back(Job{std::move(job), as_worker});
   }
   cv_.notify_one();
 }
@@ -43,14 +43,14 @@ void CheckpointCommitter::Main() {
   for (;;) {
     cv_.wait(l, [this] { return stopping_ || !jobs_.empty(); });
     if (stopping_) return;
-    std::function<void()> job = std::move(jobs_.front());
+    Job job = std::move(jobs_.front());
     jobs_.pop_front();
     ++running_;
     l.unlock();
     {
       // Per thread (setfsuid): the io thread keeps the daemon's own file access.
-      ScopedFsIdentity as_worker(fs_ ? &*fs_ : nullptr);
-      job();
+      ScopedFsIdentity as_worker(fs_ && job.as_worker ? &*fs_ : nullptr);
+      job.run();
     }
     l.lock();
     --running_;
@@ -80,12 +80,14 @@ void CheckpointCommitter::Remove(std::string trial_dir, std::vector<std::string>
 }
 
 void CheckpointCommitter::RemoveDirs(std::vector<std::string> dirs) {
-  Post([this, dirs = std::move(dirs)] {
-    for (const auto& dir : dirs) {
-      if (Status st = files_->RemoveDir(dir); !st.ok())
-        LOG_WARN << "cannot remove " << dir << ": " << st.message();
-    }
-  });
+  Post(
+      [this, dirs = std::move(dirs)] {
+        for (const auto& dir : dirs) {
+          if (Status st = files_->RemoveDir(dir); !st.ok())
+            LOG_WARN << "cannot remove " << dir << ": " << st.message();
+        }
+      },
+      /*as_worker=*/false);
 }
 
 void CheckpointCommitter::CleanUpAttempt(std::string staging_dir, std::string trial_dir) {

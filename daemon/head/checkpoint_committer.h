@@ -5,8 +5,10 @@
 //
 // Jobs run one at a time in submission order: a merge submitted before an attempt's
 // cleanup finishes before that cleanup starts. Each runs with the worker file identity
-// (common/fs_identity.h) when one is set. A merge's result is posted back to the
-// io_context.
+// (common/fs_identity.h) when one is set, but the removal of a deleted job's directories:
+// those lie in directories of the daemon's (the job's log dir, the storage path), which
+// the worker could not empty, and RemoveAllNoFollow is safe with root's access (it never
+// follows a link). A merge's result is posted back to the io_context.
 //
 // Thread-safety: Merge, Remove and CleanUpAttempt may be called from any thread; the
 // destructor drains nothing: it finishes the running job and drops the rest (their files
@@ -53,14 +55,16 @@ class CheckpointCommitter {
   void Remove(std::string trial_dir, std::vector<std::string> checkpoint_dirs);
   // After an attempt ended: its staging area and uncommitted ".tmp" merges go.
   void CleanUpAttempt(std::string staging_dir, std::string trial_dir);
-  // A deleted job's directories (CheckpointFiles::RemoveDir), behind the work queued.
+  // A deleted job's directories (CheckpointFiles::RemoveDir), behind the work queued, with
+  // the daemon's own file access.
   void RemoveDirs(std::vector<std::string> dirs);
 
   // Jobs queued or running (for tests and views).
   size_t pending() const;
 
  private:
-  void Post(std::function<void()> job);
+  // `as_worker`: with the worker file identity (when one is set).
+  void Post(std::function<void()> job, bool as_worker = true);
   void Main();
 
   // Constant after construction.
@@ -70,7 +74,11 @@ class CheckpointCommitter {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::function<void()>> jobs_ TRAINTL_GUARDED_BY(mu_);
+  struct Job {
+    std::function<void()> run;
+    bool as_worker = true;
+  };
+  std::deque<Job> jobs_ TRAINTL_GUARDED_BY(mu_);
   size_t running_ TRAINTL_GUARDED_BY(mu_) = 0;
   bool stopping_ TRAINTL_GUARDED_BY(mu_) = false;
   std::thread thread_;  // started last

@@ -701,6 +701,18 @@ class WorkerUserTest(unittest.TestCase):
             entries = [e for e in os.listdir(index_dir) if e.endswith(".idx")]
             self.assertEqual(len(entries), 1, os.listdir(index_dir))
             self.assertEqual(os.stat(os.path.join(index_dir, entries[0])).st_uid, nobody.pw_uid)
+            # Deleting a job with its checkpoints removes its trial dir (nobody's, in the
+            # daemon's storage dir) and its logs (root's): with the daemon's own access,
+            # which nobody's could not do.
+            job_id = d.submit_spec(train_spec(name="delete-as-nobody", workers=1, epochs=2,
+                                              sleep_ms=10))
+            trial_dir = d.wait_terminal(job_id)["trial_dir"]
+            self.assertEqual(os.stat(trial_dir).st_uid, nobody.pw_uid)
+            logs = os.path.join(d.data_dir, "jobs", job_id)
+            self.assertTrue(os.path.isdir(logs))
+            self.assertEqual(d.request("DELETE", f"/v1/jobs/{job_id}?checkpoints=1")[0], 200)
+            wait_for(lambda: not os.path.exists(trial_dir) and not os.path.exists(logs), 20,
+                     what="the trial dir and the logs removed")
         finally:
             leftover = d.worker_pids()
             d.stop()
