@@ -182,9 +182,11 @@ Result<SafeDir> WalkBelow(const SafeDir& root, const std::string& rel, bool crea
   if (fd0 < 0) return ErrnoStatus(errno, "open", root.path);
   UniqueFd cur(fd0);
   std::string shown = root.path;
+  bool made = false;
   for (const std::string& name : parts) {
     const std::string here = Join(shown, name);
     int fd = -1;
+    made = false;
     for (int tries = 0;; ++tries) {
       fd = ::openat(cur.get(), name.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
       if (fd >= 0) break;
@@ -192,8 +194,11 @@ Result<SafeDir> WalkBelow(const SafeDir& root, const std::string& rel, bool crea
       struct stat st;
       if (::fstatat(cur.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
         if (errno == ENOENT && create && tries < kMaxRetries) {
-          if (::mkdirat(cur.get(), name.c_str(), mode) != 0 && errno != EEXIST)
+          if (::mkdirat(cur.get(), name.c_str(), mode) == 0) {
+            made = true;
+          } else if (errno != EEXIST) {
             return ErrnoStatus(errno, "mkdir", here);
+          }
           continue;
         }
         return ErrnoStatus(errno, "stat", here);
@@ -213,7 +218,7 @@ Result<SafeDir> WalkBelow(const SafeDir& root, const std::string& rel, bool crea
     cur = std::move(next);
     shown = here;
   }
-  return SafeDir{std::move(cur), shown};
+  return SafeDir{std::move(cur), shown, made};
 }
 
 // Splits `path` into its parent (opened by rule 1) and last component.

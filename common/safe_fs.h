@@ -84,6 +84,9 @@ struct OwnerPolicy {
 struct SafeDir {
   UniqueFd fd;
   std::string path;
+  // Whether the call that returned it made the last component (MakeDirsBelow,
+  // MakeJobDir); false when it was there already.
+  bool created = false;
 };
 
 // Rule 1: opens the directory `path`, following only symlinks held by trusted directories.

@@ -3,11 +3,14 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 
 #include "common/code_archive.h"
 #include "common/file_util.h"
@@ -54,6 +57,26 @@ Status Agent::RemoveStaleStaging(const SafeDir& staging_root, int attempt) {
 }
 
 std::string Agent::DataIndexDir() const { return options_.data_dir + "/data_index"; }
+
+Status Agent::GiveToWorker(const SafeDir& dir) const {
+  const auto& user = pool_->worker_user();
+  if (!user.has_value()) return Status::Ok();
+  struct stat st;
+  if (::fstat(dir.fd.get(), &st) != 0)
+    return Status::Internal("stat " + dir.path + ": " + std::strerror(errno));
+  if (st.st_uid == user->uid) return Status::Ok();
+  if (!dir.created) {
+    return Status::PermissionDenied("refusing to give " + dir.path + " to " + user->name +
+                                    ": it was not made for this job (owned by uid " +
+                                    std::to_string(st.st_uid) + ")");
+  }
+  TRAINTL_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(dir));
+  if (!names.empty()) {
+    return Status::PermissionDenied("refusing to give " + dir.path + " to " + user->name +
+                                    ": it changed while it was made");
+  }
+  return ChownDirNoFollow(dir, user->uid, user->gid, JobOwners());
+}
 
 OwnerPolicy Agent::JobOwners() const {
   OwnerPolicy owners;
@@ -173,10 +196,15 @@ Result<int> Agent::Launch(const NodeAttemptPlan& planned) {
       SafeDir dir,
       MakeDirsBelow(data_dir, "jobs/" + plan.job_id + "/attempt_" + std::to_string(plan.attempt),
                     0711, OwnerPolicy{}));
+  // The trial dir, .staging and the attempt's staging dir are the worker's: given to it as
+  // soon as they are made (GiveToWorker), never by path later. .staging too: the head
+  // removes an ended attempt's staging dir with the worker's file access.
   const OwnerPolicy owners = JobOwners();
   TRAINTL_ASSIGN_OR_RETURN(SafeDir trial_dir, MakeJobDir(plan.trial_dir, 0755, owners));
+  TRAINTL_RETURN_IF_ERROR(GiveToWorker(trial_dir));
   TRAINTL_ASSIGN_OR_RETURN(SafeDir staging_root,
                            MakeDirsBelow(trial_dir, ".staging", 0755, owners));
+  TRAINTL_RETURN_IF_ERROR(GiveToWorker(staging_root));
   // Earlier attempts' staging areas are normally removed by the head when they end; after
   // a daemon was killed nobody did, and they would pile up (a node may also not share the
   // head's file system).
@@ -189,11 +217,16 @@ Result<int> Agent::Launch(const NodeAttemptPlan& planned) {
   // (left by an earlier --worker-user) is removed and made again; where none can be had,
   // each job keeps its index in its trial dir.
   std::string index_dir = DataIndexDir();
-  auto made = MakeDirsBelow(data_dir, "data_index", 0700, owners);
+  auto make_index = [&]() -> Result<SafeDir> {
+    TRAINTL_ASSIGN_OR_RETURN(SafeDir d, MakeDirsBelow(data_dir, "data_index", 0700, owners));
+    TRAINTL_RETURN_IF_ERROR(GiveToWorker(d));
+    return d;
+  };
+  auto made = make_index();
   if (!made.ok() && RemoveAllAt(data_dir, "data_index").ok()) {
     LOG_INFO << "job " << plan.job_id << ": removed " << index_dir << " ("
              << made.status().message() << "); making it again";
-    made = MakeDirsBelow(data_dir, "data_index", 0700, owners);
+    made = make_index();
   }
   if (!made.ok()) {
     LOG_WARN << "job " << plan.job_id << ": no shared row index: " << made.status().message();
@@ -203,7 +236,7 @@ Result<int> Agent::Launch(const NodeAttemptPlan& planned) {
   TRAINTL_ASSIGN_OR_RETURN(
       SafeDir staging_dir,
       MakeDirsBelow(staging_root, "attempt_" + std::to_string(plan.attempt), 0755, owners));
-  (void)staging_dir;
+  TRAINTL_RETURN_IF_ERROR(GiveToWorker(staging_dir));
 
   // A python or command job's working_dir, unpacked once per content for every job and
   // attempt that ships it (read-only by convention: jobs write to their trial dir).
@@ -279,11 +312,6 @@ Result<int> Agent::Launch(const NodeAttemptPlan& planned) {
     // A command's program is a new process anyway: what a warm worker preloaded would only
     // sit unused, and taking one starts a replacement loading beside the program.
     l.warm_ok = plan.entry_kind != "command";
-    // Given to the worker's account when the pool runs workers as another user. .staging
-    // too: the head removes an ended attempt's staging dir with the worker's file access,
-    // which needs write access to .staging (the worker owns the trial dir above it anyway).
-    l.user_dirs = {plan.trial_dir, plan.trial_dir + "/.staging", staging};
-    if (!index_dir.empty()) l.user_dirs.push_back(index_dir);
     // The environment is exactly what the runtime and the spec set.
     l.env["PATH"] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
     l.env["LANG"] = "C.UTF-8";

@@ -91,6 +91,12 @@ class Agent {
  private:
   // Who may own a job's directories besides root and the daemon's user: the worker user.
   OwnerPolicy JobOwners() const;
+  // When workers run as another account: gives them `dir`, one of the job's own that
+  // Launch just made (through its descriptor, so a path swapped meanwhile changes nothing);
+  // OK when it is theirs already. Refuses one that was there already and is not theirs
+  // (a directory of root's that a worker moved to the job's path, to be handed it) and
+  // one made here that is not empty (swapped in between mkdir and open).
+  Status GiveToWorker(const SafeDir& dir) const;
   // <data_dir>/data_index: the row index the node's jobs share (RankContext::data_index_dir).
   std::string DataIndexDir() const;
   // Binds each of this node's ranks' TF_CONFIG ports once to see that it is free.

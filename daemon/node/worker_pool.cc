@@ -183,11 +183,6 @@ Status WorkerPool::Launch(const WorkerLaunch& l) {
     if (Status st = ChownNoFollow(l.context_path, c.uid, c.gid, owners); !st.ok()) {
       return Status(st.code(), "giving the context file to " + user->name + ": " + st.message());
     }
-    for (const auto& dir : l.user_dirs) {
-      if (Status st = ChownNoFollow(dir, c.uid, c.gid, owners); !st.ok()) {
-        return Status(st.code(), "giving " + dir + " to " + user->name + ": " + st.message());
-      }
-    }
   }
   for (const auto& [k, v] : env) spec.env.push_back(k + "=" + v);
 

@@ -105,19 +105,16 @@ struct WorkerLaunch {
   std::map<std::string, std::string> env;  // the whole environment of the worker
   // When set (or WorkerPoolOptions::worker_user is), the worker drops to this account
   // (setgroups, setgid, setuid) before exec;
-  // launching then needs root (or CAP_SETUID/CAP_SETGID). The context file and every
-  // `user_dirs` entry are given to it first (ChownNoFollow: a symlink, a hard-linked file
-  // or an entry owned by a third user is refused) so that it can read its context and
-  // write its outputs; the log file is opened by the daemon (OpenAppendNoFollow) and
+  // launching then needs root (or CAP_SETUID/CAP_SETGID). The context file is given to it
+  // first (ChownNoFollow: a symlink, a hard-linked file or an entry owned by a third user
+  // is refused) so that it can read it; the directories it writes are the caller's to give
+  // (Agent::GiveToWorker); the log file is opened by the daemon (OpenAppendNoFollow) and
   // inherited. HOME, USER and LOGNAME of `env` are set to the account's. Default: unset
   // (the worker runs as the daemon's user).
   std::optional<WorkerUser> user;
   // Whether a warm worker may run this rank (WorkerPoolOptions::warm_workers). Default:
   // true.
   bool warm_ok = true;
-  // Directories the worker must be able to write (trial dir, staging dir); only used when
-  // the worker switches user. Not recursive: only the directories themselves change owner.
-  std::vector<std::string> user_dirs;
 };
 
 // How a worker ended, as the agent saw it.

@@ -185,6 +185,37 @@ TEST_CASE("a trial dir owned by a user other than root or the worker user is ref
   }
 }
 
+TEST_CASE("a directory of root's moved to a job's path is not given to the worker user") {
+  if (::geteuid() != 0) {
+    WARN("skipped: needs root (chown to nobody)");
+    return;
+  }
+  // nobody renames a root-owned directory (say a locked ~/.ssh) in a storage dir it can
+  // write to the pending job's trial dir path, to be handed it at launch.
+  Node node(/*as_nobody=*/true);
+  const std::string trial = node.storage + "/mnist-j1";
+  REQUIRE(MakeDirs(trial, 0755).ok());
+  REQUIRE(WriteFileAtomic(trial + "/authorized_keys", "root's", 0644).ok());
+  const std::string before = Snapshot(trial);
+  Status st = node.agent->Launch(node.Plan()).status();
+  CHECK(st.code() == Status::Code::kPermissionDenied);
+  CHECK(Mentions(st, "refusing to give " + trial));
+  CHECK(Snapshot(trial) == before);
+  struct stat sb;
+  REQUIRE(::stat(trial.c_str(), &sb) == 0);
+  CHECK(sb.st_uid == 0);
+  CHECK(node.pool->LivePids().empty());
+
+  // What the launch makes itself is the worker's at once.
+  REQUIRE(RemoveAll(trial).ok());
+  REQUIRE(node.agent->Launch(node.Plan()).ok());
+  node.RunUntilExit();
+  for (const std::string& dir : {trial, trial + "/.staging", trial + "/.staging/attempt_1"}) {
+    REQUIRE(::stat(dir.c_str(), &sb) == 0);
+    CHECK(sb.st_uid == kNobodyUid);
+  }
+}
+
 TEST_CASE("launching attempt N removes the staging areas of attempts before N") {
   Node node(/*as_nobody=*/::geteuid() == 0);
   const std::string victim = MakeVictim();
@@ -198,6 +229,10 @@ TEST_CASE("launching attempt N removes the staging areas of attempts before N") 
   REQUIRE(::symlink(victim.c_str(), (staging + "/attempt_2/seq_4/loot").c_str()) == 0);
   REQUIRE(MakeDirs(staging + "/attempt_7").ok());  // not older: kept
   REQUIRE(MakeDirs(staging + "/attempt_x").ok());  // not an attempt: kept
+  if (::geteuid() == 0) {  // as the earlier launches left them: the worker's
+    for (const std::string& dir : {node.storage + "/mnist-j1", staging})
+      REQUIRE(::chown(dir.c_str(), kNobodyUid, kNogroupGid) == 0);
+  }
   REQUIRE(node.agent->Launch(node.Plan(3)).ok());
   node.RunUntilExit();
   CHECK(!PathExists(staging + "/attempt_1"));
