@@ -14,6 +14,8 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <set>
 #include <variant>
 
 #include "common/fd_passing.h"
@@ -128,6 +130,15 @@ struct WorkerPool::Worker {
   WorkerExit exit;
   UniqueFd log;          // the rank's log, for its size
   LogIndexWriter index;  // when its log grew (log_index.h)
+  // Reports: each seq must be above the last (the protocol's order); those forwarded and
+  // not yet acked, and whether reading waits for an ack (max_unacked_reports).
+  int last_seq = -1;
+  std::set<int> unacked;
+  bool read_paused = false;
+  // Messages to the worker: one write in flight at a time (two async_writes on one socket
+  // may interleave their bytes), the rest queued.
+  std::deque<std::string> outbox;
+  bool writing = false;
 };
 
 WorkerPool::WorkerPool(asio::io_context& io, WorkerPoolOptions options,
@@ -381,6 +392,10 @@ void WorkerPool::ReadNext(const std::shared_ptr<Worker>& w) {
                          asio::buffers_begin(w->buffer.data()) + static_cast<long>(n));
         w->buffer.consume(n);
         HandleMessage(w, line);
+        if (w->unacked.size() >= options_.max_unacked_reports) {
+          w->read_paused = true;  // Ack reads on
+          return;
+        }
         ReadNext(w);
       });
 }
@@ -397,6 +412,13 @@ void WorkerPool::HandleMessage(const std::shared_ptr<Worker>& w, const std::stri
   if (std::holds_alternative<events::Hello>(*event)) {
     listener_->OnWorkerHello(w->job_id, w->attempt, w->rank);
   } else if (const auto* report = std::get_if<events::Report>(&*event)) {
+    if (report->seq <= w->last_seq) {
+      LOG_WARN << "worker pid=" << w->pid << " sent report seq " << report->seq << " after seq "
+               << w->last_seq << "; ignored";
+      return;
+    }
+    w->last_seq = report->seq;
+    w->unacked.insert(report->seq);
     listener_->OnWorkerReport(w->job_id, w->attempt, w->rank, *report);
   } else if (const auto* progress = std::get_if<events::Progress>(&*event)) {
     listener_->OnWorkerProgress(w->job_id, w->attempt, w->rank, *progress);
@@ -476,9 +498,29 @@ void WorkerPool::MaybeFinish(const std::shared_ptr<Worker>& w) {
 
 void WorkerPool::Send(const std::shared_ptr<Worker>& w, const events::AgentMessage& msg) {
   if (w->channel_closed) return;
-  auto data = std::make_shared<std::string>(events::Encode(msg));
-  asio::async_write(w->channel, asio::buffer(*data),
-                    [data](const boost::system::error_code&, size_t) {});
+  // A worker that reads nothing (a command ignoring fd 3) gets no more than this queued.
+  constexpr size_t kMaxQueuedMessages = 4096;
+  if (w->outbox.size() >= kMaxQueuedMessages) return;
+  w->outbox.push_back(events::Encode(msg));
+  if (!w->writing) WriteNext(w);
+}
+
+void WorkerPool::WriteNext(const std::shared_ptr<Worker>& w) {
+  if (w->outbox.empty() || w->channel_closed) {
+    w->writing = false;
+    return;
+  }
+  w->writing = true;
+  asio::async_write(w->channel, asio::buffer(w->outbox.front()),
+                    [this, w](const boost::system::error_code& ec, size_t) {
+                      w->outbox.pop_front();
+                      if (ec) {
+                        w->outbox.clear();
+                        w->writing = false;
+                        return;
+                      }
+                      WriteNext(w);
+                    });
 }
 
 void WorkerPool::StopAttempt(const std::string& job_id, int attempt, bool urgent) {
@@ -510,8 +552,16 @@ void WorkerPool::ArmGraceTimer(const std::shared_ptr<Worker>& w) {
 }
 
 void WorkerPool::Ack(const std::string& job_id, int attempt, int rank, int seq) {
-  for (auto& [pid, w] : workers_) {
-    if (w->job_id == job_id && w->attempt == attempt && w->rank == rank) Send(w, events::Ack{seq});
+  for (auto& entry : workers_) {
+    std::shared_ptr<Worker> w = entry.second;
+    if (w->job_id != job_id || w->attempt != attempt || w->rank != rank) continue;
+    Send(w, events::Ack{seq});
+    // Reports are taken in order: an ack covers every earlier one.
+    w->unacked.erase(w->unacked.begin(), w->unacked.upper_bound(seq));
+    if (w->read_paused && w->unacked.size() < options_.max_unacked_reports && !w->channel_closed) {
+      w->read_paused = false;
+      ReadNext(w);
+    }
   }
 }
 

@@ -64,6 +64,11 @@ struct WorkerPoolOptions {
   // Longest accepted message line from a worker; a longer one (or that much data without
   // a newline) closes the channel. Default 4 MiB (events::kMaxEventBytes).
   size_t max_message_bytes = events::kMaxEventBytes;
+  // Most reports of one worker not yet acked. The worker keeps its own window
+  // (WorkerHost::kMaxUnackedReports, 16), but it runs untrusted code: at this many the
+  // pool stops reading its channel until an ack comes, so a flood of reports backs up
+  // into the worker instead of the head's memory and log. Default 64.
+  size_t max_unacked_reports = 64;
   // The account every worker runs as, unless its WorkerLaunch::user says otherwise
   // (traintld --worker-user). Default: unset (workers run as the daemon's user).
   std::optional<WorkerUser> worker_user;
@@ -209,6 +214,7 @@ class WorkerPool {
   void HandleMessage(const std::shared_ptr<Worker>& w, const std::string& line);
   void MaybeFinish(const std::shared_ptr<Worker>& w);
   void Send(const std::shared_ptr<Worker>& w, const events::AgentMessage& msg);
+  void WriteNext(const std::shared_ptr<Worker>& w);
   // Runs the worker's stop escalation when its next step is due.
   void ArmGraceTimer(const std::shared_ptr<Worker>& w);
   // Kills whatever the exited worker `w` left: its cgroup, or its process group and the

@@ -124,6 +124,36 @@ TEST_CASE("ill-typed worker messages are ignored, not fatal") {
   CHECK(rec.reports[0]["metrics"] == json::object());
 }
 
+TEST_CASE("reports go on in seq order only, at most max_unacked_reports ahead of the acks") {
+  TempDir dir;
+  boost::asio::io_context io;
+  Recorder rec;
+  WorkerPoolOptions o = PoolOptions();
+  o.max_unacked_reports = 8;
+  o.drain_timeout = std::chrono::seconds(30);  // the probe exits long before it is read
+  WorkerPool pool(io, o, &rec);
+  REQUIRE(pool.Launch(MakeLaunch(dir.path, "reports")).ok());
+  // Without acks, the pool stops at 8: the rest waits in the channel, not in the head.
+  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+  while (std::chrono::steady_clock::now() < until) io.run_one_for(std::chrono::milliseconds(20));
+  REQUIRE(rec.reports.size() == 8);
+  CHECK(rec.exits.empty());
+  // Acking as the head would (the last report taken covers the earlier ones).
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  size_t acked = 0;
+  while (rec.exits.empty() && std::chrono::steady_clock::now() < deadline) {
+    if (rec.reports.size() > acked) {
+      acked = rec.reports.size();
+      pool.Ack("abc", 1, 0, rec.reports.back()["seq"].get<int>());
+    }
+    io.run_one_for(std::chrono::milliseconds(20));
+  }
+  REQUIRE(!rec.exits.empty());
+  CHECK(rec.exits[0].done_seen);
+  REQUIRE(rec.reports.size() == 200);  // the repeated seqs were dropped
+  for (int i = 0; i < 200; ++i) CHECK(rec.reports[i]["seq"] == i);
+}
+
 TEST_CASE("a worker that writes without newlines is cut off at max_message_bytes") {
   TempDir dir;
   boost::asio::io_context io;

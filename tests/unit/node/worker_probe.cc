@@ -3,6 +3,8 @@
 //   exit (default)  send {"type":"done","ok":true} and exit 0
 //   odd             send malformed and ill-typed messages, then done, and exit 0
 //   flood           write to fd 3 without a newline until the agent closes it, exit 0
+//   reports         send 200 reports (seq 0..199, each of 0..2 once more right after it),
+//                   without waiting for acks, then done, and exit 0
 #include <fcntl.h>
 #include <grp.h>
 #include <signal.h>
@@ -78,6 +80,16 @@ int main(int argc, char** argv) {
     Send("{\"type\":\"done\",\"ok\":\"yes\",\"error\":7,\"retryable\":\"no\"}");
     Send("{\"type\":\"report\",\"seq\":3,\"metrics\":[1],\"checkpoint\":5}");
     Send("{\"type\":\"future-thing\"}");
+    Send("{\"type\":\"done\",\"ok\":true}");
+    return 0;
+  }
+  if (m == "reports") {
+    for (int seq = 0; seq < 200; ++seq) {
+      const std::string r = "{\"type\":\"report\",\"seq\":" + std::to_string(seq) +
+                            ",\"metrics\":{},\"checkpoint\":null}";
+      Send(r);
+      if (seq < 3) Send(r);  // again: the agent must not pass it on twice
+    }
     Send("{\"type\":\"done\",\"ok\":true}");
     return 0;
   }
