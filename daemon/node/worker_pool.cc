@@ -434,7 +434,11 @@ void WorkerPool::ReapChildren() {
   while (std::optional<ChildExit> child = launcher_->ReapAny()) {
     auto it = workers_.find(child->pid);
     if (it == workers_.end()) {
-      ReapWarm(child->pid, *child);  // else an orphan the daemon inherited, now reaped
+      // Else an orphan the daemon inherited, now reaped (one that KillLeftovers killed):
+      // its own children are orphans only now, and go the same way.
+      if (!ReapWarm(child->pid, *child) &&
+          (options_.cgroups == nullptr || !options_.cgroups->enabled()))
+        KillOrphans();
       continue;
     }
     auto w = it->second;
@@ -620,12 +624,18 @@ void WorkerPool::KillLeftovers(const Worker& w) {
     if (!st.ok()) LOG_WARN << "worker pid=" << w.pid << ": " << st.message();
     return;
   }
+  KillOrphans();
+}
+
+void WorkerPool::KillOrphans() {
   // Without cgroups the daemon is a child subreaper: what left the worker's process
   // group (setsid) and lost its parent is the daemon's child now. Live children that are
-  // not workers are such orphans.
+  // neither workers, nor warm workers waiting for a rank, nor the reaper are such orphans.
   for (pid_t orphan : launcher_->OrphanChildren()) {
-    bool is_worker = workers_.count(orphan) != 0;
-    if (!is_worker && orphan != (options_.reaper ? options_.reaper->pid() : -1)) {
+    const bool is_worker = workers_.count(orphan) != 0;
+    const bool is_warm = std::any_of(warm_.begin(), warm_.end(),
+                                     [orphan](const Warm& w) { return w.pid == orphan; });
+    if (!is_worker && !is_warm && orphan != (options_.reaper ? options_.reaper->pid() : -1)) {
       launcher_->Signal(orphan, SIGKILL);
     }
   }

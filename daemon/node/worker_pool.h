@@ -220,6 +220,9 @@ class WorkerPool {
   // Kills whatever the exited worker `w` left: its cgroup, or its process group and the
   // orphans the daemon inherited.
   void KillLeftovers(const Worker& w);
+  // SIGKILL to every child of the daemon that is not a worker, a warm one or the reaper
+  // (without cgroups: the processes that escaped their worker's process group).
+  void KillOrphans();
 
   // Constant after construction.
   boost::asio::io_context& io_;

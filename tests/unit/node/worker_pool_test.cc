@@ -2,7 +2,10 @@
 // signal, optional unprivileged user), ill-typed messages (decoded by
 // proto/worker_events.h; tests/unit/proto/worker_events_test.cc), and the limit on message
 // size.
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -152,6 +155,38 @@ TEST_CASE("reports go on in seq order only, at most max_unacked_reports ahead of
   CHECK(rec.exits[0].done_seen);
   REQUIRE(rec.reports.size() == 200);  // the repeated seqs were dropped
   for (int i = 0; i < 200; ++i) CHECK(rec.reports[i]["seq"] == i);
+}
+
+TEST_CASE("without cgroups, processes two levels below an exited worker go with it") {
+  // A daemon is a child subreaper (daemon.cc): orphans become its children.
+  int was = 0;
+  REQUIRE(::prctl(PR_GET_CHILD_SUBREAPER, &was) == 0);
+  REQUIRE(::prctl(PR_SET_CHILD_SUBREAPER, 1) == 0);
+  TempDir dir;
+  boost::asio::io_context io;
+  Recorder rec;
+  WorkerPool pool(io, PoolOptions(), &rec);  // no cgroups
+  WorkerLaunch l = MakeLaunch(dir.path, "escape");
+  REQUIRE(pool.Launch(l).ok());
+  RunUntilExit(io, rec);
+  auto text = ReadFile(l.log_path);
+  REQUIRE(text.ok());
+  const json pids = json::parse(text->substr(text->find("{\"a\"")));
+  auto alive = [](int pid) {
+    auto stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
+    return stat.ok() && stat->substr(stat->rfind(')') + 2, 1) != "Z";
+  };
+  // A is killed when the worker exits; B, orphaned only then, when A is reaped.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while ((alive(pids["a"]) || alive(pids["b"])) && std::chrono::steady_clock::now() < deadline)
+    io.run_one_for(std::chrono::milliseconds(20));
+  CHECK(!alive(pids["a"]));
+  CHECK(!alive(pids["b"]));
+  ::prctl(PR_SET_CHILD_SUBREAPER, was);
+  for (int pid : {pids["a"].get<int>(), pids["b"].get<int>()}) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, WNOHANG);
+  }
 }
 
 TEST_CASE("a worker that writes without newlines is cut off at max_message_bytes") {

@@ -3,6 +3,9 @@
 //   exit (default)  send {"type":"done","ok":true} and exit 0
 //   odd             send malformed and ill-typed messages, then done, and exit 0
 //   flood           write to fd 3 without a newline until the agent closes it, exit 0
+//   escape          fork A into a process group of its own; A forks B into a session of
+//                   its own; both sleep forever; print {"a":A,"b":B} on a line, send
+//                   done, and exit 0 (leftovers two levels down)
 //   reports         send 200 reports (seq 0..199, each of 0..2 once more right after it),
 //                   without waiting for acks, then done, and exit 0
 #include <fcntl.h>
@@ -80,6 +83,28 @@ int main(int argc, char** argv) {
     Send("{\"type\":\"done\",\"ok\":\"yes\",\"error\":7,\"retryable\":\"no\"}");
     Send("{\"type\":\"report\",\"seq\":3,\"metrics\":[1],\"checkpoint\":5}");
     Send("{\"type\":\"future-thing\"}");
+    Send("{\"type\":\"done\",\"ok\":true}");
+    return 0;
+  }
+  if (m == "escape") {
+    int fds[2];
+    if (::pipe(fds) != 0) return 2;
+    const pid_t a = ::fork();
+    if (a == 0) {
+      ::setpgid(0, 0);
+      const pid_t b = ::fork();
+      if (b == 0) {
+        ::setsid();
+        for (;;) ::pause();
+      }
+      ssize_t unused = ::write(fds[1], &b, sizeof b);
+      (void)unused;
+      for (;;) ::pause();
+    }
+    pid_t b = -1;
+    if (::read(fds[0], &b, sizeof b) != sizeof b) return 2;
+    std::printf("{\"a\":%d,\"b\":%d}\n", static_cast<int>(a), static_cast<int>(b));
+    std::fflush(stdout);
     Send("{\"type\":\"done\",\"ok\":true}");
     return 0;
   }
