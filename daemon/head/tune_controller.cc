@@ -81,14 +81,16 @@ void TuneController::Shutdown() {
   files_.join();
 }
 
-void TuneController::WriteFilesLater(std::string dir, std::vector<json> results, json config) {
-  asio::post(files_, [this, dir = std::move(dir), results = std::move(results),
-                      config = std::move(config)] {
-    ScopedFsIdentity as_worker(options_.worker_fs_identity ? &*options_.worker_fs_identity
-                                                           : nullptr);
-    Status st = WriteTrialFiles(dir, results, config);
-    if (!st.ok()) LOG_WARN << "tune: " << dir << ": " << st.message();
-  });
+void TuneController::WriteFilesLater(std::string dir, TrialRecord trial, json config) {
+  asio::post(
+      files_, [this, dir = std::move(dir), trial = std::move(trial), config = std::move(config)] {
+        // Read here, off the io thread (the store is thread-safe), with the daemon's access.
+        const std::vector<json> results = TrialResults(*store_, trial);
+        ScopedFsIdentity as_worker(options_.worker_fs_identity ? &*options_.worker_fs_identity
+                                                               : nullptr);
+        Status st = WriteTrialFiles(dir, results, config);
+        if (!st.ok()) LOG_WARN << "tune: " << dir << ": " << st.message();
+      });
 }
 
 void TuneController::SetHead(bool head) {
@@ -241,8 +243,23 @@ void TuneController::Pass(const std::string& experiment_id) {
 
   int running = 0, waiting = static_cast<int>(live.submitting.size());
   bool any_paused = false;
+  // A trial's files are rewritten whole: at most every kFilesInterval while it runs (each
+  // pass would make a trial's reports quadratic), at once when its job ended, and once
+  // more after the trial was completed (what came since the last write).
+  auto write_files = [&](const TrialRecord& t, int64_t count, bool at_once) {
+    const auto now = std::chrono::steady_clock::now();
+    if (count == 0 || count == live.files_written[t.index]) return;
+    if (!at_once && now < live.files_due[t.index]) return;
+    WriteFilesLater(e->exp_dir + "/" + t.name, t, ParsedOr(t.config, json::object()));
+    live.files_written[t.index] = count;
+    live.files_due[t.index] = now + kFilesInterval;
+  };
   for (TrialRecord t : trials) {
-    if (t.status == kTrialDone || t.status == kTrialError) continue;
+    if (t.status == kTrialDone || t.status == kTrialError) {
+      if (live.files_final.insert(t.index).second)
+        write_files(t, CountTrialResults(*store_, t), /*at_once=*/true);
+      continue;
+    }
     auto job = store_->GetJob(t.job_id, /*with_spec=*/false);
     if (!job) {
       complete(t, kTrialDone, "its job was deleted");
@@ -254,16 +271,16 @@ void TuneController::Pass(const std::string& experiment_id) {
     // Results the scheduler has not seen, in order, until one decides something.
     const json trial_config = ParsedOr(t.config, json::object());
     const int64_t count = CountTrialResults(*store_, t);
-    std::vector<json> results;
-    if (count > live.fed[t.index] || count != live.files_written[t.index])
-      results = TrialResults(*store_, t);
-    if (t.status.empty() && t.pending.empty() && !stopping) {
-      for (size_t i = static_cast<size_t>(live.fed[t.index]); i < results.size(); ++i) {
+    if (t.status.empty() && t.pending.empty() && !stopping && count > live.fed[t.index]) {
+      // Only the new ones: a trial's results are not read again at every pass.
+      const int64_t seen = live.fed[t.index];
+      const std::vector<json> results = TrialResults(*store_, t, seen);
+      for (size_t i = 0; i < results.size(); ++i) {
         const json& r = results[i];
-        live.fed[t.index] = static_cast<int64_t>(i) + 1;
+        live.fed[t.index] = seen + static_cast<int64_t>(i) + 1;
         changed = true;
         auto m = r.find(config.metric);
-        if (i == 0 && (m == r.end() || !m->is_number())) {
+        if (seen + i == 0 && (m == r.end() || !m->is_number())) {
           std::string keys;
           for (auto it = r.begin(); it != r.end(); ++it) {
             if (it.key() == "training_iteration" || it.key() == "time_total_s" ||
@@ -303,10 +320,7 @@ void TuneController::Pass(const std::string& experiment_id) {
         break;
       }
     }
-    if (!results.empty() && static_cast<int64_t>(results.size()) != live.files_written[t.index]) {
-      WriteFilesLater(e->exp_dir + "/" + t.name, results, trial_config);
-      live.files_written[t.index] = static_cast<int64_t>(results.size());
-    }
+    write_files(t, count, /*at_once=*/ended);
     if (t.status == kTrialError) continue;
 
     if (!ended) {

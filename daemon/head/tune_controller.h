@@ -114,9 +114,12 @@ class TuneController : public JobEventListener {
     std::set<int> submitting;              // trials whose job submission is in flight
     std::set<int> stopping;                // trials whose job's stop was proposed
     std::map<int, int64_t> files_written;  // trial -> results in its files
-    bool updating = false;                 // an update_experiment is in flight
-    bool pass_again = false;               // an event came while it was
-    bool failed = false;                   // Fail() was called: drive it no further
+    // trial -> when its files may be rewritten next while it runs
+    std::map<int, std::chrono::steady_clock::time_point> files_due;
+    std::set<int> files_final;  // completed trials whose files were written since
+    bool updating = false;      // an update_experiment is in flight
+    bool pass_again = false;    // an event came while it was
+    bool failed = false;        // Fail() was called: drive it no further
   };
 
   // Builds the Live of a RUNNING experiment from its record; InvalidArgument when its
@@ -138,9 +141,11 @@ class TuneController : public JobEventListener {
   // dropped later: the pass that called this still holds it.
   void Fail(const std::string& experiment_id, const std::string& message);
   void ArmTimer();
-  // Rewrites a trial's result files off the io thread (they are fsynced, and rebuilt from
-  // the store anyway: nothing waits for them).
-  void WriteFilesLater(std::string dir, std::vector<nlohmann::json> results, nlohmann::json config);
+  // Rewrites a trial's result files off the io thread, reading its results there too (they
+  // are fsynced, and rebuilt from the store anyway: nothing waits for them).
+  void WriteFilesLater(std::string dir, TrialRecord trial, nlohmann::json config);
+  // How often a running trial's files are rewritten at most.
+  static constexpr std::chrono::seconds kFilesInterval{2};
 
   // Constant after construction.
   boost::asio::io_context& io_;

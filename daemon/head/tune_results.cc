@@ -1,5 +1,6 @@
 #include "daemon/head/tune_results.h"
 
+#include <algorithm>
 #include <set>
 #include <sstream>
 
@@ -41,22 +42,30 @@ int64_t CountTrialResults(const StateStore& store, const TrialRecord& trial) {
   return n;
 }
 
-std::vector<json> TrialResults(const StateStore& store, const TrialRecord& trial) {
+std::vector<json> TrialResults(const StateStore& store, const TrialRecord& trial, int64_t skip) {
   std::vector<json> out;
+  int64_t index = 0;         // of the next result, across the trial's jobs
   double time_before_s = 0;  // running time of the trial's earlier jobs
   for (const auto& job_id : JobsOf(trial)) {
     auto job = store.GetJob(job_id, /*with_spec=*/false);
     if (!job) continue;
     const int64_t started = job->started_at.value_or(job->submitted_at);
-    for (const auto& m : store.ListMetrics(job_id)) {
-      json r = ParseJsonBounded(m.metrics);
-      if (!r.is_object()) r = json::object();
-      r["training_iteration"] = static_cast<int64_t>(out.size()) + 1;
-      r["time_total_s"] = time_before_s + static_cast<double>(m.time - started) / 1000.0;
-      r["timestamp"] = m.time / 1000;
-      r["trial_id"] = trial.name;
-      r["job_id"] = job_id;
-      out.push_back(std::move(r));
+    const int64_t here = std::max<int64_t>(0, skip - index);
+    const int64_t count = here > 0 ? store.CountMetrics(job_id) : -1;
+    if (here > 0 && here >= count) {
+      index += count;  // all seen
+    } else {
+      index += here;
+      for (const auto& m : store.ListMetrics(job_id, 0, here)) {
+        json r = ParseJsonBounded(m.metrics);
+        if (!r.is_object()) r = json::object();
+        r["training_iteration"] = ++index;
+        r["time_total_s"] = time_before_s + static_cast<double>(m.time - started) / 1000.0;
+        r["timestamp"] = m.time / 1000;
+        r["trial_id"] = trial.name;
+        r["job_id"] = job_id;
+        out.push_back(std::move(r));
+      }
     }
     // A job stopped before it started (queued when its experiment was stopped) ran for
     // no time at all.
@@ -77,7 +86,8 @@ Status WriteTrialFiles(const std::string& dir, const std::vector<json>& results,
   for (const auto& k : user_keys) {
     bool ours = false;
     for (const auto& b : BookkeepingKeys()) ours = ours || b == k;
-    if (!ours) header.push_back(k);
+    // Bounded: a trial whose every result had new keys made a file of results x keys.
+    if (!ours && header.size() < kMaxProgressCsvColumns) header.push_back(k);
   }
   for (const auto& b : BookkeepingKeys()) header.push_back(b);
 

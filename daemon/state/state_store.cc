@@ -493,13 +493,13 @@ std::optional<CheckpointRecord> StateStore::LatestCheckpoint(const std::string& 
   return ReadCheckpoint(s);
 }
 
-std::vector<MetricRecord> StateStore::ListMetrics(const std::string& job_id,
-                                                  int64_t since_ms) const {
+std::vector<MetricRecord> StateStore::ListMetrics(const std::string& job_id, int64_t since_ms,
+                                                  int64_t skip) const {
   std::lock_guard<std::mutex> l(mu_);
   Stmt s(stmts_,
          "SELECT job_id, attempt, seq, time, metrics FROM metrics WHERE job_id = ? AND time >= ? "
-         "ORDER BY attempt, seq");
-  s.Bind(1, job_id).Bind(2, since_ms);
+         "ORDER BY attempt, seq LIMIT -1 OFFSET ?");
+  s.Bind(1, job_id).Bind(2, since_ms).Bind(3, skip);
   std::vector<MetricRecord> out;
   while (s.Step()) {
     MetricRecord m;

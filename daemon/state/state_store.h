@@ -87,8 +87,10 @@ class StateStore {
   std::optional<AttemptRecord> GetAttempt(const std::string& job_id, int attempt) const;
   std::vector<CheckpointRecord> ListCheckpoints(const std::string& job_id) const;  // oldest first
   std::optional<CheckpointRecord> LatestCheckpoint(const std::string& job_id) const;
-  // Reports committed at or after `since_ms` (0: all), in (attempt, seq) order.
-  std::vector<MetricRecord> ListMetrics(const std::string& job_id, int64_t since_ms = 0) const;
+  // Reports committed at or after `since_ms` (0: all), in (attempt, seq) order, without
+  // the first `skip` of them.
+  std::vector<MetricRecord> ListMetrics(const std::string& job_id, int64_t since_ms = 0,
+                                        int64_t skip = 0) const;
   std::vector<WorkerEventRecord> ListWorkerEvents(const std::string& job_id) const;
   int64_t CountJobs() const;
   // Bytes of database pages SQLite holds in memory now (all of them in memory; at most

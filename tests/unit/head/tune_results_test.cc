@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <filesystem>
@@ -157,6 +158,46 @@ TEST_CASE("a trial's results run across its jobs: iterations, running time, ids"
   CHECK(CountTrialResults(store, trial) == 4);
   CHECK(store.CountMetrics("j1") == 2);
   CHECK(store.CountMetrics("j2") == 2);
+}
+
+TEST_CASE("a trial's results after the first `skip`: the tail of all of them, across jobs") {
+  StateStore store;
+  Fsm fsm(&store);
+  FillTrial(fsm);
+  const TrialRecord trial = TheTrial(store);
+  const auto all = TrialResults(store, trial);
+  REQUIRE(all.size() == 4);
+  for (int64_t skip = 0; skip <= 6; ++skip) {
+    INFO("skip " << skip);
+    const auto tail = TrialResults(store, trial, skip);
+    REQUIRE(tail.size() == static_cast<size_t>(std::max<int64_t>(0, 4 - skip)));
+    for (size_t i = 0; i < tail.size(); ++i) CHECK(tail[i] == all[skip + i]);
+  }
+  // The store's own: skip within one job's reports, in (attempt, seq) order.
+  auto j1 = store.ListMetrics("j1", 0, 1);
+  REQUIRE(j1.size() == 1);
+  CHECK(j1[0].attempt == 2);
+  CHECK(store.ListMetrics("j1", 0, 2).empty());
+}
+
+TEST_CASE("progress.csv has at most kMaxProgressCsvColumns of the user's keys") {
+  std::vector<json> results;
+  for (int i = 0; i < 3; ++i) {
+    json m = json::object();
+    for (size_t k = 0; k < kMaxProgressCsvColumns; ++k)
+      m["k" + std::to_string(i) + "_" + std::to_string(k)] = k;
+    results.push_back(MakeResult(i + 1, m));
+  }
+  const std::string top = TempDir();
+  REQUIRE(WriteTrialFiles(top + "/t", results, json::object()).ok());
+  const auto lines = Lines(Read(top + "/t/progress.csv"));
+  REQUIRE(lines.size() == 4);
+  CHECK(std::count(lines[0].begin(), lines[0].end(), ',') ==
+        static_cast<long>(kMaxProgressCsvColumns + 5 - 1));
+  // result.json keeps every key.
+  CHECK(json::parse(Lines(Read(top + "/t/result.json"))[2]).size() ==
+        kMaxProgressCsvColumns + 5 + 1);
+  std::filesystem::remove_all(top);
 }
 
 TEST_CASE("a trial's results: the current job stands for an empty job list; missing jobs skip") {
