@@ -65,4 +65,17 @@ std::string ToValidUtf8(std::string_view bytes) {
   return out;
 }
 
+std::string ClipMiddle(std::string_view text, size_t max_bytes) {
+  if (text.size() <= max_bytes) return std::string(text);
+  const auto continuation = [&](size_t i) {
+    return i < text.size() && (static_cast<uint8_t>(text[i]) & 0xC0) == 0x80;
+  };
+  size_t head = max_bytes / 4;
+  while (head > 0 && continuation(head)) --head;
+  size_t tail_start = text.size() - (max_bytes - max_bytes / 4);
+  while (continuation(tail_start)) ++tail_start;
+  return std::string(text.substr(0, head)) + "\n... (" + std::to_string(tail_start - head) +
+         " bytes left out) ...\n" + std::string(text.substr(tail_start));
+}
+
 }  // namespace traintl

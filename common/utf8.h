@@ -15,4 +15,9 @@ namespace traintl {
 // valid text comes back unchanged.
 std::string ToValidUtf8(std::string_view bytes);
 
+// `text` (valid UTF-8) when it has at most `max_bytes`; else its first quarter and its last
+// three quarters of `max_bytes`, cut at character boundaries, joined by a line that says
+// how many bytes were left out (a traceback's end says most).
+std::string ClipMiddle(std::string_view text, size_t max_bytes);
+
 }  // namespace traintl

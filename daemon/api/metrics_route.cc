@@ -97,13 +97,19 @@ std::string Render(const ApiContext& ctx) {
     out.Sample("traintl_job_failures", {{"job_id", j.id}, {"job_name", j.name}}, j.failures);
   out.Family("traintl_job_metric", "gauge",
              "the latest value of each numeric metric an active job reported (rank 0)");
+  // Bounded per job: a report of 500,000 keys (or a key of megabytes) would otherwise
+  // become as many series and break every scrape. result.json and the API keep them all.
+  constexpr size_t kMaxMetricSeriesPerJob = 100;
+  constexpr size_t kMaxMetricNameBytes = 128;
   for (const auto& j : active) {
     json m = ParseJsonBounded(j.metrics);
     if (!m.is_object()) continue;
-    for (auto it = m.begin(); it != m.end(); ++it) {
-      if (!it->is_number() || it->is_boolean()) continue;
+    size_t series = 0;
+    for (auto it = m.begin(); it != m.end() && series < kMaxMetricSeriesPerJob; ++it) {
+      if (!it->is_number() || it->is_boolean() || it.key().size() > kMaxMetricNameBytes) continue;
       const double v = it->get<double>();
       if (std::isnan(v)) continue;
+      ++series;
       out.Sample("traintl_job_metric",
                  {{"job_id", j.id}, {"job_name", j.name}, {"metric", it.key()}}, v);
     }

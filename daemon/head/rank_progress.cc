@@ -44,8 +44,11 @@ void RankProgress::Update(int rank, const events::Progress& p, TimePoint receive
   r.last = p;
   r.received = received;
   if (p.in_collective) {
+    // Clamped: a worker's number, converted to integer nanoseconds (1e300 s would overflow,
+    // which is undefined behaviour). A day is beyond any collective timeout.
+    const double waiting_s = std::clamp(p.waiting_s, 0.0, 86400.0);
     r.waiting_since = received - std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                     std::chrono::duration<double>(p.waiting_s));
+                                     std::chrono::duration<double>(waiting_s));
   }
   // One busy time per step (a progress message may come without a new step).
   if (p.steps > r.busy_steps && p.steps > 1) {

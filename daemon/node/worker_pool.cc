@@ -21,6 +21,7 @@
 #include "common/fd_passing.h"
 #include "common/logging.h"
 #include "common/safe_fs.h"
+#include "common/utf8.h"
 #include "daemon/node/log_index.h"
 #include "daemon/node/stop_escalation.h"
 
@@ -425,7 +426,8 @@ void WorkerPool::HandleMessage(const std::shared_ptr<Worker>& w, const std::stri
   } else if (auto* done = std::get_if<events::Done>(&*event)) {
     w->exit.done_seen = true;
     w->exit.done_ok = done->ok;
-    w->exit.done_error = std::move(done->error);
+    // Bounded (a line may hold 4 MiB): it goes into the job's message, Raft and logs.
+    w->exit.done_error = ClipMiddle(done->error, kMaxDoneErrorBytes);
     w->exit.retryable = done->retryable;
   }
 }

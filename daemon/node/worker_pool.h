@@ -122,6 +122,9 @@ struct WorkerLaunch {
   bool warm_ok = true;
 };
 
+// The most of a worker's failure message (its "done" error) the agent keeps.
+inline constexpr size_t kMaxDoneErrorBytes = 64 * 1024;
+
 // How a worker ended, as the agent saw it.
 struct WorkerExit {
   std::string job_id;
@@ -131,7 +134,7 @@ struct WorkerExit {
   std::optional<int> signal;     // set when a signal killed it
   bool done_seen = false;        // a "done" message arrived
   bool done_ok = false;
-  std::string done_error;  // the worker's own failure message
+  std::string done_error;  // the worker's own failure message, at most kMaxDoneErrorBytes
   bool retryable = true;   // false when the worker said retrying cannot help
   bool stopped_by_agent = false;
 };

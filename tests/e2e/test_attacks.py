@@ -77,6 +77,24 @@ class AttackTest(DaemonTestCase):
         self.assertEqual(d.wait_terminal(d.submit_spec(train_spec(name="after", epochs=1)))
                          ["state"], "SUCCEEDED")
 
+    def test_a_job_reporting_thousands_of_metrics_adds_at_most_100_series(self):
+        d = self.daemon
+        job_id = d.submit_spec(train_spec(name="wide", workers=1, epochs=200, sleep_ms=100,
+                                          checkpoint_every=0, extra_metrics=5000))
+        d.wait_job(job_id, lambda j: j.get("metrics"), what="a report")
+
+        def series():
+            status, body = d.get("/metrics", raw=True)
+            self.assertEqual(status, 200)
+            return [l for l in body.decode().splitlines()
+                    if l.startswith(f'traintl_job_metric{{job_id="{job_id}"')]
+        lines = wait_for(lambda: series() or None, 30, what="the job's series")
+        self.assertLessEqual(len(lines), 100)
+        self.assertGreater(len(lines), 10)
+        d.post(f"/v1/jobs/{job_id}/stop")
+        d.wait_terminal(job_id)
+        self.assert_alive()
+
     def test_a_fifo_or_device_as_library_is_refused_at_once(self):
         d = self.daemon
         fifo = os.path.join(d.data_dir, "lib.fifo")

@@ -8,6 +8,7 @@
 //   UTF-8, a character cut short last, to stderr, then _Exit(7))
 //   bad_checkpoint (false): report a checkpoint directory that does not exist
 //   echo_env ([]): names of environment variables to copy into the metrics ("env")
+//   extra_metrics (0): that many more numeric metrics, extra_0 .. extra_<n-1>
 //   tmp_dir ($TMPDIR or /tmp): where checkpoints are written before report()
 //   ckpt_mb (0), ckpt_files (1): each checkpoint also holds ckpt_mb MiB per rank of
 //   incompressible bytes in ckpt_files files (bench/checkpoint: large checkpoints)
@@ -152,6 +153,7 @@ void train_loop(const nlohmann::json& config) {
   const int sleep_ms = config.value("sleep_ms", 100);
   const int checkpoint_every = config.value("checkpoint_every", 1);
   const int fail_at_epoch = config.value("fail_at_epoch", -1);
+  const int extra_metrics = config.value("extra_metrics", 0);
   const int fail_rank = config.value("fail_rank", 0);
   const int fail_only_attempt = config.value("fail_only_attempt", 1);
   const std::string fail_mode = config.value("fail_mode", "throw");
@@ -246,6 +248,7 @@ void train_loop(const nlohmann::json& config) {
                               {"restored_epoch", restored_epoch},
                               {"restored_path", restored_path}};
     if (!env.empty()) metrics["env"] = env;
+    for (int k = 0; k < extra_metrics; ++k) metrics["extra_" + std::to_string(k)] = k;
     if (closed_pipe_errno != 0) metrics["closed_pipe_errno"] = closed_pipe_errno;
     std::printf("epoch %d rank %d loss %.6f\n", epoch, rank, loss);
 

@@ -6,6 +6,7 @@
 
 #include "common/utf8.h"
 
+using traintl::ClipMiddle;
 using traintl::ToValidUtf8;
 
 namespace {
@@ -49,4 +50,16 @@ TEST_CASE("whatever the bytes, the result is JSON-encodable and stable") {
     CHECK(ToValidUtf8(v) == v);
     CHECK(nlohmann::json::parse(nlohmann::json(v).dump()).get<std::string>() == v);
   }
+}
+
+TEST_CASE("ClipMiddle keeps the start and the longer end, whole characters only") {
+  CHECK(ClipMiddle("short", 10) == "short");
+  std::string text;
+  for (int i = 0; i < 1000; ++i) text += "\xE2\x96\x88";  // 3 bytes each
+  const std::string clipped = ClipMiddle(text, 100);
+  CHECK(clipped.size() < 160);
+  CHECK(ToValidUtf8(clipped) == clipped);
+  CHECK(clipped.find("bytes left out") != std::string::npos);
+  CHECK(clipped.rfind("\xE2\x96\x88", 0) == 0);
+  CHECK(clipped.substr(clipped.size() - 3) == "\xE2\x96\x88");
 }

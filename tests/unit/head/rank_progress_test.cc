@@ -159,6 +159,17 @@ TEST_CASE("two ranks waiting past the threshold with the third a collective behi
   CHECK(s->for_s == Approx(2.5));  // the longest wait
 }
 
+TEST_CASE("a worker's absurd waiting time is clamped to a day, not overflowed") {
+  RankProgress rp(3);
+  rp.Update(0, InCollective(7, true, 1e300), At(10));  // was undefined behaviour
+  rp.Update(1, InCollective(7, true, -5), At(10));     // as if it had just begun
+  rp.Update(2, InCollective(6, false, 0), At(9.4));
+  auto s = rp.Stalled(At(12));
+  REQUIRE(s.has_value());
+  CHECK(s->for_s == Approx(86402.0));
+  CHECK(s->waiting == std::vector<int>{0, 1});
+}
+
 TEST_CASE("the stall threshold is 3 median step times when that is over 2 s") {
   RankProgress rp(3);
   rp.Update(0, InCollective(7, true, 0, 1.0), At(10));

@@ -189,6 +189,19 @@ TEST_CASE("without cgroups, processes two levels below an exited worker go with 
   }
 }
 
+TEST_CASE("a worker's failure message is kept to kMaxDoneErrorBytes, its end included") {
+  TempDir dir;
+  boost::asio::io_context io;
+  Recorder rec;
+  WorkerPool pool(io, PoolOptions(), &rec);
+  REQUIRE(pool.Launch(MakeLaunch(dir.path, "big-error")).ok());
+  RunUntilExit(io, rec);
+  const std::string& error = rec.exits[0].done_error;
+  CHECK(error.size() <= kMaxDoneErrorBytes + 64);
+  CHECK(error.find("bytes left out") != std::string::npos);
+  CHECK(error.substr(error.size() - 3) == "END");
+}
+
 TEST_CASE("a worker that writes without newlines is cut off at max_message_bytes") {
   TempDir dir;
   boost::asio::io_context io;

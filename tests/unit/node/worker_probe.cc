@@ -6,6 +6,7 @@
 //   escape          fork A into a process group of its own; A forks B into a session of
 //                   its own; both sleep forever; print {"a":A,"b":B} on a line, send
 //                   done, and exit 0 (leftovers two levels down)
+//   big-error       send a done whose error is 1 MiB ("x" repeated, "END" last), exit 1
 //   reports         send 200 reports (seq 0..199, each of 0..2 once more right after it),
 //                   without waiting for acks, then done, and exit 0
 #include <fcntl.h>
@@ -107,6 +108,10 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     Send("{\"type\":\"done\",\"ok\":true}");
     return 0;
+  }
+  if (m == "big-error") {
+    Send("{\"type\":\"done\",\"ok\":false,\"error\":\"" + std::string(1 << 20, 'x') + "END\"}");
+    return 1;
   }
   if (m == "reports") {
     for (int seq = 0; seq < 200; ++seq) {
