@@ -33,6 +33,8 @@ constexpr int32_t kMagic = 0xff99;
 // print message is a line of training progress; task ids and commands are short.
 constexpr int32_t kMaxString = 1 << 20;
 constexpr size_t kMaxBuffered = 4 << 20;
+// A connection holding more than this counts the tracker's buffers (FitsBufferBudget).
+constexpr size_t kCountBufferedAbove = 64 << 10;
 constexpr int kMaxWorldSize = 1 << 16;
 constexpr size_t kMaxConnections = 4096;
 constexpr int kListenBacklog = 256;
@@ -217,6 +219,9 @@ class RabitTracker::Loop {
   Conn* Find(uint64_t id);
   std::string Describe(const Conn& c) const;
   void Drop(Conn* c, LogLevel level, const std::string& why);
+  // Whether all connections' buffers together are within max_buffered_total; when not,
+  // drops the connection holding the most. False when that was `c`.
+  bool FitsBufferBudget(Conn* c);
   void CloseWhenSent(Conn* c);
   void Sweep();
   void CloseAll();
@@ -285,6 +290,22 @@ std::string RabitTracker::Loop::Describe(const Conn& c) const {
   }
   if (c.header_field > 3) os << ")";
   return os.str();
+}
+
+bool RabitTracker::Loop::FitsBufferBudget(Conn* c) {
+  size_t total = 0;
+  Conn* largest = c;
+  for (auto& [id, other] : conns_) {
+    if (other.dead) continue;
+    total += other.in.size();
+    if (other.in.size() > largest->in.size()) largest = &other;
+  }
+  if (total <= options_.max_buffered_total) return true;
+  Drop(largest, LogLevel::kWarning,
+       "held the most bytes (" + std::to_string(largest->in.size()) +
+           ") when all connections together held more than " +
+           std::to_string(options_.max_buffered_total));
+  return largest != c;
 }
 
 void RabitTracker::Loop::Drop(Conn* c, LogLevel level, const std::string& why) {
@@ -370,6 +391,8 @@ void RabitTracker::Loop::ReadFrom(Conn* c) {
                  " bytes the protocol has no place for");
         return;
       }
+      // Counted only when this one holds much (never for a well-behaved worker).
+      if (c->in.size() > kCountBufferedAbove && !FitsBufferBudget(c)) return;
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
@@ -859,6 +882,9 @@ Result<std::unique_ptr<RabitTracker>> RabitTracker::Start(RabitTrackerOptions op
   }
   if (options.io_timeout.count() <= 0) {
     return Status::InvalidArgument("rabit tracker: io_timeout must be positive");
+  }
+  if (options.max_buffered_total == 0) {
+    return Status::InvalidArgument("rabit tracker: max_buffered_total must be positive");
   }
   if (options.port < 0 || options.port > 65535) {
     return Status::InvalidArgument("rabit tracker: port " + std::to_string(options.port) +

@@ -84,6 +84,12 @@ struct RabitTrackerOptions {
   std::chrono::milliseconds io_timeout{30000};
   // Default: SortBy::kHost (the reference's default).
   SortBy sort_by = SortBy::kHost;
+  // Most bytes held in all connections' input buffers together (each holds at most
+  // 4 MiB). Past it, the connection holding the most is dropped: anyone who can reach the
+  // tracker's port (it takes no credential: XGBoost's protocol has none) could otherwise
+  // hold 4 MiB in each of its 4096 connections. A well-behaved worker holds a few bytes.
+  // Must be > 0. Default: 256 MiB.
+  size_t max_buffered_total = 256u << 20;
   // Receives each worker "print" message, surrounding whitespace stripped, on the
   // tracker's thread, which it must not block. Default: empty: LOG_INFO.
   std::function<void(const std::string&)> on_print;

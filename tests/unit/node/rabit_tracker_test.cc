@@ -175,6 +175,10 @@ class RawClient {
     REQUIRE(::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
             static_cast<ssize_t>(bytes.size()));
   }
+  // As SendRaw, but the tracker may drop the connection meanwhile.
+  void SendWhatever(const std::string& bytes) {
+    (void)::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+  }
   void SendInt(int32_t v) { SendRaw(std::string(reinterpret_cast<const char*>(&v), sizeof(v))); }
   void SendStr(const std::string& s) {
     SendInt(static_cast<int32_t>(s.size()));
@@ -760,6 +764,40 @@ TEST_CASE("rabit tracker: misbehaving clients are dropped and the tracker carrie
   CHECK_FALSE(tracker->finished());
   OneShot(port, 0, "shutdown");
   CHECK(tracker->WaitFinished(5s));
+}
+
+TEST_CASE("rabit tracker: connections that hoard bytes are dropped past the budget",
+          "[rabit_tracker]") {
+  RabitTrackerOptions o;
+  o.num_workers = 1;
+  o.max_buffered_total = 8 << 20;
+  auto started = RabitTracker::Start(o);
+  REQUIRE(started.ok());
+  auto tracker = std::move(*started);
+  const int port = tracker->port();
+  // Each sends a complete header (it then waits its turn, reading nothing more) and 3 MiB
+  // the protocol has no place for: under the per-connection 4 MiB, over the budget by the
+  // third. Without the budget, 4096 of them held 16 GiB.
+  RawClient w(port);  // a well-behaved worker, negotiating while they hoard
+  w.Header(-1, -1, "0", "start");
+  Assignment a = ReadAssignment(w);
+  CHECK(a.rank == 0);
+  std::vector<std::unique_ptr<RawClient>> hoarders;
+  for (int i = 0; i < 4; ++i) {
+    hoarders.push_back(std::make_unique<RawClient>(port));
+    hoarders.back()->Header(-1, -1, "NULL", "print");
+    hoarders.back()->SendStr("waiting its turn");
+  }
+  for (auto& h : hoarders) h->SendWhatever(std::string(3 << 20, 'x'));
+  int dropped = 0;
+  for (auto& h : hoarders) dropped += h->ClosedWithin(1s) ? 1 : 0;
+  CHECK(dropped >= 2);
+  // The worker still finishes.
+  SendGoodSet(w, {});
+  w.SendInt(0);
+  w.SendInt(7000);
+  OneShot(port, 0, "shutdown");
+  CHECK(tracker->WaitFinished(10s));
 }
 
 TEST_CASE("rabit tracker: Stop returns promptly mid-handshake, and is idempotent",
