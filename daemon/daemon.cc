@@ -222,6 +222,7 @@ Status Daemon::Build() {
   wopts.stop_grace = cfg_.worker_stop_grace;
   wopts.term_grace = cfg_.worker_stop_grace;
   wopts.warm_workers = cfg_.warm_workers;
+  wopts.max_log_bytes = cfg_.max_rank_log_mb << 20;
   wopts.worker_user = worker_user_;
   wopts.cgroups = &cgroups_;
   wopts.reaper = &reaper_;

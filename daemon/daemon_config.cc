@@ -86,6 +86,9 @@ bool ParseDaemonConfig(int argc, char** argv, DaemonConfig* cfg, int* exit_code)
       "warm-workers", po::value(&cfg->warm_workers)->default_value(0),
       "workers kept started, with LibTorch and Python loaded, for the next ranks to start "
       "without that wait (each holds that memory while it waits)")(
+      "max-rank-log-mb", po::value(&cfg->max_rank_log_mb)->default_value(1024),
+      "disk space a rank's log may use: past it, its oldest part is dropped (the file keeps "
+      "its size, the space is freed); 0: no bound")(
       "metrics-per-rank", po::value(&cfg->metrics_per_rank)->default_value(1000),
       "reports of every rank of a running job the head keeps in memory (traintl metrics "
       "--all-ranks, the dashboard); rank 0's are stored in full regardless")(

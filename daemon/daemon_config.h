@@ -26,9 +26,10 @@ struct DaemonConfig {
   int collective_timeout_s = 300;  // --collective-timeout
   std::chrono::milliseconds worker_stop_grace{3000};  // --worker-stop-grace-ms
   int warm_workers = 0;                               // --warm-workers
-  int metrics_per_rank = 1000;           // --metrics-per-rank: the head's ring per rank
-  int retain_jobs = 0;                   // --retain-jobs: finished jobs kept (newest); 0 = all
-  double retain_days = 0;                // --retain-days: finished jobs kept this long; 0 = forever
+  uint64_t max_rank_log_mb = 1024;  // --max-rank-log-mb: disk a rank's log may use; 0 = no bound
+  int metrics_per_rank = 1000;      // --metrics-per-rank: the head's ring per rank
+  int retain_jobs = 0;              // --retain-jobs: finished jobs kept (newest); 0 = all
+  double retain_days = 0;           // --retain-days: finished jobs kept this long; 0 = forever
   size_t max_upload_bytes = 512u << 20;  // --max-upload-mb
   int max_log_streams = 64;              // --max-log-streams
   uint64_t min_free_disk_mb = 128;       // --min-free-disk-mb

@@ -70,7 +70,9 @@ void EventOutbox::PopThrough(uint64_t last_id) {
 void EventOutbox::Delivered(const Batch& batch) {
   PopThrough(batch.last_id);
   out_through_ = 0;
-  batch_limit_ = options_.max_batch_events;
+  // Back up by doubling, not at once: while a refused event is being looked for, a full
+  // batch would only be halved again.
+  batch_limit_ = std::min(options_.max_batch_events, 2 * batch_limit_);
 }
 
 bool EventOutbox::Refused(const Batch& batch) {

@@ -5,7 +5,7 @@
 // - a batch is bounded in events and in bytes (the head's body limit is 64 MiB);
 // - when the head refuses a batch as malformed or too large (400, 413), the next one is
 //   half as long, down to a single event, which is then dropped: every other event of
-//   the node still goes through;
+//   the node still goes through (a delivered batch doubles the next one's length again);
 // - a rank's progress (a snapshot, sent often) replaces its queued predecessor, so a
 //   flood of progress lines keeps one per rank instead of growing the queue.
 // Each event is serialized once, when it is queued.

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 
 namespace traintl {
@@ -73,6 +74,23 @@ Result<LogChunk> DecodeLogChunk(const std::string& body) {
   return c;
 }
 
+off_t LogDataStart(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return 0;
+  off_t data = ::lseek(fd, 0, SEEK_DATA);
+  if (data < 0) {
+    // ENXIO: nothing but a hole (or an empty file); anything else: holes are not known.
+    struct stat st;
+    data = errno == ENXIO && ::fstat(fd, &st) == 0 ? st.st_size : 0;
+  }
+  ::close(fd);
+  if (data <= 0) return 0;
+  // The hole ends on a page, most likely mid-line: from the next line on.
+  const std::string after = ReadLogRange(path, data, 65536);
+  const size_t nl = after.find('\n');
+  return nl == std::string::npos ? data : data + static_cast<off_t>(nl) + 1;
+}
+
 off_t LogHistoryStart(const std::string& path, const std::vector<LogMark>& marks, off_t size,
                       int tail, int64_t since_ms) {
   off_t start = 0;
@@ -102,7 +120,7 @@ off_t LogHistoryStart(const std::string& path, const std::vector<LogMark>& marks
     }
     start = std::max(start, size - window + static_cast<off_t>(pos));
   }
-  return start;
+  return std::max(start, std::min(size, LogDataStart(path)));
 }
 
 LogChunk ReadLogChunk(const std::string& path, int64_t offset, size_t max, int tail,

@@ -39,9 +39,14 @@ off_t LogFileSize(const std::string& path);
 std::string EncodeLogChunk(const LogChunk& c);
 Result<LogChunk> DecodeLogChunk(const std::string& body);
 
+// Where the bytes of the log at `path` begin: past the hole that bounding its size punched
+// at its start (WorkerPoolOptions::max_log_bytes), at the first whole line after it; 0
+// for a log without one, or for no file.
+off_t LogDataStart(const std::string& path);
+
 // Where the history of the log at `path` (of `size` bytes, index `marks`) starts: the
 // first of the last `tail` lines (0: no limit) and of the lines written at or after
-// `since_ms` (0: no limit).
+// `since_ms` (0: no limit), never before LogDataStart.
 off_t LogHistoryStart(const std::string& path, const std::vector<LogMark>& marks, off_t size,
                       int tail, int64_t since_ms);
 

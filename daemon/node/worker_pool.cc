@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/falloc.h>
 #include <pwd.h>
 #include <sched.h>
 #include <signal.h>
@@ -129,8 +130,10 @@ struct WorkerPool::Worker {
   bool channel_closed = false;
   bool finished = false;
   WorkerExit exit;
-  UniqueFd log;          // the rank's log, for its size
-  LogIndexWriter index;  // when its log grew (log_index.h)
+  UniqueFd log;             // the rank's log, for its size
+  LogIndexWriter index;     // when its log grew (log_index.h)
+  off_t log_dropped = 0;    // bytes at the log's start punched out (max_log_bytes)
+  bool log_bounded = true;  // false once its file system refused a punch
   // Reports: each seq must be above the last (the protocol's order); those forwarded and
   // not yet acked, and whether reading waits for an ack (max_unacked_reports).
   int last_seq = -1;
@@ -482,7 +485,25 @@ void WorkerPool::SampleLogs() {
 
 void WorkerPool::SampleLog(Worker& w, int64_t now_ms) {
   struct stat st;
-  if (w.log.valid() && ::fstat(w.log.get(), &st) == 0) w.index.Sample(now_ms, st.st_size);
+  if (!w.log.valid() || ::fstat(w.log.get(), &st) != 0) return;
+  w.index.Sample(now_ms, st.st_size);
+  const off_t max = static_cast<off_t>(options_.max_log_bytes);
+  if (max <= 0 || !w.log_bounded || st.st_size - w.log_dropped <= max) return;
+  // Down to half the bound, in whole pages (a partial page would keep its block).
+  const off_t upto = (st.st_size - max / 2) & ~static_cast<off_t>(4095);
+  if (upto <= w.log_dropped) return;
+  if (::fallocate(w.log.get(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, w.log_dropped,
+                  upto - w.log_dropped) != 0) {
+    w.log_bounded = false;
+    LOG_WARN << "job " << w.job_id << " rank " << w.rank << ": its log is over " << (max >> 20)
+             << " MiB and cannot be bounded here: " << std::strerror(errno);
+    return;
+  }
+  if (w.log_dropped == 0) {
+    LOG_WARN << "job " << w.job_id << " rank " << w.rank << ": its log is over " << (max >> 20)
+             << " MiB (--max-rank-log-mb); its oldest part is dropped as it grows";
+  }
+  w.log_dropped = upto;
 }
 
 void WorkerPool::MaybeFinish(const std::shared_ptr<Worker>& w) {

@@ -95,6 +95,12 @@ struct WorkerPoolOptions {
   // Each costs the memory of those runtimes while it waits. A launch with another
   // account, or with LD_* in its environment, starts a new process. 0: none. Default: 0.
   int warm_workers = 0;
+  // Disk space a rank's log may use. Past it, the log's oldest part is punched out
+  // (fallocate PUNCH_HOLE: the file keeps its size and every offset, the blocks are
+  // freed, readers start after the hole: log_chunk.h LogDataStart) down to half of it,
+  // so that a chatty job cannot fill the disk the Raft log shares. Checked as the log
+  // index is sampled (kLogSampleInterval). 0: no bound. Default 1 GiB.
+  uint64_t max_log_bytes = 1ull << 30;
 };
 
 // One rank to start.

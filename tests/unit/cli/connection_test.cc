@@ -225,7 +225,7 @@ TEST_CASE("data dir: flag, env, system dir with a readable token, XDG, HOME") {
   CHECK(c.token_path == "/from/flag/token");
 }
 
-TEST_CASE("config files: the user's wins over the system's; flags and env win over both") {
+TEST_CASE("config files: the user's wins over the system's, flags and env win over both") {
   TempDir system;
   TempDir home;
   TempDir data;

@@ -88,7 +88,7 @@ TEST_CASE("submit over HTTP: HEAD 404, PUT with the right sha, POST with library
   for (const auto& r : requests) CHECK(r.authorization == "Bearer s3cret");
 }
 
-TEST_CASE("Send reads status and body; HEAD answers carry no body") {
+TEST_CASE("Send reads status and body, HEAD answers carry no body") {
   FakeServer server([](const RecordedRequest& r) {
     FakeResponse resp;
     resp.status = r.target == "/missing" ? 404 : 200;
@@ -158,7 +158,7 @@ TEST_CASE("Stream hands over each chunk as it arrives") {
   CHECK(first_seen_before_second_chunk);
 }
 
-TEST_CASE("logs -f prints a chunked answer; errors while streaming are reported") {
+TEST_CASE("logs -f prints a chunked answer, errors while streaming are reported") {
   FakeServer server([](const RecordedRequest& r) {
     FakeResponse resp;
     if (r.target.find("rank=9") != std::string::npos) {

@@ -99,7 +99,7 @@ TEST_CASE("a python entry point that cannot work is refused at submit, naming th
   CHECK(client.requests.empty());
 }
 
-TEST_CASE("a command's script must be in the working_dir; an escaping symlink is refused") {
+TEST_CASE("a command's script must be in the working_dir, an escaping symlink is refused") {
   TempDir dir;
   dir.Write("src/train.py", "print(1)\n");
   const std::string src = dir.path() + "/src";

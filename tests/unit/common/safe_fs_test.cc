@@ -87,7 +87,7 @@ TEST_CASE("MakeDirsBelow refuses a symlink at any component and keeps the victim
   RemoveAll(victim).IgnoreError();
 }
 
-TEST_CASE("components owned by a stranger are refused; the worker user's are accepted") {
+TEST_CASE("components owned by a stranger are refused, the worker user's are accepted") {
   if (::geteuid() != 0) {
     WARN("skipped: the ownership part needs root (chown to nobody)");
     return;
@@ -140,7 +140,7 @@ TEST_CASE("RemoveAll never follows a symlink above, at or below the path") {
   RemoveAll(victim).IgnoreError();
 }
 
-TEST_CASE("ChownNoFollow refuses symlinks and hard-linked files; the victim keeps its owner") {
+TEST_CASE("ChownNoFollow refuses symlinks and hard-linked files, the victim keeps its owner") {
   const std::string victim = MakeVictim();
   const std::string before = Snapshot(victim);
   const std::string top = MakeTempDir("chown", 0755);

@@ -146,7 +146,7 @@ std::string Records(SplitMix& rng, size_t nf, int n, bool bad) {
 
 }  // namespace
 
-TEST_CASE("SeparatorMask64 marks the ',' and '\\n' of 64 bytes, as the portable loop does") {
+TEST_CASE("SeparatorMask64 marks the commas and line ends of 64 bytes, as the portable loop does") {
   SplitMix rng(7);
   const char alphabet[] = ",\n\r\"0123456789.-e a";
   std::vector<char> buf(64 * 4 + 64);

@@ -67,7 +67,7 @@ TEST_CASE("CSV header: BOM, blank lines, quoted names, unnamed and duplicate col
   CHECK_THAT(e.status().message(), Catch::Contains("no header row"));
 }
 
-TEST_CASE("CSV type inference: int64, float64 (with empties as NaN), string; overrides") {
+TEST_CASE("CSV type inference: int64, float64 (with empties as NaN), string, overrides") {
   const std::string rows = "1,1.5,x,,1\n2,,y,,2\n-3,1e3,3,,3.0\n";
   auto s = InferCsvSchema({"i", "f", "s", "e", "m"}, rows.data(), rows.size(), 100,
                           {{"s", DType::kString}}, {&kFile, 2, 0});
@@ -79,7 +79,7 @@ TEST_CASE("CSV type inference: int64, float64 (with empties as NaN), string; ove
   CHECK((*s)[4].dtype == DType::kFloat64);  // ints and a float
 }
 
-TEST_CASE("CSV rows parse into typed columns; quoted fields, CRLF, signs, nan") {
+TEST_CASE("CSV rows parse into typed columns, quoted fields, CRLF, signs, nan") {
   const std::string text =
       "1,+2.5,\"he said \"\"hi\"\"\",7\r\n-2,nan,\"multi\nline\",8\r\n3, -1e-2 ,plain,9";
   Schema out = {{"i", DType::kInt64, {}}, {"f", DType::kFloat32, {}}, {"s", DType::kString, {}}};
@@ -133,7 +133,7 @@ TEST_CASE("CSV parse errors name the file, the line and the byte offset") {
   CHECK_THAT(empty_int.message(), Catch::Contains("cannot parse '' as int64"));
 }
 
-TEST_CASE("JSON Lines: inference keeps key order; numbers, strings, bools, arrays, nulls") {
+TEST_CASE("JSON Lines: inference keeps key order, numbers, strings, bools, arrays, nulls") {
   const std::string text =
       "{\"z\": 1, \"a\": [1, 2], \"s\": \"x\", \"b\": true, \"f\": null, \"m\": [[1], [2]]}\n"
       "\n"

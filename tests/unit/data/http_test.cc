@@ -530,7 +530,7 @@ TEST_CASE("http: a rank's stop cancels shard_open's wait for a server that does 
   CHECK_THAT(std::string(err), Catch::Contains(url) && Catch::Contains("cancelled"));
 }
 
-TEST_CASE("http: a missing file is bad data; a refused connection is not") {
+TEST_CASE("http: a missing file is bad data, a refused connection is not") {
   TempDir dir;
   TestHttpServer server(dir.path(), {true, false, false, ""});
   DatasetService service(nlohmann::json{{"world_rank", 0},

@@ -27,7 +27,7 @@ std::shared_ptr<const MappedFile> Map(const std::string& path) {
 
 }  // namespace
 
-TEST_CASE("a fault in a mapped data file is described with its name and byte; others are not") {
+TEST_CASE("a fault in a mapped data file is described with its name and byte, others are not") {
   TempDir dir;
   const std::string path = dir / "three pages.csv";
   Write(path, std::string(3 * kPage, 'x'));

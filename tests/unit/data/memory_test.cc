@@ -274,7 +274,7 @@ TEST_CASE("Buffer: a borrowed buffer uses the lender's memory until it must grow
   CHECK(e.borrowed());
 }
 
-TEST_CASE("RowBlock: numeric columns of 2 MiB and more share one arena; strings do not") {
+TEST_CASE("RowBlock: numeric columns of 2 MiB and more share one arena, strings do not") {
   Schema schema = {{"a", DType::kFloat32, {}}, {"s", DType::kString, {}}, {"b", DType::kInt64, {}}};
   RowBlock block;
   block.Reset(schema, 1000);  // 12 KB: every column on its own

@@ -368,7 +368,7 @@ TEST_CASE("parquet: only the selected columns' chunks are read") {
   CHECK(t.stats.bytes_read * 3 < all_bytes);
 }
 
-TEST_CASE("parquet: column_types convert numbers; strings stay strings") {
+TEST_CASE("parquet: column_types convert numbers, strings stay strings") {
   ShardOptions so;
   so.column_types = {{"f64", DType::kFloat32}, {"i32", DType::kInt64}};
   auto ds = OpenDataset(Uri("types_snappy_plain_v1"), 0, 1, true, so);

@@ -99,7 +99,7 @@ TEST_CASE("PlanEpoch: balanced, complete shards for awkward sizes") {
   }
 }
 
-TEST_CASE("PlanEpoch: adjacent chunks of a file merge; split=false reads everything") {
+TEST_CASE("PlanEpoch: adjacent chunks of a file merge, split=false reads everything") {
   const auto chunks = Chunks({{4, 4, 4}, {6}});
   auto plan = PlanEpoch(chunks, 0, 1, true, false, 0, 0);
   REQUIRE(plan.size() == 2);

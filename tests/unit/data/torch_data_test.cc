@@ -49,7 +49,7 @@ TEST_CASE("iter_torch_batches: tensors per column, dtypes, row shapes") {
   CHECK(first_v[3][0].item<float>() == 3.5f);
 }
 
-TEST_CASE("iter_torch_batches: own dtypes share the batch's memory; strings are refused") {
+TEST_CASE("iter_torch_batches: own dtypes share the batch's memory, strings are refused") {
   TempDir dir;
   WriteIdCsv(dir / "a.csv", 0, 6);
   FakeHost host(nlohmann::json{{"train", {{"uri", "file://" + dir.path() + "/a.csv"}}}});

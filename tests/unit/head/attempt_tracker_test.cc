@@ -98,7 +98,7 @@ TEST_CASE("tracker: every rank exits 0 and the attempt succeeds once all are gon
   CHECK(t.Settle(0).empty());  // ended once
 }
 
-TEST_CASE("tracker: the first failure wins; ranks stopped afterwards are not failures") {
+TEST_CASE("tracker: the first failure wins, ranks stopped afterwards are not failures") {
   T t = OneNode(3);
   t.OnLaunched(true);
   auto cs = t.OnExit(Exit(1, 7), "line one\nboom\n");
@@ -202,7 +202,7 @@ TEST_CASE("tracker: a checkpoint that cannot be committed fails the attempt") {
   CHECK(end.reason == "checkpoint 4 could not be committed: No space left on device");
 }
 
-TEST_CASE("tracker: a lost node kills its ranks; the attempt ends when the rest stopped") {
+TEST_CASE("tracker: a lost node kills its ranks, the attempt ends when the rest stopped") {
   T t = TwoNodes();
   t.OnLaunched(true);
   auto cs = t.OnNodeLost("n2");

@@ -32,7 +32,7 @@ std::string Stage(const std::string& trial, int seq, const std::string& content)
 
 }  // namespace
 
-TEST_CASE("merges run off the io thread and answer on it, in order; cleanup comes after") {
+TEST_CASE("merges run off the io thread and answer on it, in order, cleanup comes after") {
   const std::string trial = TempDir();
   boost::asio::io_context io;
   // The answers come from another thread: the loop must not stop for lack of work.
@@ -118,7 +118,7 @@ class RecordingFiles : public CheckpointFiles {
 
 }  // namespace
 
-TEST_CASE("a merge the files refuse answers its error; file work keeps its order") {
+TEST_CASE("a merge the files refuse answers its error, file work keeps its order") {
   boost::asio::io_context io;
   auto work = boost::asio::make_work_guard(io);
   RecordingFiles files;

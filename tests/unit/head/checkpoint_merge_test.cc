@@ -31,7 +31,7 @@ FsIdentity Nobody() {
 
 }  // namespace
 
-TEST_CASE("ranks' files merge; rank 0 wins a clash; manifest lists them") {
+TEST_CASE("ranks' files merge, rank 0 wins a clash, manifest lists them") {
   const std::string trial = TempDir();
   const std::string r0 = trial + "/.staging/attempt_1/seq_3/rank_0";
   const std::string r1 = trial + "/.staging/attempt_1/seq_3/rank_1";

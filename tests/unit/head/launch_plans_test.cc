@@ -72,7 +72,7 @@ TEST_CASE("one plan per node, in the order of first ranks, ranks contiguous with
   CHECK(plans[2].second.job_id == "j");
 }
 
-TEST_CASE("python, command and tensorflow plans; their wire form round-trips") {
+TEST_CASE("python, command and tensorflow plans, their wire form round-trips") {
   JobRecord job;
   job.id = "j2";
   job.name = "tf";

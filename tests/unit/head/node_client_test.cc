@@ -58,7 +58,7 @@ NodeAttemptPlan Plan(std::vector<int> ranks, int port) {
 
 }  // namespace
 
-TEST_CASE("remote node: the plan travels as JSON; errors name the node") {
+TEST_CASE("remote node: the plan travels as JSON, errors name the node") {
   RecordingRemote remote;
   RemoteNodeClient client(&remote, "node-b", "10.0.0.2:7450");
   remote.answer = 29500;

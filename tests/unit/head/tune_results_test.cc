@@ -200,7 +200,7 @@ TEST_CASE("progress.csv has at most kMaxProgressCsvColumns of the user's keys") 
   std::filesystem::remove_all(top);
 }
 
-TEST_CASE("a trial's results: the current job stands for an empty job list; missing jobs skip") {
+TEST_CASE("a trial's results: the current job stands for an empty job list, missing jobs skip") {
   StateStore store;
   Fsm fsm(&store);
   FillTrial(fsm);
@@ -301,7 +301,7 @@ TEST_CASE("WriteTrialFiles writes progress.csv, result.json and params.json") {
   std::filesystem::remove_all(top);
 }
 
-TEST_CASE("progress.csv quotes commas, quotes and newlines; leaves nulls and gaps empty") {
+TEST_CASE("progress.csv quotes commas, quotes and newlines, leaves nulls and gaps empty") {
   const std::string top = TempDir();
   std::vector<json> results = {
       MakeResult(1, {{"note", "a,b"}, {"say", "say \"hi\""}, {"gone", nullptr}, {"x,y", 1}}),

@@ -145,7 +145,7 @@ TEST_CASE("one source's anonymous connections are bounded and displace only each
   s.ExpectHealthy();
 }
 
-TEST_CASE("anonymous connections get a short deadline; authenticated ones the long idle time") {
+TEST_CASE("anonymous connections get a short deadline, authenticated ones the long idle time") {
   TestServer s;
   s.options.anonymous_header_timeout = 300ms;
   s.options.header_timeout = 30s;

@@ -207,7 +207,7 @@ TEST_CASE("tls: the client refuses a server it cannot verify") {
   CHECK(r->status == 200);
 }
 
-TEST_CASE("tls: plain HTTP, garbage and stalled handshakes are closed; the server stays up") {
+TEST_CASE("tls: plain HTTP, garbage and stalled handshakes are closed, the server stays up") {
   TempDir dir;
   auto pki = traintl::testing::MakeTestPki(dir.path);
   REQUIRE(pki.ok());

@@ -70,7 +70,7 @@ TEST_CASE("batches go out in order, bounded in events and bytes, until delivered
   CHECK(Events(*b)[0]["seq"] == 9);
 }
 
-TEST_CASE("a refused event is found by halving and dropped; the others go through") {
+TEST_CASE("a refused event is found by halving and dropped, the others go through") {
   EventOutbox box;
   for (int i = 0; i < 40; ++i) box.Push(i == 23 ? Report(1, i) : Hello(i));
   int dropped = 0, delivered = 0, rounds = 0;
@@ -96,7 +96,7 @@ TEST_CASE("a refused event is found by halving and dropped; the others go throug
   for (size_t i = 1; i < ranks.size(); ++i) CHECK(ranks[i - 1] < ranks[i]);  // in order
 }
 
-TEST_CASE("held reports are not acked by the node; progress keeps one per rank") {
+TEST_CASE("held reports are not acked by the node, progress keeps one per rank") {
   EventOutbox box;
   box.Push(Report(0, 0, /*held=*/true));
   for (int step = 0; step < 100000; ++step) box.Push(Progress(0, step));

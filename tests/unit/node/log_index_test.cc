@@ -25,7 +25,7 @@ std::string TempPath() {
 
 }  // namespace
 
-TEST_CASE("the writer appends a mark only when the log grew; the reader reads them back") {
+TEST_CASE("the writer appends a mark only when the log grew, the reader reads them back") {
   const std::string path = TempPath();
   LogIndexWriter w;
   REQUIRE(w.Open(path).ok());

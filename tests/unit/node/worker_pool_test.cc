@@ -2,12 +2,15 @@
 // signal, optional unprivileged user), ill-typed messages (decoded by
 // proto/worker_events.h; tests/unit/proto/worker_events_test.cc), and the limit on message
 // size.
+#include <fcntl.h>
+#include <linux/falloc.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <string>
@@ -17,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/file_util.h"
+#include "daemon/node/log_chunk.h"
 #include "daemon/node/worker_pool.h"
 #include "tests/unit/common/tree_snapshot.h"
 
@@ -200,6 +204,42 @@ TEST_CASE("a worker's failure message is kept to kMaxDoneErrorBytes, its end inc
   CHECK(error.size() <= kMaxDoneErrorBytes + 64);
   CHECK(error.find("bytes left out") != std::string::npos);
   CHECK(error.substr(error.size() - 3) == "END");
+}
+
+TEST_CASE("a rank's log uses at most max_log_bytes of disk, and readers start after the hole") {
+  TempDir dir;
+  {
+    // Not every file system can punch holes: the pool then says so and leaves the log.
+    UniqueFd probe(::open((dir.path + "/punch").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+    REQUIRE(probe.valid());
+    REQUIRE(::ftruncate(probe.get(), 1 << 20) == 0);
+    if (::fallocate(probe.get(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 4096) != 0) {
+      WARN("skipped: this file system cannot punch holes");
+      return;
+    }
+  }
+  boost::asio::io_context io;
+  Recorder rec;
+  WorkerPoolOptions o = PoolOptions();
+  o.max_log_bytes = 1 << 20;
+  WorkerPool pool(io, o, &rec);
+  WorkerLaunch l = MakeLaunch(dir.path, "chatty");
+  REQUIRE(pool.Launch(l).ok());
+  RunUntilExit(io, rec);
+  struct stat st;
+  REQUIRE(::stat(l.log_path.c_str(), &st) == 0);
+  CHECK(st.st_size > (8 << 20));  // every offset stays where it was
+  CHECK(static_cast<int64_t>(st.st_blocks) * 512 <= (1 << 20) + (64 << 10));
+  const off_t start = LogDataStart(l.log_path);
+  CHECK(start > st.st_size - (1 << 20));
+  LogChunk c = ReadLogChunk(l.log_path, -1, 2 << 20, 0, 0, false);
+  CHECK(c.offset == start);
+  REQUIRE(!c.data.empty());
+  CHECK(c.data.find('\0') == std::string::npos);
+  CHECK(c.data.rfind("line ", 0) == 0);
+  CHECK(c.data.find("line 00083887") != std::string::npos);  // the last one
+  LogChunk tail = ReadLogChunk(l.log_path, -1, 1 << 20, 3, 0, false);
+  CHECK(std::count(tail.data.begin(), tail.data.end(), '\n') == 3);
 }
 
 TEST_CASE("a worker that writes without newlines is cut off at max_message_bytes") {

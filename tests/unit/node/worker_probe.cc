@@ -6,6 +6,7 @@
 //   escape          fork A into a process group of its own; A forks B into a session of
 //                   its own; both sleep forever; print {"a":A,"b":B} on a line, send
 //                   done, and exit 0 (leftovers two levels down)
+//   chatty          write 8 MiB of numbered 100-byte lines to stdout, then done, exit 0
 //   big-error       send a done whose error is 1 MiB ("x" repeated, "END" last), exit 1
 //   reports         send 200 reports (seq 0..199, each of 0..2 once more right after it),
 //                   without waiting for acks, then done, and exit 0
@@ -105,6 +106,12 @@ int main(int argc, char** argv) {
     pid_t b = -1;
     if (::read(fds[0], &b, sizeof b) != sizeof b) return 2;
     std::printf("{\"a\":%d,\"b\":%d}\n", static_cast<int>(a), static_cast<int>(b));
+    std::fflush(stdout);
+    Send("{\"type\":\"done\",\"ok\":true}");
+    return 0;
+  }
+  if (m == "chatty") {
+    for (int i = 0; i < 8 * 10486; ++i) std::printf("line %08d %88s\n", i, "x");
     std::fflush(stdout);
     Send("{\"type\":\"done\",\"ok\":true}");
     return 0;

@@ -137,7 +137,7 @@ TEST_CASE("policies from a spec are read leniently") {
   CHECK(cmd::PolicyFromSpecJson(spec) == cmd::JobPolicy{});
 }
 
-TEST_CASE("submit_job carries the job's definition; older entries get one from their spec") {
+TEST_CASE("submit_job carries the job's definition, older entries get one from their spec") {
   cmd::SubmitJob c;
   c.job_id = "j";
   c.spec = json{{"name", "n"}, {"entrypoint", {{"library", "/l.so"}}}};

@@ -117,7 +117,7 @@ TEST_CASE("a context with a malformed datasets object is refused") {
   CHECK(r.status().message() == "context: \"datasets\" must be an object");
 }
 
-TEST_CASE("python and command contexts round-trip; the library is then not required") {
+TEST_CASE("python and command contexts round-trip, the library is then not required") {
   RankContext c;
   c.entry_kind = "command";
   c.command = {"python3", "train.py", "--epochs", "3"};

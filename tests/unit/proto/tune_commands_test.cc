@@ -258,7 +258,7 @@ TEST_CASE("create_experiment's answer reads back as written") {
   CHECK(json::parse(cmd::EncodeAnswer(cmd::UpdateExperiment::Answer{})) == json{{"ok", true}});
 }
 
-TEST_CASE("delete_experiment and its answer round-trip; malformed ones name the field") {
+TEST_CASE("delete_experiment and its answer round-trip, malformed ones name the field") {
   const cmd::Envelope e = RoundTrip(cmd::DeleteExperiment{"e0a1"});
   CHECK(std::get<cmd::DeleteExperiment>(e.body).experiment_id == "e0a1");
   CHECK(json::parse(cmd::Encode(cmd::DeleteExperiment{"e0a1"}))["op"] == "delete_experiment");

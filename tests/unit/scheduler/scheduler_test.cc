@@ -32,7 +32,7 @@ TEST_CASE("gang: all workers or none") {
   CHECK(r.placements[0].rank_nodes == std::vector<std::string>{"a", "a"});
 }
 
-TEST_CASE("earlier jobs take resources; a big job does not block a small one") {
+TEST_CASE("earlier jobs take resources, a big job does not block a small one") {
   auto r = Schedule({Node("a", 4)},
                     {Job("big", 8, 1), Job("s1", 2, 1), Job("s2", 2, 1), Job("s3", 1, 1)});
   CHECK(r.waiting.count("big"));
@@ -83,7 +83,7 @@ TEST_CASE("feasibility against totals, custom resources, fractional GPUs, dead n
   CHECK(Schedule(nodes, {Job("d", 1, 1)}).placements.empty());
 }
 
-TEST_CASE("fractional GPUs share a device up to 1.0; whole GPUs take free devices") {
+TEST_CASE("fractional GPUs share a device up to 1.0, whole GPUs take free devices") {
   NodeSnapshot n = Node("g", 16, 2);
   n.gpu_free = {1.0, 1.0};
   PendingJob half = Job("half", 4, 1);

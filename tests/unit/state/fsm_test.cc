@@ -176,7 +176,7 @@ TEST_CASE("fail_pending_job: a PENDING job fails with the reason, others are lef
   CHECK(store.GetJob("p1")->message == "spec unreadable");
 }
 
-TEST_CASE("a stop with a reason keeps it as the message; delete_job forgets a finished job") {
+TEST_CASE("a stop with a reason keeps it as the message, delete_job forgets a finished job") {
   StateStore store;
   Fsm fsm(&store);
   Apply(fsm, commands::SubmitJob(MakeJob("a1", 0), ""));

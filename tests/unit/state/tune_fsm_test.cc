@@ -122,7 +122,7 @@ TEST_CASE("create_experiment records a RUNNING experiment at the proposer's time
   CHECK(store.ListTrials("e1").empty());
 }
 
-TEST_CASE("create_experiment: a known submission id answers with its experiment; ids are unique") {
+TEST_CASE("create_experiment: a known submission id answers with its experiment, ids are unique") {
   StateStore store;
   Fsm fsm(&store);
   CHECK(Apply(fsm, At(1000, Create("e1", "a", "sub-1")))["experiment_id"] == "e1");
@@ -296,7 +296,7 @@ TEST_CASE("update_experiment changes the trials it names, only the fields it car
   CHECK_FALSE(e->ended_at);
 }
 
-TEST_CASE("update_experiment records the scheduler's state; absent, it stays") {
+TEST_CASE("update_experiment records the scheduler's state, absent, it stays") {
   WithExperiment w;
   auto u = Update("e1");
   u.scheduler_state = R"({"rung":1})";

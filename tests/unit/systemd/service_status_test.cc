@@ -14,7 +14,7 @@ using traintl::systemd::ServiceStatus;
 using traintl::systemd::testing::NotifyListener;
 using namespace std::chrono_literals;
 
-TEST_CASE("READY=1 waits for the API, membership and a head; then STATUS= on changes") {
+TEST_CASE("READY=1 waits for the API, membership and a head, then STATUS= on changes") {
   NotifyListener listener;
   Notifier notifier(listener.path());
   ServiceStatus status(&notifier);

@@ -150,7 +150,7 @@ TEST_CASE("PBT leaves finished trials out of the ranking", "[tune][pbt]") {
   CHECK(s->OnTrialResult("t3", R(6, 1.0)).action == Action::kContinue);
 }
 
-TEST_CASE("PBT's explore: lists shift to a neighbour or resample; domains scale or resample",
+TEST_CASE("PBT's explore: lists shift to a neighbour or resample, domains scale or resample",
           "[tune][pbt]") {
   SECTION("never resampling: lr times 1.2 or 0.8, batch one step left or right") {
     auto s = Make({{"resample_probability", 0}});

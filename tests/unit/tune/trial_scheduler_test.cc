@@ -42,7 +42,7 @@ TEST_CASE("MakeScheduler: null, absent type fifo and a string give FIFO, which a
   }
 }
 
-TEST_CASE("MakeScheduler builds each type; async_hyperband is ASHA", "[tune][scheduler]") {
+TEST_CASE("MakeScheduler builds each type, async_hyperband is ASHA", "[tune][scheduler]") {
   for (const char* type : {"asha", "async_hyperband", "hyperband"}) {
     auto s = MakeScheduler({{"type", type}}, "acc", "max", 1);
     REQUIRE(s.ok());

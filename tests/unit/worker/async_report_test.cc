@@ -236,7 +236,7 @@ TEST_CASE("after a stop the end waits at most kStopDrain for an upload, then aba
   CHECK_FALSE(s.agent.Next(200).has_value());
 }
 
-TEST_CASE("report options: unknown keys are refused; a bad ticket is an error") {
+TEST_CASE("report options: unknown keys are refused, a bad ticket is an error") {
   Setup s;
   Status st = s.host->ReportAsync(Metrics(0).dump().c_str(), (s.root + "/src").c_str(),
                                   R"({"compress": true})");

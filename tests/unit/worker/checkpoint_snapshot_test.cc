@@ -153,7 +153,7 @@ TEST_CASE("no room in memory: ResourceExhausted, saying why, and nothing left be
   CHECK(Entries(d.mem).empty());
 }
 
-TEST_CASE("a missing source is InvalidArgument; a leftover in dst is replaced") {
+TEST_CASE("a missing source is InvalidArgument, a leftover in dst is replaced") {
   Dirs d;
   SnapshotOptions options;
   options.memory_dir = d.mem;

@@ -31,7 +31,7 @@ json CommandContext(const Fixture& f, std::vector<std::string> command,
 
 }  // namespace
 
-TEST_CASE("a command that exits 0 succeeds; the worker says hello and done") {
+TEST_CASE("a command that exits 0 succeeds, the worker says hello and done") {
   Fixture f;
   WorkerRun& run = f.Start(CommandContext(f, {"sh", "-c", "echo from the command"}));
   ExpectHello(run, 0);
@@ -101,7 +101,7 @@ TEST_CASE("the command runs in the working_dir, where a relative program is foun
   CHECK(*cwd == wd + "\n");
 }
 
-TEST_CASE("ResolveProgram: PATH, then the working_dir; errors name the program") {
+TEST_CASE("ResolveProgram: PATH, then the working_dir, errors name the program") {
   const std::string dir = TempDir();
   REQUIRE(WriteFileAtomic(dir + "/tool", "#!/bin/sh\n", 0755).ok());
   REQUIRE(WriteFileAtomic(dir + "/data.txt", "x", 0644).ok());
