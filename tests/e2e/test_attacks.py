@@ -124,6 +124,29 @@ def alive(pid):
         return False
 
 
+class LogBoundTest(unittest.TestCase):
+    def test_a_chatty_rank_log_stays_within_max_rank_log_mb(self):
+        d = Daemon(extra_args=["--max-rank-log-mb", "1"]).start()
+        try:
+            job_id = d.submit_spec(train_spec(name="chatty", workers=1, epochs=4, sleep_ms=400,
+                                              checkpoint_every=0, print_kb=2048))
+            self.assertEqual(d.wait_terminal(job_id)["state"], "SUCCEEDED")
+            log = os.path.join(d.data_dir, "jobs", job_id, "attempt_1", "rank_0.log")
+            st = os.stat(log)
+            self.assertGreater(st.st_size, 8 << 20)  # offsets stay
+            self.assertLessEqual(st.st_blocks * 512, (1 << 20) + (128 << 10))
+            self.assertIn("its oldest part is dropped", d.log())
+            out = d.cli("logs", job_id, check=True).stdout
+            self.assertNotIn("\x00", out)
+            lines = out.splitlines()
+            self.assertTrue(lines[0].startswith("[rank 0] epoch "), lines[0])  # a whole line
+            self.assertIn(f"line {2048 * 16 - 1:10d}", out)  # the last epoch's last line
+            self.assertLess(len(out), 1 << 20)
+        finally:
+            d.stop()
+            d.cleanup()
+
+
 class EscapeTest(DaemonTestCase):
     """Processes a training library starts (in its process group, or in a session of its
     own with setsid) never outlive their attempt or their daemon."""

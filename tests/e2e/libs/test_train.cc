@@ -9,6 +9,7 @@
 //   bad_checkpoint (false): report a checkpoint directory that does not exist
 //   echo_env ([]): names of environment variables to copy into the metrics ("env")
 //   extra_metrics (0): that many more numeric metrics, extra_0 .. extra_<n-1>
+//   print_kb (0): KiB of 64-byte lines each epoch prints to stdout
 //   tmp_dir ($TMPDIR or /tmp): where checkpoints are written before report()
 //   ckpt_mb (0), ckpt_files (1): each checkpoint also holds ckpt_mb MiB per rank of
 //   incompressible bytes in ckpt_files files (bench/checkpoint: large checkpoints)
@@ -154,6 +155,7 @@ void train_loop(const nlohmann::json& config) {
   const int checkpoint_every = config.value("checkpoint_every", 1);
   const int fail_at_epoch = config.value("fail_at_epoch", -1);
   const int extra_metrics = config.value("extra_metrics", 0);
+  const int print_kb = config.value("print_kb", 0);
   const int fail_rank = config.value("fail_rank", 0);
   const int fail_only_attempt = config.value("fail_only_attempt", 1);
   const std::string fail_mode = config.value("fail_mode", "throw");
@@ -232,6 +234,8 @@ void train_loop(const nlohmann::json& config) {
   }
 
   for (int epoch = restored_epoch + 1; epoch < epochs; ++epoch) {
+    for (int k = 0; k < print_kb * 1024 / 64; ++k)
+      std::printf("epoch %6d line %10d %34s\n", epoch, k, "chatty");
     if (epoch == fail_at_epoch && (fail_rank < 0 || fail_rank == rank) &&
         (fail_only_attempt == 0 || fail_only_attempt == ctx.attempt())) {
       InjectFailure(fail_mode, epoch, rank);
