@@ -310,7 +310,14 @@ Status RemoveEntry(int dirfd, const std::string& dir_path, const std::string& na
     UniqueFd dir(fd);
     if (depth >= kMaxTreeDepth) return TooDeep(here);
     TRAINTL_ASSIGN_OR_RETURN(std::vector<std::string> names, EntryNames(dir.get(), here));
-    for (const auto& n : names) TRAINTL_RETURN_IF_ERROR(RemoveEntry(dir.get(), here, n, depth + 1));
+    // Every entry it can, then the first error: one entry it cannot remove (a tree too
+    // deep) must not keep the others.
+    Status first_error;
+    for (const auto& n : names) {
+      Status st = RemoveEntry(dir.get(), here, n, depth + 1);
+      if (!st.ok() && first_error.ok()) first_error = st;
+    }
+    if (!first_error.ok()) return first_error;
     if (::unlinkat(dirfd, name.c_str(), AT_REMOVEDIR) == 0 || errno == ENOENT) return Status::Ok();
     if (errno == ENOTEMPTY || errno == EEXIST || errno == ENOTDIR) continue;  // changed meanwhile
     return ErrnoStatus(errno, "rmdir", here);

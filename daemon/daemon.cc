@@ -145,9 +145,13 @@ Status Daemon::Prepare() {
   } else {
     cluster_secret_ = Sha256Hex("traintl raft cluster secret v1\n" + token_);
   }
-  // The bearer credential daemons send each other's /v1/internal routes: from the cluster
-  // secret, so that with --cluster-secret-file the API token does not open them.
-  cluster_token_ = Sha256Hex("traintl cluster api v1\n" + cluster_secret_);
+  // The bearer credential daemons send each other's /v1/internal routes. With
+  // --cluster-secret-file, one derived from it, so that the API token does not open them;
+  // without, the token itself: a credential derived from it would keep out nobody who
+  // holds it, and daemons of an older release (which send the token) keep working.
+  cluster_token_ = cfg_.cluster_secret_file.empty()
+                       ? token_
+                       : Sha256Hex("traintl cluster api v1\n" + cluster_secret_);
   if (!cfg_.worker_user.empty()) {
     if (::geteuid() != 0)
       return Status::FailedPrecondition("--worker-user needs traintld to run as root");

@@ -40,8 +40,8 @@ enum class Access {
 };
 
 struct RouteOptions {
-  // Requests without the credential `access` needs get 401, before the body is read.
-  // Default kUser.
+  // Requests without the credential `access` needs get 401 (403 with the other kind's),
+  // before the body is read. Default kUser.
   Access access = Access::kUser;
   // Larger bodies get 413, decided from Content-Length before the body is read, or while
   // reading a chunked body. Default 1 MiB.

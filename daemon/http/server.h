@@ -70,8 +70,8 @@ struct ServerOptions {
   // empty, every kUser route answers 401 (fail closed). Default "".
   std::string token;
   // Bearer credential of the kCluster routes (what daemons send each other), likewise
-  // compared and never logged; only it opens them, the user's token does not. When
-  // empty, every kCluster route answers 401. Default "".
+  // compared and never logged; only it opens them (`token` too only when they are equal).
+  // When empty, every kCluster route answers 401. Default "".
   std::string cluster_token;
   // Also accept a browser session (daemon/http/browser_session.h) in place of the bearer
   // token: the cookie derived from `token` together with the header kSessionHeader.

@@ -1,6 +1,7 @@
 #include "daemon/node/agent.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -57,6 +58,22 @@ Status Agent::RemoveStaleStaging(const SafeDir& staging_root, int attempt) {
 }
 
 std::string Agent::DataIndexDir() const { return options_.data_dir + "/data_index"; }
+
+Result<SafeDir> Agent::MakeWorkerDirBelow(const SafeDir& parent, const std::string& name) const {
+  const OwnerPolicy owners = JobOwners();
+  TRAINTL_ASSIGN_OR_RETURN(SafeDir dir, MakeDirsBelow(parent, name, 0755, owners));
+  Status given = GiveToWorker(dir);
+  if (given.ok()) return dir;
+  // An empty one of root's: what a launch that died between making it and giving it away
+  // left. Made again, it is this launch's own.
+  auto names = ListDir(dir);
+  if (dir.created || !names.ok() || !names->empty() ||
+      ::unlinkat(parent.fd.get(), name.c_str(), AT_REMOVEDIR) != 0)
+    return given;
+  TRAINTL_ASSIGN_OR_RETURN(dir, MakeDirsBelow(parent, name, 0755, owners));
+  TRAINTL_RETURN_IF_ERROR(GiveToWorker(dir));
+  return dir;
+}
 
 Status Agent::GiveToWorker(const SafeDir& dir) const {
   const auto& user = pool_->worker_user();
@@ -202,9 +219,7 @@ Result<int> Agent::Launch(const NodeAttemptPlan& planned) {
   const OwnerPolicy owners = JobOwners();
   TRAINTL_ASSIGN_OR_RETURN(SafeDir trial_dir, MakeJobDir(plan.trial_dir, 0755, owners));
   TRAINTL_RETURN_IF_ERROR(GiveToWorker(trial_dir));
-  TRAINTL_ASSIGN_OR_RETURN(SafeDir staging_root,
-                           MakeDirsBelow(trial_dir, ".staging", 0755, owners));
-  TRAINTL_RETURN_IF_ERROR(GiveToWorker(staging_root));
+  TRAINTL_ASSIGN_OR_RETURN(SafeDir staging_root, MakeWorkerDirBelow(trial_dir, ".staging"));
   // Earlier attempts' staging areas are normally removed by the head when they end; after
   // a daemon was killed nobody did, and they would pile up (a node may also not share the
   // head's file system).
@@ -235,8 +250,8 @@ Result<int> Agent::Launch(const NodeAttemptPlan& planned) {
   const std::string staging = StagingDir(plan.trial_dir, plan.attempt);
   TRAINTL_ASSIGN_OR_RETURN(
       SafeDir staging_dir,
-      MakeDirsBelow(staging_root, "attempt_" + std::to_string(plan.attempt), 0755, owners));
-  TRAINTL_RETURN_IF_ERROR(GiveToWorker(staging_dir));
+      MakeWorkerDirBelow(staging_root, "attempt_" + std::to_string(plan.attempt)));
+  (void)staging_dir;
 
   // A python or command job's working_dir, unpacked once per content for every job and
   // attempt that ships it (read-only by convention: jobs write to their trial dir).

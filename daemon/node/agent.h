@@ -97,6 +97,10 @@ class Agent {
   // (a directory of root's that a worker moved to the job's path, to be handed it) and
   // one made here that is not empty (swapped in between mkdir and open).
   Status GiveToWorker(const SafeDir& dir) const;
+  // MakeDirsBelow(parent, name) given to the worker, for a dir inside the worker's trial
+  // dir: an empty one it cannot be given (a launch that died before it gave it away left
+  // it, root's) is removed and made again.
+  Result<SafeDir> MakeWorkerDirBelow(const SafeDir& parent, const std::string& name) const;
   // <data_dir>/data_index: the row index the node's jobs share (RankContext::data_index_dir).
   std::string DataIndexDir() const;
   // Binds each of this node's ranks' TF_CONFIG ports once to see that it is free.

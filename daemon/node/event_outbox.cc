@@ -26,9 +26,15 @@ void EventOutbox::Push(const json& event) {
         return;
       }
     }
-  } else if (type == "report" && !event.value("held", false)) {
-    q.ack = Ack{job, attempt, rank, event.value("seq", 0)};
+  } else {
+    // Later progress of this rank (a replacement worker's, after this exit) must not take
+    // the place of progress queued before this event.
+    latest_progress_.erase(job + "/" + std::to_string(attempt) + "/" + std::to_string(rank));
+    if (type == "report" && !event.value("held", false))
+      q.ack = Ack{job, attempt, rank, event.value("seq", 0)};
   }
+  q.what = type + " of job " + job + " attempt " + std::to_string(attempt) + " rank " +
+           std::to_string(rank);
   q.id = next_id_++;
   if (!q.progress_key.empty()) latest_progress_[q.progress_key] = q.id;
   events_.push_back(std::move(q));
@@ -75,12 +81,14 @@ void EventOutbox::Delivered(const Batch& batch) {
   batch_limit_ = std::min(options_.max_batch_events, 2 * batch_limit_);
 }
 
-bool EventOutbox::Refused(const Batch& batch) {
+bool EventOutbox::Refused(const Batch& batch, std::string* dropped) {
   out_through_ = 0;
   if (batch.count > 1) {
     batch_limit_ = std::max<size_t>(1, batch.count / 2);
     return false;
   }
+  if (dropped != nullptr && !events_.empty() && events_.front().id == batch.last_id)
+    *dropped = events_.front().what;
   PopThrough(batch.last_id);
   batch_limit_ = options_.max_batch_events;
   return true;

@@ -7,7 +7,9 @@
 //   half as long, down to a single event, which is then dropped: every other event of
 //   the node still goes through (a delivered batch doubles the next one's length again);
 // - a rank's progress (a snapshot, sent often) replaces its queued predecessor, so a
-//   flood of progress lines keeps one per rank instead of growing the queue.
+//   flood of progress lines keeps one per rank instead of growing the queue (never across
+//   another event of that rank: a replacement worker's progress stays after the old
+//   worker's exit).
 // Each event is serialized once, when it is queued.
 //
 // Thread-safety: none; HeadLink guards it with its mutex.
@@ -59,8 +61,9 @@ class EventOutbox {
   // The head took `batch`: it leaves the queue.
   void Delivered(const Batch& batch);
   // The head refused `batch` (400 or 413): the next batch is half as long, or, for a batch
-  // of one event, that event is dropped (returns true).
-  bool Refused(const Batch& batch);
+  // of one event, that event is dropped (returns true; *dropped, when given, says which:
+  // "report of job J attempt A rank R").
+  bool Refused(const Batch& batch, std::string* dropped = nullptr);
   // Drops everything (the node was fenced: the head moved on).
   void Clear();
 
@@ -72,6 +75,7 @@ class EventOutbox {
     uint64_t id = 0;
     std::string text;
     std::string progress_key;  // "job/attempt/rank" for progress, else ""
+    std::string what;          // "<type> of job J attempt A rank R", for a drop's warning
     std::optional<Ack> ack;
   };
   void PopThrough(uint64_t last_id);

@@ -210,12 +210,13 @@ void HeadLink::SenderMain() {
       // Malformed or too large: find the event the head refuses and drop it, so that it
       // does not hold up every other event of this node (EventOutbox).
       bool dropped = false;
+      std::string what;
       {
         std::lock_guard<std::mutex> lock(mu_);
-        dropped = events_.Refused(*batch);
+        dropped = events_.Refused(*batch, &what);
       }
       if (dropped) {
-        LOG_WARN << "dropping a worker event the head refuses (" << r->status
+        LOG_WARN << "dropping a worker event the head refuses (" << what << ", " << r->status
                  << "): " << r->body.substr(0, 200);
       }
       continue;

@@ -396,7 +396,8 @@ void WorkerPool::ReadNext(const std::shared_ptr<Worker>& w) {
                          asio::buffers_begin(w->buffer.data()) + static_cast<long>(n));
         w->buffer.consume(n);
         HandleMessage(w, line);
-        if (w->unacked.size() >= options_.max_unacked_reports) {
+        if (w->channel_closed) return;  // FailWorker
+        if (w->unacked.size() >= std::max<size_t>(1, options_.max_unacked_reports)) {
           w->read_paused = true;  // Ack reads on
           return;
         }
@@ -417,8 +418,12 @@ void WorkerPool::HandleMessage(const std::shared_ptr<Worker>& w, const std::stri
     listener_->OnWorkerHello(w->job_id, w->attempt, w->rank);
   } else if (const auto* report = std::get_if<events::Report>(&*event)) {
     if (report->seq <= w->last_seq) {
-      LOG_WARN << "worker pid=" << w->pid << " sent report seq " << report->seq << " after seq "
-               << w->last_seq << "; ignored";
+      // Its report() would wait for an ack that never comes: fail the rank instead, saying
+      // why (two programs each counting from 0 in one command, for instance).
+      FailWorker(w, "report seq " + std::to_string(report->seq) + " after seq " +
+                        std::to_string(w->last_seq) +
+                        ": a rank's reports must count up, once per attempt (one traintl "
+                        "program per rank and attempt)");
       return;
     }
     w->last_seq = report->seq;
@@ -435,15 +440,30 @@ void WorkerPool::HandleMessage(const std::shared_ptr<Worker>& w, const std::stri
   }
 }
 
+void WorkerPool::FailWorker(const std::shared_ptr<Worker>& w, const std::string& why) {
+  LOG_WARN << "worker pid=" << w->pid << " job=" << w->job_id << " rank=" << w->rank << ": " << why
+           << "; stopping it";
+  w->exit.done_seen = true;
+  w->exit.done_ok = false;
+  w->exit.done_error = why;
+  w->exit.retryable = false;
+  w->channel_closed = true;  // nothing it says later overrides this
+  boost::system::error_code ignored;
+  w->channel.close(ignored);
+  if (w->stop.Request()) {
+    w->stop.SkipGrace();
+    w->stop.Poll();
+  }
+  ArmGraceTimer(w);
+}
+
 void WorkerPool::ReapChildren() {
+  bool orphan_reaped = false;
   while (std::optional<ChildExit> child = launcher_->ReapAny()) {
     auto it = workers_.find(child->pid);
     if (it == workers_.end()) {
-      // Else an orphan the daemon inherited, now reaped (one that KillLeftovers killed):
-      // its own children are orphans only now, and go the same way.
-      if (!ReapWarm(child->pid, *child) &&
-          (options_.cgroups == nullptr || !options_.cgroups->enabled()))
-        KillOrphans();
+      // Else an orphan the daemon inherited, now reaped (one that KillLeftovers killed).
+      if (!ReapWarm(child->pid, *child)) orphan_reaped = true;
       continue;
     }
     auto w = it->second;
@@ -467,6 +487,9 @@ void WorkerPool::ReapChildren() {
     }
     MaybeFinish(w);
   }
+  // Its own children became orphans when it died: they go the same way (once per batch:
+  // each scan reads /proc).
+  if (orphan_reaped && (options_.cgroups == nullptr || !options_.cgroups->enabled())) KillOrphans();
 }
 
 void WorkerPool::ArmLogSampling() {
@@ -585,7 +608,8 @@ void WorkerPool::Ack(const std::string& job_id, int attempt, int rank, int seq) 
     Send(w, events::Ack{seq});
     // Reports are taken in order: an ack covers every earlier one.
     w->unacked.erase(w->unacked.begin(), w->unacked.upper_bound(seq));
-    if (w->read_paused && w->unacked.size() < options_.max_unacked_reports && !w->channel_closed) {
+    if (w->read_paused && w->unacked.size() < std::max<size_t>(1, options_.max_unacked_reports) &&
+        !w->channel_closed) {
       w->read_paused = false;
       ReadNext(w);
     }

@@ -67,7 +67,7 @@ struct WorkerPoolOptions {
   // Most reports of one worker not yet acked. The worker keeps its own window
   // (WorkerHost::kMaxUnackedReports, 16), but it runs untrusted code: at this many the
   // pool stops reading its channel until an ack comes, so a flood of reports backs up
-  // into the worker instead of the head's memory and log. Default 64.
+  // into the worker instead of the head's memory and log. 0 counts as 1. Default 64.
   size_t max_unacked_reports = 64;
   // The account every worker runs as, unless its WorkerLaunch::user says otherwise
   // (traintld --worker-user). Default: unset (workers run as the daemon's user).
@@ -222,6 +222,9 @@ class WorkerPool {
   void ReadNext(const std::shared_ptr<Worker>& w);
   void HandleMessage(const std::shared_ptr<Worker>& w, const std::string& line);
   void MaybeFinish(const std::shared_ptr<Worker>& w);
+  // Ends a worker that broke the protocol: its exit is a failure that says `why` (not
+  // retryable), its channel is closed, and it is stopped at once (SIGTERM, then SIGKILL).
+  void FailWorker(const std::shared_ptr<Worker>& w, const std::string& why);
   void Send(const std::shared_ptr<Worker>& w, const events::AgentMessage& msg);
   void WriteNext(const std::shared_ptr<Worker>& w);
   // Runs the worker's stop escalation when its next step is due.

@@ -146,12 +146,10 @@ class Daemon:
             return ""
 
     def cluster_token(self, secret=None):
-        """The credential daemons send each other's /v1/internal routes: derived from the
-        cluster secret (`secret`; default: the one derived from the API token, as a daemon
-        without --cluster-secret-file does). See daemon.cc."""
+        """The credential daemons send each other's /v1/internal routes: the API token, or
+        with --cluster-secret-file one derived from its `secret`. See daemon.cc."""
         if secret is None:
-            secret = hashlib.sha256(
-                ("traintl raft cluster secret v1\n" + self.token).encode()).hexdigest()
+            return self.token
         return hashlib.sha256(("traintl cluster api v1\n" + secret).encode()).hexdigest()
 
     def request(self, method, path, body=None, auth=True, token=None, headers=None, raw=False):

@@ -587,9 +587,11 @@ class ClusterSecretTest(unittest.TestCase):
         try:
             d.start(role="head")
             cluster = d.cluster_token(secret)
-            # What an API user could compute: the credential of a cluster without its own
-            # secret. It must not stand in for this cluster's.
-            from_token = d.cluster_token()
+            # A guess from the token (the credential as if the secret were derived from it)
+            # is no credential.
+            from_token = hashlib.sha256(("traintl cluster api v1\n" + hashlib.sha256(
+                ("traintl raft cluster secret v1\n" + d.token).encode()).hexdigest()).encode()
+            ).hexdigest()
             routes = [("POST", "/v1/internal/events", {"events": []}, 200),
                       ("POST", "/v1/internal/heartbeat", {}, 400),
                       ("POST", "/v1/internal/launch", {}, 400),

@@ -296,9 +296,14 @@ TEST_CASE("a tree deeper than the walks go is refused, not a stack overflow") {
   auto listed = ListFilesNoFollow(*dir);
   CHECK(!listed.ok());
   CHECK(Mentions(listed.status(), "levels deep"));
+  // Beside it, what can go goes.
+  REQUIRE(WriteFileAtomic(top + "/d/a_file", "x").ok());
+  REQUIRE(MakeDirs(top + "/d/z_dir/sub").ok());
   Status removed = RemoveAllAt(*dir, "d");
   CHECK(!removed.ok());
   CHECK(Mentions(removed, "levels deep"));
+  CHECK(!PathExists(top + "/d/a_file"));
+  CHECK(!PathExists(top + "/d/z_dir"));
   // rm walks with a bounded stack.
   REQUIRE(std::system(("rm -rf " + top).c_str()) == 0);
 }

@@ -206,6 +206,30 @@ TEST_CASE("a directory of root's moved to a job's path is not given to the worke
   CHECK(sb.st_uid == 0);
   CHECK(node.pool->LivePids().empty());
 
+  // Inside the worker's trial dir, an empty staging dir of root's (a launch died before it
+  // gave it away) is made again, not refused forever.
+  REQUIRE(RemoveAll(trial).ok());
+  REQUIRE(MakeDirs(trial + "/.staging/attempt_1", 0755).ok());
+  for (const std::string& dir : {trial, trial + "/.staging"})
+    REQUIRE(::chown(dir.c_str(), kNobodyUid, kNogroupGid) == 0);
+  REQUIRE(node.agent->Launch(node.Plan()).ok());
+  node.RunUntilExit();
+  node.rec.exits.clear();
+  for (const std::string& dir : {trial + "/.staging", trial + "/.staging/attempt_1"}) {
+    REQUIRE(::stat(dir.c_str(), &sb) == 0);
+    CHECK(sb.st_uid == kNobodyUid);
+  }
+
+  // The same for an empty .staging of root's.
+  REQUIRE(RemoveAll(trial).ok());
+  REQUIRE(MakeDirs(trial + "/.staging", 0755).ok());
+  REQUIRE(::chown(trial.c_str(), kNobodyUid, kNogroupGid) == 0);
+  REQUIRE(node.agent->Launch(node.Plan()).ok());
+  node.RunUntilExit();
+  node.rec.exits.clear();
+  REQUIRE(::stat((trial + "/.staging").c_str(), &sb) == 0);
+  CHECK(sb.st_uid == kNobodyUid);
+
   // What the launch makes itself is the worker's at once.
   REQUIRE(RemoveAll(trial).ok());
   REQUIRE(node.agent->Launch(node.Plan()).ok());

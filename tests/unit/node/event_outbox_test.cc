@@ -80,8 +80,10 @@ TEST_CASE("a refused event is found by halving and dropped, the others go throug
     bool bad = false;
     for (const auto& e : Events(*b)) bad = bad || e["type"] == "report";
     if (bad) {
-      if (box.Refused(*b)) {
+      std::string what;
+      if (box.Refused(*b, &what)) {
         CHECK(b->count == 1);
+        CHECK(what == "report of job j attempt 1 rank 1");
         ++dropped;
       }
       continue;
@@ -120,6 +122,20 @@ TEST_CASE("held reports are not acked by the node, progress keeps one per rank")
   CHECK(Events(*b)[0]["progress"]["step"] == 100000);
   box.Delivered(*b);
   CHECK(box.empty());
+
+  // Another event of the rank (its worker's exit) ends the replacing: later progress (a
+  // replacement worker's) queues behind it.
+  box.Push(Progress(0, 1));
+  box.Push(json{{"type", "exit"}, {"job_id", "j"}, {"attempt", 1}, {"rank", 0}});
+  box.Push(Progress(0, 2));
+  CHECK(box.size() == 3);
+  b = box.Next();
+  REQUIRE(b);
+  auto order = Events(*b);
+  CHECK(order[0]["progress"]["step"] == 1);
+  CHECK(order[1]["type"] == "exit");
+  CHECK(order[2]["progress"]["step"] == 2);
+  box.Delivered(*b);
 
   // Fenced: everything goes, and progress starts afresh.
   box.Push(Progress(0, 1));

@@ -131,7 +131,7 @@ TEST_CASE("ill-typed worker messages are ignored, not fatal") {
   CHECK(rec.reports[0]["metrics"] == json::object());
 }
 
-TEST_CASE("reports go on in seq order only, at most max_unacked_reports ahead of the acks") {
+TEST_CASE("reports go at most max_unacked_reports ahead of the acks") {
   TempDir dir;
   boost::asio::io_context io;
   Recorder rec;
@@ -157,8 +157,24 @@ TEST_CASE("reports go on in seq order only, at most max_unacked_reports ahead of
   }
   REQUIRE(!rec.exits.empty());
   CHECK(rec.exits[0].done_seen);
-  REQUIRE(rec.reports.size() == 200);  // the repeated seqs were dropped
+  REQUIRE(rec.reports.size() == 200);
   for (int i = 0; i < 200; ++i) CHECK(rec.reports[i]["seq"] == i);
+}
+
+TEST_CASE("a report seq that does not count up fails the rank, saying why") {
+  TempDir dir;
+  boost::asio::io_context io;
+  Recorder rec;
+  WorkerPool pool(io, PoolOptions(), &rec);
+  REQUIRE(pool.Launch(MakeLaunch(dir.path, "repeat-seq")).ok());
+  RunUntilExit(io, rec);  // it sleeps: the pool stops it
+  CHECK(rec.reports.size() == 2);
+  const WorkerExit& e = rec.exits[0];
+  CHECK(e.done_seen);
+  CHECK_FALSE(e.done_ok);
+  CHECK_FALSE(e.retryable);
+  CHECK(e.done_error.find("report seq 0 after seq 1") != std::string::npos);
+  CHECK(e.signal.has_value());
 }
 
 TEST_CASE("without cgroups, processes two levels below an exited worker go with it") {

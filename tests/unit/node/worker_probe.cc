@@ -8,8 +8,9 @@
 //                   done, and exit 0 (leftovers two levels down)
 //   chatty          write 8 MiB of numbered 100-byte lines to stdout, then done, exit 0
 //   big-error       send a done whose error is 1 MiB ("x" repeated, "END" last), exit 1
-//   reports         send 200 reports (seq 0..199, each of 0..2 once more right after it),
-//                   without waiting for acks, then done, and exit 0
+//   reports         send 200 reports (seq 0..199) without waiting for acks, then done, and
+//                   exit 0
+//   repeat-seq      send reports seq 0, 1 and 0 again, then sleep until killed
 #include <fcntl.h>
 #include <grp.h>
 #include <signal.h>
@@ -120,12 +121,17 @@ int main(int argc, char** argv) {
     Send("{\"type\":\"done\",\"ok\":false,\"error\":\"" + std::string(1 << 20, 'x') + "END\"}");
     return 1;
   }
+  if (m == "repeat-seq") {
+    for (int seq : {0, 1, 0})
+      Send("{\"type\":\"report\",\"seq\":" + std::to_string(seq) +
+           ",\"metrics\":{},\"checkpoint\":null}");
+    for (;;) ::pause();
+  }
   if (m == "reports") {
     for (int seq = 0; seq < 200; ++seq) {
       const std::string r = "{\"type\":\"report\",\"seq\":" + std::to_string(seq) +
                             ",\"metrics\":{},\"checkpoint\":null}";
       Send(r);
-      if (seq < 3) Send(r);  // again: the agent must not pass it on twice
     }
     Send("{\"type\":\"done\",\"ok\":true}");
     return 0;
