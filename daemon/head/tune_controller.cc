@@ -138,7 +138,17 @@ void TuneController::OnJobReported(const std::string& job_id) {
   if (auto t = store_->TrialOfJob(job_id)) PassSoon(t->experiment_id);
 }
 
-void TuneController::OnJobEnded(const std::string& job_id) { OnJobReported(job_id); }
+void TuneController::OnJobEnded(const std::string& job_id) {
+  if (!is_head_) return;
+  // A trial's files are complete once its job ended, whatever became of its experiment
+  // meanwhile (stopped, failed, done) or of the trial: a pass throttles them while the job
+  // runs, and passes end with the experiment.
+  if (auto t = store_->TrialOfJob(job_id)) {
+    if (auto e = store_->GetExperiment(t->experiment_id))
+      WriteFilesLater(e->exp_dir + "/" + t->name, *t, ParsedOr(t->config, json::object()));
+  }
+  OnJobReported(job_id);
+}
 
 // The trial job that waited started: the next one may be queued (one waits at a time).
 void TuneController::OnJobStarted(const std::string& job_id) { OnJobReported(job_id); }
@@ -244,8 +254,7 @@ void TuneController::Pass(const std::string& experiment_id) {
   int running = 0, waiting = static_cast<int>(live.submitting.size());
   bool any_paused = false;
   // A trial's files are rewritten whole: at most every kFilesInterval while it runs (each
-  // pass would make a trial's reports quadratic), at once when its job ended, and once
-  // more after the trial was completed (what came since the last write).
+  // pass would make a trial's reports quadratic), and once its job ended (OnJobEnded).
   auto write_files = [&](const TrialRecord& t, int64_t count, bool at_once) {
     const auto now = std::chrono::steady_clock::now();
     if (count == 0 || count == live.files_written[t.index]) return;
@@ -255,11 +264,7 @@ void TuneController::Pass(const std::string& experiment_id) {
     live.files_due[t.index] = now + kFilesInterval;
   };
   for (TrialRecord t : trials) {
-    if (t.status == kTrialDone || t.status == kTrialError) {
-      if (live.files_final.insert(t.index).second)
-        write_files(t, CountTrialResults(*store_, t), /*at_once=*/true);
-      continue;
-    }
+    if (t.status == kTrialDone || t.status == kTrialError) continue;
     auto job = store_->GetJob(t.job_id, /*with_spec=*/false);
     if (!job) {
       complete(t, kTrialDone, "its job was deleted");

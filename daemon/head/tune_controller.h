@@ -116,10 +116,9 @@ class TuneController : public JobEventListener {
     std::map<int, int64_t> files_written;  // trial -> results in its files
     // trial -> when its files may be rewritten next while it runs
     std::map<int, std::chrono::steady_clock::time_point> files_due;
-    std::set<int> files_final;  // completed trials whose files were written since
-    bool updating = false;      // an update_experiment is in flight
-    bool pass_again = false;    // an event came while it was
-    bool failed = false;        // Fail() was called: drive it no further
+    bool updating = false;    // an update_experiment is in flight
+    bool pass_again = false;  // an event came while it was
+    bool failed = false;      // Fail() was called: drive it no further
   };
 
   // Builds the Live of a RUNNING experiment from its record; InvalidArgument when its

@@ -255,6 +255,17 @@ class TuneTest(DaemonTestCase):
         wait_for(lambda: all(j["state"] == "STOPPED" for j in self.trial_jobs(exp_id)),
                  timeout=30, what="trial jobs to stop")
         before = {t["name"]: t["iterations"] for t in self.experiment(exp_id)["trials"]}
+        # A stopped experiment's trial files hold every result its jobs reported (they are
+        # written when each job ends, not only by the experiment's passes).
+        for t in self.experiment(exp_id)["trials"]:
+            def rows(t=t):
+                try:
+                    with open(os.path.join(t["trial_dir"], "progress.csv")) as f:
+                        n = len(list(csv.DictReader(f)))
+                except OSError:
+                    return None
+                return n if n == before[t["name"]] else None
+            wait_for(rows, timeout=10, what=f"{t['name']}'s progress.csv after the stop")
         p = self.daemon.cli("tune", "resume", exp_id, "--wait", timeout=180)
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
         exp = self.experiment(exp_id)
