@@ -31,6 +31,7 @@ json NodeAttemptPlanToJson(const NodeAttemptPlan& p) {
            {"user_env", p.user_env},
            {"cpus_per_worker", p.cpus_per_worker}};
   if (p.hold_reports) out["hold_reports"] = true;
+  if (p.trial_dir_as_worker) out["trial_dir_as_worker"] = true;
   if (p.peer_recovery) out["peer_recovery"] = true;
   if (p.regroup_generation > 0) out["regroup_generation"] = p.regroup_generation;
   if (!p.local_ranks.empty()) {
@@ -86,6 +87,7 @@ Result<NodeAttemptPlan> NodeAttemptPlanFromJson(const json& j) {
     f.Opt("rank_hosts", &p.rank_hosts);
     f.Opt("worker_port_base", &p.worker_port_base);
     f.Opt("hold_reports", &p.hold_reports);
+    f.Opt("trial_dir_as_worker", &p.trial_dir_as_worker);
     f.Opt("peer_recovery", &p.peer_recovery);
     f.Opt("regroup_generation", &p.regroup_generation);
     f.Opt("local_ranks", &p.local_ranks);

@@ -43,6 +43,11 @@ struct NodeAttemptPlan {
   // the rank context hands it to the worker as "checkpoint_dir".
   std::string restored_from;
   std::string trial_dir;
+  // The trial dir is not under the head's default storage path: the submitter chose where
+  // it goes (run_config.storage_path), so where workers run as another user it is made
+  // with that user's file access, never root's ("trial_dir_as_worker", optional: older
+  // heads did not say). Default false.
+  bool trial_dir_as_worker = false;
   std::string master_addr;  // the address of rank 0's node
   int master_port = 0;      // 0: rank 0's node chooses it (Agent::Launch)
   int collective_timeout_s = 300;

@@ -509,6 +509,7 @@ void JobManager::LaunchCommitted(const std::string& job_id, const JobRecord& job
     if (auto local = blobs_->PathOf(job.library_sha256); local.ok()) basics.library_path = *local;
   }
   basics.restored_from = restored_from;
+  basics.default_storage_path = options_.default_storage_path;
   const NodeStatus* master =
       registry_.Get(a.rank_nodes().empty() ? options_.node_id : a.rank_nodes()[0]);
   basics.master_addr = master != nullptr ? master->host : options_.host;

@@ -24,6 +24,9 @@ NodeAttemptPlan BasePlan(const JobRecord& job, const JobSpec& spec, const Attemp
   base.config = spec.train_loop_config;
   base.restored_from = b.restored_from;
   base.trial_dir = job.trial_dir;
+  const std::string& storage = b.default_storage_path;
+  base.trial_dir_as_worker =
+      !storage.empty() && job.trial_dir.compare(0, storage.size() + 1, storage + "/") != 0;
   base.master_addr = b.master_addr;
   base.master_port = 0;
   base.collective_timeout_s = b.collective_timeout_s;

@@ -24,6 +24,10 @@ struct AttemptBasics {
   std::string restored_from;  // the checkpoint handed to get_checkpoint(), "" = none
   std::string master_addr;    // the host of rank 0's node
   int collective_timeout_s = 300;
+  // The head's default storage path (JobManagerOptions::default_storage_path): a trial dir
+  // elsewhere was the submitter's choice (run_config.storage_path). "": not known (every
+  // trial dir is then made as before, with the daemon's access).
+  std::string default_storage_path;
   // tensorflow jobs: every rank's host and the first of their reserved ports.
   std::vector<std::string> rank_hosts;
   int worker_port_base = 0;

@@ -15,6 +15,7 @@
 
 #include "common/code_archive.h"
 #include "common/file_util.h"
+#include "common/fs_identity.h"
 #include "common/logging.h"
 #include "common/safe_fs.h"
 #include "proto/rank_context.h"
@@ -58,6 +59,24 @@ Status Agent::RemoveStaleStaging(const SafeDir& staging_root, int attempt) {
 }
 
 std::string Agent::DataIndexDir() const { return options_.data_dir + "/data_index"; }
+
+Result<SafeDir> Agent::MakeTrialDir(const NodeAttemptPlan& plan) const {
+  const auto& user = pool_->worker_user();
+  if (!user.has_value() || !plan.trial_dir_as_worker)
+    return MakeJobDir(plan.trial_dir, 0755, JobOwners());
+  // A storage path the submitter chose: only where the worker could make it itself (not
+  // in /etc, say, with root's access).
+  const FsIdentity id{user->uid, user->gid, user->groups};
+  ScopedFsIdentity as_worker(&id);
+  auto made = MakeJobDir(plan.trial_dir, 0755, JobOwners());
+  if (!made.ok()) {
+    return Status(made.status().code(),
+                  "making the trial dir as " + user->name +
+                      " (run_config.storage_path must be where that user can write): " +
+                      made.status().message());
+  }
+  return made;
+}
 
 Result<SafeDir> Agent::MakeWorkerDirBelow(const SafeDir& parent, const std::string& name) const {
   const OwnerPolicy owners = JobOwners();
@@ -217,7 +236,7 @@ Result<int> Agent::Launch(const NodeAttemptPlan& planned) {
   // soon as they are made (GiveToWorker), never by path later. .staging too: the head
   // removes an ended attempt's staging dir with the worker's file access.
   const OwnerPolicy owners = JobOwners();
-  TRAINTL_ASSIGN_OR_RETURN(SafeDir trial_dir, MakeJobDir(plan.trial_dir, 0755, owners));
+  TRAINTL_ASSIGN_OR_RETURN(SafeDir trial_dir, MakeTrialDir(plan));
   TRAINTL_RETURN_IF_ERROR(GiveToWorker(trial_dir));
   TRAINTL_ASSIGN_OR_RETURN(SafeDir staging_root, MakeWorkerDirBelow(trial_dir, ".staging"));
   // Earlier attempts' staging areas are normally removed by the head when they end; after

@@ -97,6 +97,10 @@ class Agent {
   // (a directory of root's that a worker moved to the job's path, to be handed it) and
   // one made here that is not empty (swapped in between mkdir and open).
   Status GiveToWorker(const SafeDir& dir) const;
+  // The plan's trial dir, made (with its missing parents) with the worker user's file
+  // access when the submitter chose its storage path (NodeAttemptPlan::trial_dir_as_worker),
+  // else with the daemon's.
+  Result<SafeDir> MakeTrialDir(const NodeAttemptPlan& plan) const;
   // MakeDirsBelow(parent, name) given to the worker, for a dir inside the worker's trial
   // dir: an empty one it cannot be given (a launch that died before it gave it away left
   // it, root's) is removed and made again.

@@ -615,6 +615,37 @@ class ClusterSecretTest(unittest.TestCase):
 
 
 class WorkerUserTest(unittest.TestCase):
+    def test_a_chosen_storage_path_is_used_with_the_worker_users_access(self):
+        if os.geteuid() != 0:
+            self.skipTest("needs root")
+        nobody = pwd.getpwnam("nobody")
+        d = Daemon(extra_args=["--worker-user", "nobody"]).start()
+        roots = tempfile.mkdtemp(prefix="traintl-e2e-roots-")  # root's: nobody cannot write
+        shared = tempfile.mkdtemp(prefix="traintl-e2e-shared-")
+        try:
+            os.chmod(roots, 0o755)
+            os.chmod(shared, 0o1777)  # like /tmp
+            spec = train_spec(name="chosen", workers=1, epochs=1, sleep_ms=10)
+            spec["run_config"]["storage_path"] = os.path.join(roots, "results")
+            job = d.wait_terminal(d.submit_spec(spec))
+            self.assertEqual(job["state"], "FAILED", job)
+            self.assertIn("making the trial dir as nobody", json.dumps(job))
+            self.assertEqual(os.listdir(roots), [])  # a root daemon would have made it
+            spec["run_config"]["storage_path"] = os.path.join(shared, "results")
+            job = d.wait_terminal(d.submit_spec(spec))
+            self.assertEqual(job["state"], "SUCCEEDED", job)
+            self.assertEqual(os.stat(os.path.join(shared, "results")).st_uid, nobody.pw_uid)
+            self.assertEqual(os.stat(job["trial_dir"]).st_uid, nobody.pw_uid)
+            # The default storage path is the daemon's: made by it, given to the worker.
+            job = d.wait_terminal(d.submit_spec(train_spec(name="default", workers=1,
+                                                           epochs=1, sleep_ms=10)))
+            self.assertEqual(job["state"], "SUCCEEDED", job)
+            self.assertEqual(os.stat(os.path.dirname(job["trial_dir"])).st_uid, 0)
+        finally:
+            d.stop()
+            d.cleanup()
+            subprocess.run(["rm", "-rf", roots, shared], timeout=30)
+
     def test_submit_looks_at_a_library_path_as_the_worker_user(self):
         if os.geteuid() != 0:
             self.skipTest("needs root")

@@ -127,6 +127,40 @@ TEST_CASE("python, command and tensorflow plans, their wire form round-trips") {
   CHECK(!NodeAttemptPlanToJson(p).contains("rank_hosts"));
 }
 
+TEST_CASE("a trial dir outside the head's default storage path is made as the worker") {
+  JobSpec spec;
+  spec.function = "train_loop";
+  AttemptBasics b;
+  b.attempt = 1;
+  b.world_size = 1;
+  b.library_path = "/lib.so";
+  b.master_addr = "127.0.0.1";
+  JobRecord job;
+  job.id = "j3";
+  job.trial_dir = "/data/storage/x-j3";
+  CHECK_FALSE(BasePlan(job, spec, b).trial_dir_as_worker);  // default path not known
+  b.default_storage_path = "/data/storage";
+  CHECK_FALSE(BasePlan(job, spec, b).trial_dir_as_worker);
+  for (const char* chosen : {"/data/storage-2/x-j3", "/etc/x-j3", "/data/x-j3"}) {
+    job.trial_dir = chosen;
+    NodeAttemptPlan p = BasePlan(job, spec, b);
+    INFO(chosen);
+    CHECK(p.trial_dir_as_worker);
+    p.world_ranks = {0};
+    p.rank_gpus = {{}};
+    auto back = NodeAttemptPlanFromJson(NodeAttemptPlanToJson(p));
+    INFO((back.ok() ? "" : back.status().ToString()));
+    REQUIRE(back.ok());
+    CHECK(back->trial_dir_as_worker);
+  }
+  NodeAttemptPlan p = BasePlan(job, spec, b);
+  p.world_ranks = {0};
+  p.rank_gpus = {{}};
+  auto j = NodeAttemptPlanToJson(p);
+  j.erase("trial_dir_as_worker");  // an older head's plan
+  CHECK_FALSE(NodeAttemptPlanFromJson(j)->trial_dir_as_worker);
+}
+
 TEST_CASE("TF_CONFIG port blocks rotate below the ephemeral range") {
   CHECK(NextWorkerPortBase(0, 4) == kWorkerPortLow);
   CHECK(NextWorkerPortBase(kWorkerPortLow + 4, 4) == kWorkerPortLow + 4);

@@ -240,6 +240,35 @@ TEST_CASE("a directory of root's moved to a job's path is not given to the worke
   }
 }
 
+TEST_CASE("a storage path the submitter chose is used with the worker user's access") {
+  if (::geteuid() != 0) {
+    WARN("skipped: needs root (--worker-user nobody)");
+    return;
+  }
+  Node node(/*as_nobody=*/true);
+  // Root's, not writable by nobody: a root daemon would have made the trial dir there.
+  const std::string roots = MakeTempDir("agent-roots", 0755);
+  NodeAttemptPlan plan = node.Plan();
+  plan.trial_dir_as_worker = true;
+  plan.trial_dir = roots + "/deeper/mnist-j1";
+  Status st = node.agent->Launch(plan).status();
+  CHECK(st.code() == Status::Code::kPermissionDenied);
+  CHECK(Mentions(st, "making the trial dir as nobody"));
+  CHECK_FALSE(PathExists(roots + "/deeper"));
+  CHECK(node.pool->LivePids().empty());
+
+  // Where nobody can write (a shared dir like /tmp), it is made, and nobody's from the start.
+  plan.trial_dir = node.storage + "/chosen/mnist-j1";
+  REQUIRE(node.agent->Launch(plan).ok());
+  node.RunUntilExit();
+  struct stat sb;
+  for (const std::string& dir : {node.storage + "/chosen", plan.trial_dir}) {
+    REQUIRE(::stat(dir.c_str(), &sb) == 0);
+    CHECK(sb.st_uid == kNobodyUid);
+  }
+  RemoveAll(roots).IgnoreError();
+}
+
 TEST_CASE("launching attempt N removes the staging areas of attempts before N") {
   Node node(/*as_nobody=*/::geteuid() == 0);
   const std::string victim = MakeVictim();
