@@ -253,16 +253,6 @@ void TuneController::Pass(const std::string& experiment_id) {
 
   int running = 0, waiting = static_cast<int>(live.submitting.size());
   bool any_paused = false;
-  // A trial's files are rewritten whole: at most every kFilesInterval while it runs (each
-  // pass would make a trial's reports quadratic), and once its job ended (OnJobEnded).
-  auto write_files = [&](const TrialRecord& t, int64_t count, bool at_once) {
-    const auto now = std::chrono::steady_clock::now();
-    if (count == 0 || count == live.files_written[t.index]) return;
-    if (!at_once && now < live.files_due[t.index]) return;
-    WriteFilesLater(e->exp_dir + "/" + t.name, t, ParsedOr(t.config, json::object()));
-    live.files_written[t.index] = count;
-    live.files_due[t.index] = now + kFilesInterval;
-  };
   for (TrialRecord t : trials) {
     if (t.status == kTrialDone || t.status == kTrialError) continue;
     auto job = store_->GetJob(t.job_id, /*with_spec=*/false);
@@ -325,7 +315,15 @@ void TuneController::Pass(const std::string& experiment_id) {
         break;
       }
     }
-    write_files(t, count, /*at_once=*/ended);
+    // The files are rewritten whole: at most every kFilesInterval (each pass would make a
+    // trial's reports quadratic), and once its job ended (OnJobEnded, whatever became of
+    // the experiment). A new head's first pass writes them at once.
+    const auto now = std::chrono::steady_clock::now();
+    if (count > 0 && count != live.files_written[t.index] && now >= live.files_due[t.index]) {
+      WriteFilesLater(e->exp_dir + "/" + t.name, t, trial_config);
+      live.files_written[t.index] = count;
+      live.files_due[t.index] = now + kFilesInterval;
+    }
     if (t.status == kTrialError) continue;
 
     if (!ended) {

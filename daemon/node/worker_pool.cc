@@ -152,6 +152,7 @@ WorkerPool::WorkerPool(asio::io_context& io, WorkerPoolOptions options,
       listener_(listener),
       launcher_(options_.launcher != nullptr ? options_.launcher : PosixProcessLauncher::Get()),
       clock_(options_.clock != nullptr ? options_.clock : SystemClock::Get()),
+      max_unacked_(std::max<size_t>(1, options_.max_unacked_reports)),
       sigchld_(io, SIGCHLD),
       log_sample_timer_(io) {
   StartSignalWait();
@@ -397,7 +398,7 @@ void WorkerPool::ReadNext(const std::shared_ptr<Worker>& w) {
         w->buffer.consume(n);
         HandleMessage(w, line);
         if (w->channel_closed) return;  // FailWorker
-        if (w->unacked.size() >= std::max<size_t>(1, options_.max_unacked_reports)) {
+        if (w->unacked.size() >= max_unacked_) {
           w->read_paused = true;  // Ack reads on
           return;
         }
@@ -517,9 +518,10 @@ void WorkerPool::SampleLog(Worker& w, int64_t now_ms) {
   if (upto <= w.log_dropped) return;
   if (::fallocate(w.log.get(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, w.log_dropped,
                   upto - w.log_dropped) != 0) {
+    const int err = errno;
     w.log_bounded = false;
     LOG_WARN << "job " << w.job_id << " rank " << w.rank << ": its log is over " << (max >> 20)
-             << " MiB and cannot be bounded here: " << std::strerror(errno);
+             << " MiB and cannot be bounded here: " << std::strerror(err);
     return;
   }
   if (w.log_dropped == 0) {
@@ -608,8 +610,7 @@ void WorkerPool::Ack(const std::string& job_id, int attempt, int rank, int seq) 
     Send(w, events::Ack{seq});
     // Reports are taken in order: an ack covers every earlier one.
     w->unacked.erase(w->unacked.begin(), w->unacked.upper_bound(seq));
-    if (w->read_paused && w->unacked.size() < std::max<size_t>(1, options_.max_unacked_reports) &&
-        !w->channel_closed) {
+    if (w->read_paused && w->unacked.size() < max_unacked_ && !w->channel_closed) {
       w->read_paused = false;
       ReadNext(w);
     }

@@ -242,6 +242,7 @@ class WorkerPool {
   WorkerPoolListener* const listener_;
   ProcessLauncher* const launcher_;  // options_.launcher or the real one
   const Clock* const clock_;         // options_.clock or the system's
+  const size_t max_unacked_;         // options_.max_unacked_reports, at least 1
 
   // Owned by the io_context thread.
   boost::asio::signal_set sigchld_;
