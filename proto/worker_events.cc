@@ -242,6 +242,10 @@ Progress ProgressFromJson(const json& j) {
 std::string_view TypeOf(const WorkerEvent& e) { return TypeName(e); }
 std::string_view TypeOf(const AgentMessage& m) { return TypeName(m); }
 
+size_t ReportMetricsBytes(const nlohmann::json& metrics) {
+  return metrics.dump(-1, ' ', false, json::error_handler_t::replace).size();
+}
+
 std::string Encode(const WorkerEvent& e) { return EncodeLine(e); }
 std::string Encode(const AgentMessage& m) { return EncodeLine(m); }
 

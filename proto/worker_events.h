@@ -37,6 +37,13 @@ namespace traintl::events {
 // (WorkerPoolOptions::max_message_bytes): 4 MiB.
 inline constexpr size_t kMaxEventBytes = 4 << 20;
 
+// The most one report's metrics may take as compact JSON (nlohmann's dump): 64 KiB. Each
+// report goes through Raft into the head's store, and the head keeps the latest reports
+// of every rank in memory, so a metric belongs here and a large value in a checkpoint
+// file. The worker refuses a bigger report() with this limit named; the agent fails a rank
+// whose report carries more (a worker that bypassed its host).
+inline constexpr size_t kMaxReportMetricsBytes = 64 << 10;
+
 // ---- worker -> agent ----
 
 // Sent once the library is loaded and the entry point found, just before it is called.
@@ -142,6 +149,10 @@ std::string_view TypeOf(const WorkerEvent& e);
 std::string_view TypeOf(const AgentMessage& m);
 
 // One line of the channel, newline included.
+// The bytes of `metrics` as compact JSON, as Encode writes them (what
+// kMaxReportMetricsBytes bounds).
+size_t ReportMetricsBytes(const nlohmann::json& metrics);
+
 std::string Encode(const WorkerEvent& e);
 std::string Encode(const AgentMessage& m);
 

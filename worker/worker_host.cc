@@ -134,6 +134,13 @@ Result<nlohmann::json> WorkerHost::ParseMetrics(const char* metrics_json) {
     return Status::InvalidArgument("metrics must be a JSON object nested at most " +
                                    std::to_string(kMaxJsonDepth) + " levels deep");
   }
+  const size_t bytes = events::ReportMetricsBytes(metrics);
+  if (bytes > events::kMaxReportMetricsBytes) {
+    return Status::InvalidArgument(
+        "metrics take " + std::to_string(bytes) + " bytes as JSON, over the " +
+        std::to_string(events::kMaxReportMetricsBytes / 1024) +
+        " KiB a report may carry (save large values as files of the checkpoint)");
+  }
   return metrics;
 }
 

@@ -427,6 +427,16 @@ void WorkerPool::HandleMessage(const std::shared_ptr<Worker>& w, const std::stri
                         "program per rank and attempt)");
       return;
     }
+    // Its host refuses such a report(): this one bypassed it. Counted as encoded, not by
+    // the line, where a number may be shorter ("1e5" is 100000.0 once encoded).
+    const size_t bytes = events::ReportMetricsBytes(report->metrics);
+    if (bytes > events::kMaxReportMetricsBytes) {
+      FailWorker(w, "report seq " + std::to_string(report->seq) + ": metrics of " +
+                        std::to_string(bytes) + " bytes, over the " +
+                        std::to_string(events::kMaxReportMetricsBytes / 1024) +
+                        " KiB a report may carry");
+      return;
+    }
     w->last_seq = report->seq;
     w->unacked.insert(report->seq);
     listener_->OnWorkerReport(w->job_id, w->attempt, w->rank, *report);

@@ -177,6 +177,21 @@ TEST_CASE("a report seq that does not count up fails the rank, saying why") {
   CHECK(e.signal.has_value());
 }
 
+TEST_CASE("a report whose metrics are over kMaxReportMetricsBytes fails the rank") {
+  TempDir dir;
+  boost::asio::io_context io;
+  Recorder rec;
+  WorkerPool pool(io, PoolOptions(), &rec);
+  REQUIRE(pool.Launch(MakeLaunch(dir.path, "big-report")).ok());
+  RunUntilExit(io, rec);       // it sleeps: the pool stops it
+  CHECK(rec.reports.empty());  // never forwarded to the head
+  const WorkerExit& e = rec.exits[0];
+  CHECK_FALSE(e.done_ok);
+  CHECK_FALSE(e.retryable);
+  CHECK(e.done_error.find("report seq 0: metrics of 65537 bytes, over the 64 KiB") !=
+        std::string::npos);
+}
+
 TEST_CASE("without cgroups, processes two levels below an exited worker go with it") {
   // A daemon is a child subreaper (daemon.cc): orphans become its children.
   int was = 0;

@@ -11,6 +11,8 @@
 //   reports         send 200 reports (seq 0..199) without waiting for acks, then done, and
 //                   exit 0
 //   repeat-seq      send reports seq 0, 1 and 0 again, then sleep until killed
+//   big-report      send report seq 0 with metrics of 64 KiB + 1 byte as JSON (one
+//                   string), then sleep until killed
 #include <fcntl.h>
 #include <grp.h>
 #include <signal.h>
@@ -125,6 +127,12 @@ int main(int argc, char** argv) {
     for (int seq : {0, 1, 0})
       Send("{\"type\":\"report\",\"seq\":" + std::to_string(seq) +
            ",\"metrics\":{},\"checkpoint\":null}");
+    for (;;) ::pause();
+  }
+  if (m == "big-report") {
+    // {"m":"..."} is 8 bytes of syntax around the string.
+    Send("{\"type\":\"report\",\"seq\":0,\"metrics\":{\"m\":\"" + std::string((64 << 10) - 7, 'x') +
+         "\"},\"checkpoint\":null}");
     for (;;) ::pause();
   }
   if (m == "reports") {

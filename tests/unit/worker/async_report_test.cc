@@ -248,6 +248,22 @@ TEST_CASE("report options: unknown keys are refused, a bad ticket is an error") 
   CHECK(s.agent.Expect()["seq"] == 0);
 }
 
+TEST_CASE("metrics over kMaxReportMetricsBytes are refused by every report call, seq unused") {
+  Setup s;
+  // Exactly the limit as encoded: {"m":"xx..."} is 8 bytes of syntax around the string.
+  const std::string at_limit =
+      json{{"m", std::string(events::kMaxReportMetricsBytes - 8, 'x')}}.dump();
+  REQUIRE(at_limit.size() == events::kMaxReportMetricsBytes);
+  const std::string over = json{{"m", std::string(events::kMaxReportMetricsBytes - 7, 'x')}}.dump();
+  for (Status st : {s.host->Report(over.c_str(), nullptr),
+                    s.host->ReportAsync(over.c_str(), (s.root + "/src").c_str(), nullptr)}) {
+    REQUIRE_FALSE(st.ok());
+    CHECK(st.message().find("65537 bytes as JSON, over the 64 KiB") != std::string::npos);
+  }
+  REQUIRE(s.host->Report(at_limit.c_str(), nullptr).ok());
+  CHECK(s.agent.Expect()["seq"] == 0);
+}
+
 TEST_CASE("peer recovery: the host waits for the agent's regroup and skips report seqs") {
   Setup s;
   const traintl_host_api* api = s.host->api();
