@@ -80,7 +80,7 @@ class AttackTest(DaemonTestCase):
     def test_a_job_reporting_thousands_of_metrics_adds_at_most_100_series(self):
         d = self.daemon
         job_id = d.submit_spec(train_spec(name="wide", workers=1, epochs=200, sleep_ms=100,
-                                          checkpoint_every=0, extra_metrics=5000))
+                                          checkpoint_every=0, extra_metrics=3000))
         d.wait_job(job_id, lambda j: j.get("metrics"), what="a report")
 
         def series():
@@ -93,6 +93,19 @@ class AttackTest(DaemonTestCase):
         self.assertGreater(len(lines), 10)
         d.post(f"/v1/jobs/{job_id}/stop")
         d.wait_terminal(job_id)
+        self.assert_alive()
+
+    def test_a_report_over_64_kib_of_metrics_fails_its_job_saying_why(self):
+        d = self.daemon
+        # 5000 metrics take about 86 KiB as JSON: report() refuses them.
+        job_id = d.submit_spec(train_spec(name="huge", workers=1, epochs=1, checkpoint_every=0,
+                                          extra_metrics=5000))
+        job = d.wait_terminal(job_id)
+        self.assertEqual(job["state"], "FAILED", job)
+        self.assertIn("over the 64 KiB a report may carry", job["message"])
+        status, body = d.get(f"/v1/jobs/{job_id}/metrics")
+        self.assertEqual(status, 200, body)
+        self.assertEqual(body["history"], [])
         self.assert_alive()
 
     def test_a_fifo_or_device_as_library_is_refused_at_once(self):
