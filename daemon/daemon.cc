@@ -40,6 +40,9 @@ namespace {
 
 // Threads for blocking daemon-to-daemon calls (launches, stops, forwarded requests).
 constexpr size_t kPeerCallThreads = 8;
+// Threads hashing and writing library uploads: two uploads at once go on while a third
+// waits, and no upload takes a thread the peer calls need.
+constexpr size_t kBlobWorkThreads = 2;
 
 const char* LogLevelName(LogLevel level) {
   switch (level) {
@@ -319,6 +322,8 @@ Status Daemon::Build() {
   actx.api_address = api_address_;
   actx.version = TRAINTL_VERSION;
   actx.max_upload_bytes = cfg_.max_upload_bytes;
+  blob_work_ = std::make_unique<BlockingCallPool>(kBlobWorkThreads);
+  actx.blob_work = blob_work_.get();
   actx.worker_fs_identity = jopts.worker_fs_identity;
   actx.max_log_streams = cfg_.max_log_streams;
   if (!agent_only_) {
@@ -343,6 +348,7 @@ Status Daemon::Build() {
     ictx.raft = agent_only_ ? nullptr : raft_.get();
     ictx.peers = peers_.get();
     ictx.calls = calls_.get();
+    ictx.blob_work = blob_work_.get();
     RegisterInternalRoutes(*router_, ictx);
   }
   RegisterApiRoutes(*router_, actx);
@@ -546,6 +552,7 @@ int Daemon::Run() {
   }
   LOG_INFO << "traintld " << TRAINTL_VERSION << " serving on " << (tls ? "https://" : "http://")
            << api_address_ << " (data dir " << cfg_.data_dir << ")";
+  blob_work_->Start();
   jobs_->Start();
   tune_->Start();
   // After the API is up: the first jobs need not wait for them.
@@ -573,6 +580,7 @@ int Daemon::Run() {
 
   io_.run();
   signals_->Cancel();
+  blob_work_->Stop();
   if (head_link_ != nullptr) {
     forwarder_->Stop();
     calls_->Stop();

@@ -128,6 +128,9 @@ class Daemon {
   std::unique_ptr<HttpRemoteNodes> remote_nodes_;
   std::unique_ptr<HeadForwarder> forwarder_;
   std::unique_ptr<BlockingCallPool> calls_;
+  // On every daemon: library uploads' hashing and writing, and blob reads
+  // (ApiContext::blob_work). Stopped once the io loop ends, before what it uses goes.
+  std::unique_ptr<BlockingCallPool> blob_work_;
   std::unique_ptr<WorkerEvents> events_;
   std::unique_ptr<WorkerPool> pool_;
   std::unique_ptr<Agent> agent_;

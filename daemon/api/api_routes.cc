@@ -451,14 +451,22 @@ void RegisterApiRoutes(http::Router& router, ApiContext ctx) {
   add(
       "PUT", "/v1/blobs/{sha}",
       [ctx](const Request& req, ResponderPtr res) {
-        const std::string& sha = req.params.at("sha");
-        Status st = ctx.check_space ? ctx.check_space(req.body.size(), "the upload") : Status::Ok();
-        if (st.ok()) st = ctx.blobs->Put(sha, req.body);
-        if (!st.ok()) {
-          res->SendError(HttpStatusFor(st), st.message());
-          return;
-        }
-        res->SendJson(201, {{"sha256", sha}, {"size", req.body.size()}});
+        auto store = [ctx, sha = req.params.at("sha"),
+                      body = std::make_shared<const std::string>(std::move(req.body)), res] {
+          Status st = ctx.check_space ? ctx.check_space(body->size(), "the upload") : Status::Ok();
+          if (st.ok()) st = ctx.blobs->Put(sha, *body);
+          auto answer = [st, sha, size = body->size(), res] {
+            if (!st.ok()) {
+              res->SendError(HttpStatusFor(st), st.message());
+              return;
+            }
+            res->SendJson(201, {{"sha256", sha}, {"size", size}});
+          };
+          if (ctx.blob_work == nullptr) return answer();
+          asio::post(*ctx.io, std::move(answer));  // a responder is the io thread's
+        };
+        if (ctx.blob_work == nullptr) return store();
+        ctx.blob_work->Post(std::move(store));
       },
       upload);
   add("HEAD", "/v1/blobs/{sha}", [ctx](const Request& req, ResponderPtr res) {

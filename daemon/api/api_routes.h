@@ -66,6 +66,10 @@ struct ApiContext {
   // Null on a single node: every rank's log is local.
   const PeerCalls* peers = nullptr;
   BlockingCallPool* calls = nullptr;
+  // Where library uploads are checked, hashed and written: a 512 MiB upload takes seconds
+  // that the io thread, which serves everything else, must not spend. Null: on the io
+  // thread (tests).
+  BlockingCallPool* blob_work = nullptr;
   std::function<bool(const http::Request&, const std::shared_ptr<http::Responder>&,
                      const http::Handler& local)>
       forward;

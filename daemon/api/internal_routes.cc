@@ -323,12 +323,20 @@ void RegisterNodeRoutes(ClusterRouter router, const InternalRoutesContext& ctx) 
                      path.status().message());
       return;
     }
-    auto data = ReadFile(*path);
-    if (!data.ok()) {
-      res->SendError(500, data.status().message());
-      return;
-    }
-    res->Send(200, "application/octet-stream", std::move(*data));
+    auto read = [ctx, path = *path, res] {
+      auto data = std::make_shared<Result<std::string>>(ReadFile(path));
+      auto answer = [data, res] {
+        if (!data->ok()) {
+          res->SendError(500, data->status().message());
+          return;
+        }
+        res->Send(200, "application/octet-stream", std::move(**data));
+      };
+      if (ctx.blob_work == nullptr) return answer();
+      asio::post(*ctx.io, std::move(answer));  // a responder is the io thread's
+    };
+    if (ctx.blob_work == nullptr) return read();
+    ctx.blob_work->Post(std::move(read));
   });
 }
 

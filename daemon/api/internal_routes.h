@@ -35,6 +35,9 @@ struct InternalRoutesContext {
   RaftNode* raft = nullptr;
   const PeerCalls* peers = nullptr;
   BlockingCallPool* calls = nullptr;
+  // Where GET /v1/blobs reads a blob (up to 512 MiB) before sending it; null: on the io
+  // thread (tests).
+  BlockingCallPool* blob_work = nullptr;
 };
 
 void RegisterInternalRoutes(http::Router& router, InternalRoutesContext ctx);

@@ -19,7 +19,9 @@ struct Request {
   // Lower-cased field names; repeated fields are joined with ", ". Contains Authorization:
   // never log it.
   std::map<std::string, std::string> headers;
-  std::string body;
+  // Mutable: a handler that goes on elsewhere (a library upload, hashed on another thread)
+  // may move it out. The connection drops the request once the handler returns.
+  mutable std::string body;
   std::string remote;  // "ip:port" of the peer
 
   // The value of header `name` (case-insensitive), or "" when absent.
