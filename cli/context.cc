@@ -1,6 +1,7 @@
 #include "cli/context.h"
 
 #include "cli/exit_codes.h"
+#include "cli/format.h"
 #include "common/json_depth.h"
 
 namespace traintl {
@@ -24,7 +25,7 @@ int ExitCodeForHttpStatus(int http_status) {
   }
 }
 
-std::string ErrorText(const HttpResponse& response) {
+static std::string RawErrorText(const HttpResponse& response) {
   auto parsed = ParseJsonBounded(response.body);
   if (parsed.is_object() && parsed.contains("error") && parsed["error"].is_string()) {
     return parsed["error"].get<std::string>();
@@ -35,6 +36,11 @@ std::string ErrorText(const HttpResponse& response) {
   }
   if (!text.empty() && text.size() < 500 && !parsed.is_object()) return text;
   return "HTTP " + std::to_string(response.status);
+}
+
+// The daemon's message (it may quote a job's name or failure): shown, never acted on.
+std::string ErrorText(const HttpResponse& response) {
+  return PrintableLines(RawErrorText(response));
 }
 
 int ReportTransportError(const CliContext& ctx, const Status& status) {
@@ -58,7 +64,7 @@ int ReportHttpError(const CliContext& ctx, const HttpResponse& response) {
       if (parsed.is_object() && parsed.contains("field") && parsed["field"].is_string()) {
         // The daemon's message may already start with the field (its SpecError text): the
         // path is printed once.
-        const std::string field = parsed["field"].get<std::string>();
+        const std::string field = Printable(parsed["field"].get<std::string>());
         const bool named = !field.empty() && error.rfind(field + ": ", 0) == 0;
         err << "traintl: invalid job spec: " << (named || field.empty() ? "" : field + ": ")
             << error << "\n";
@@ -88,7 +94,7 @@ int ReportHttpError(const CliContext& ctx, const HttpResponse& response) {
       if (candidates.is_array() && !candidates.empty()) {
         err << "matching jobs:\n";
         for (const auto& id : candidates) {
-          err << "  " << (id.is_string() ? id.get<std::string>() : id.dump()) << "\n";
+          err << "  " << Printable(id.is_string() ? id.get<std::string>() : id.dump()) << "\n";
         }
       }
       break;

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <ctime>
 
+#include "common/utf8.h"
+
 namespace traintl {
 namespace cli {
 namespace {
@@ -47,7 +49,12 @@ void Table::AlignRight(size_t index) {
 std::string Table::Render() const {
   std::vector<size_t> width(headers_.size());
   for (size_t i = 0; i < headers_.size(); ++i) width[i] = DisplayWidth(headers_[i]);
-  for (const auto& row : rows_) {
+  // Cells hold what jobs wrote (names, reasons, configs): shown, never acted on.
+  std::vector<std::vector<std::string>> rows = rows_;
+  for (auto& row : rows) {
+    for (auto& cell : row) cell = Printable(cell);
+  }
+  for (const auto& row : rows) {
     for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], DisplayWidth(row[i]));
   }
   std::string out;
@@ -63,7 +70,7 @@ std::string Table::Render() const {
     out += '\n';
   };
   render_row(headers_);
-  for (const auto& row : rows_) render_row(row);
+  for (const auto& row : rows) render_row(row);
   return out;
 }
 
@@ -115,15 +122,23 @@ std::string FormatBytes(double bytes) {
   return buf;
 }
 
+std::string Printable(const std::string& text) {
+  return EscapeControls(text, /*keep_newlines=*/false);
+}
+
+std::string PrintableLines(const std::string& text) {
+  return EscapeControls(text, /*keep_newlines=*/true);
+}
+
 std::string FormatScalar(const nlohmann::json& v) {
-  if (v.is_string()) return v.get<std::string>();
+  if (v.is_string()) return Printable(v.get<std::string>());
   if (v.is_number_float()) {
     char buf[64];
     std::snprintf(buf, sizeof(buf), "%.6g", v.get<double>());
     return buf;
   }
   if (v.is_null()) return "null";
-  return v.dump();
+  return Printable(v.dump());
 }
 
 std::string FormatMetrics(const nlohmann::json& metrics) {
@@ -131,13 +146,13 @@ std::string FormatMetrics(const nlohmann::json& metrics) {
   std::string out;
   for (auto it = metrics.begin(); it != metrics.end(); ++it) {
     if (!out.empty()) out += ' ';
-    out += it.key();
+    out += Printable(it.key());
     out += '=';
     std::string value = FormatScalar(it.value());
     // Quote strings that would otherwise break the key=value reading.
     if (it.value().is_string() &&
-        (value.empty() || value.find_first_of(" =\t\n\"") != std::string::npos)) {
-      value = it.value().dump();
+        (value.empty() || value.find_first_of(" =\t\"\\") != std::string::npos)) {
+      value = Printable(it.value().dump());
     }
     out += value;
   }
@@ -200,6 +215,7 @@ std::string Truncate(const std::string& text, size_t width) {
   for (char& c : flat) {
     if (c == '\n' || c == '\r' || c == '\t') c = ' ';
   }
+  flat = Printable(flat);  // before the cut, which must not leave half an escape
   if (DisplayWidth(flat) <= width) return flat;
   if (width <= 3) return std::string(width, '.');
   std::string out;

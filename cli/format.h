@@ -49,11 +49,20 @@ std::string FormatSpan(std::optional<int64_t> started, std::optional<int64_t> en
 std::string FormatBytes(double bytes);
 // `metrics` as "loss=0.1234 epoch=3" in key order; "" for an empty or non-object value.
 std::string FormatMetrics(const nlohmann::json& metrics);
+// Text someone else wrote (a job's name, metric, failure, config) made safe to print to a
+// terminal: escape sequences, carriage returns and other controls shown as "\xNN"
+// (EscapeControls, common/utf8.h), so that they cannot move the cursor, clear the screen
+// or retitle the window. Printable escapes newlines too (for one-line fields and table
+// cells), PrintableLines keeps them (a log tail). Table, FormatMetrics, FormatScalar and
+// Truncate apply it themselves.
+std::string Printable(const std::string& text);
+std::string PrintableLines(const std::string& text);
 // One JSON scalar for people: strings unquoted, doubles with 6 significant digits.
 std::string FormatScalar(const nlohmann::json& value);
 // "SIGSEGV" for 11 etc.; "signal N" for numbers without a name.
 std::string SignalName(int signal);
-// At most `width` code points, ending in "..." when cut; newlines become spaces.
+// At most `width` code points, ending in "..." when cut; newlines become spaces, other
+// controls are escaped (Printable).
 std::string Truncate(const std::string& text, size_t width);
 // Indents every line of `text` by `prefix`; ensures a final newline for non-empty text.
 std::string Indent(const std::string& text, const std::string& prefix);

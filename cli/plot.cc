@@ -134,10 +134,10 @@ Result<std::vector<std::string>> ChooseMetrics(const std::vector<RankReports>& r
   if (!requested.empty()) {
     for (const auto& name : requested) {
       if (available.count(name) == 0) {
-        return Status::InvalidArgument("unknown metric '" + name + "': " +
-                                       (available.empty()
-                                            ? "job " + job + "'s reports have no numeric metrics"
-                                            : "job " + job + "'s reports have " + Join(available)));
+        return Status::InvalidArgument(
+            "unknown metric '" + name + "': " +
+            (available.empty() ? "job " + job + "'s reports have no numeric metrics"
+                               : "job " + job + "'s reports have " + Printable(Join(available))));
       }
       if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(name);
     }

@@ -33,7 +33,7 @@ std::string FormatExit(const nlohmann::json& attempt) {
 std::string FormatJobDetail(const nlohmann::json& job, int64_t now_ms) {
   std::ostringstream out;
   auto field = [&](const char* label, const std::string& value) {
-    out << label << std::string(13 - std::string(label).size(), ' ') << value << "\n";
+    out << label << std::string(13 - std::string(label).size(), ' ') << Printable(value) << "\n";
   };
   std::string id = JsonString(job, "job_id");
   std::string name = JsonString(job, "name");
@@ -128,7 +128,7 @@ std::string FormatJobDetail(const nlohmann::json& job, int64_t now_ms) {
       auto rank = JsonInt(last, "failed_rank");
       out << "\nLog tail (attempt " << JsonInt(last, "attempt").value_or(0)
           << (rank ? ", rank " + std::to_string(*rank) : std::string()) << "):\n"
-          << Indent(tail, "  ");
+          << Indent(PrintableLines(tail), "  ");
     }
   }
   return out.str();

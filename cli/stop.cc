@@ -87,9 +87,9 @@ int RunDelete(const std::string& job, const JobVerbOptions& options, CliContext&
   const std::string trial_dir = JsonString(result.body, "trial_dir");
   *ctx.out << id << ": deleted";
   if (options.checkpoints) {
-    *ctx.out << " with its trial dir " << trial_dir;
+    *ctx.out << " with its trial dir " << Printable(trial_dir);
   } else if (!trial_dir.empty()) {
-    *ctx.out << " (its trial dir " << trial_dir << " stays)";
+    *ctx.out << " (its trial dir " << Printable(trial_dir) << " stays)";
   }
   *ctx.out << "\n";
   return kExitOk;

@@ -219,7 +219,7 @@ class ProgressPrinter {
   // A plain line, above the status line on a terminal.
   void Line(const std::string& text) {
     ClearStatus();
-    *ctx_.out << "[" << FormatClock(ctx_.now_ms()) << "] " << text << "\n";
+    *ctx_.out << "[" << FormatClock(ctx_.now_ms()) << "] " << Printable(text) << "\n";
     ctx_.out->flush();
   }
 
@@ -303,18 +303,20 @@ int Outcome(const nlohmann::json& job, ProgressPrinter* progress, CliContext& ct
   std::string metrics = FormatMetrics(JsonField(job, "metrics"));
   if (!metrics.empty()) *ctx.out << "  final metrics: " << metrics << "\n";
   const auto& ckpt = JsonField(job, "latest_checkpoint");
-  if (ckpt.is_object()) *ctx.out << "  latest checkpoint: " << JsonString(ckpt, "path") << "\n";
+  if (ckpt.is_object()) {
+    *ctx.out << "  latest checkpoint: " << Printable(JsonString(ckpt, "path")) << "\n";
+  }
   const auto& attempts = JsonField(job, "attempts");
   if (state == "FAILED" && attempts.is_array() && !attempts.empty()) {
     const auto& last = attempts.back();
     std::string summary = ProgressPrinter::FailureSummary(last);
-    if (!summary.empty()) *ctx.out << "  failed: " << summary << "\n";
+    if (!summary.empty()) *ctx.out << "  failed: " << Printable(summary) << "\n";
     std::string tail = JsonString(last, "log_tail");
     if (!tail.empty()) {
       auto rank = JsonInt(last, "failed_rank");
       *ctx.out << "  log tail" << (rank ? " of rank " + std::to_string(*rank) : std::string())
                << ":\n"
-               << Indent(tail, "    ");
+               << Indent(PrintableLines(tail), "    ");
     }
   }
   ctx.out->flush();

@@ -33,7 +33,7 @@ std::string ConfigText(const json& config) {
       for (auto it = j.begin(); it != j.end(); ++it) walk(*it, it.key());
       return;
     }
-    out += (out.empty() ? "" : " ") + key + "=" + FormatScalar(j);
+    out += (out.empty() ? "" : " ") + Printable(key) + "=" + FormatScalar(j);
   };
   walk(config, "");
   return out;
@@ -65,15 +65,16 @@ std::string FormatExperimentTable(const json& list, int64_t now_ms) {
 }
 
 std::string FormatExperiment(const json& e, int64_t now_ms) {
-  std::string out =
-      JsonString(e, "experiment_id") + " " + JsonString(e, "name") + "  " + JsonString(e, "state");
+  // Printable: the submitter chose the names, the metric and the dir.
+  std::string out = Printable(JsonString(e, "experiment_id") + " " + JsonString(e, "name") + "  " +
+                              JsonString(e, "state"));
   const std::string message = JsonString(e, "message");
-  if (!message.empty()) out += ": " + message;
-  out += "\n  metric: " + JsonString(e, "metric") + " (" + JsonString(e, "mode") + ")";
+  if (!message.empty()) out += ": " + Printable(message);
+  out += "\n  metric: " + Printable(JsonString(e, "metric") + " (" + JsonString(e, "mode") + ")");
   out += "   created: " + FormatTime(JsonInt(e, "created_at"));
   out += "   ran: " + FormatSpan(JsonInt(e, "created_at"), JsonInt(e, "ended_at"), now_ms) + "\n";
-  out += "  dir: " + JsonString(e, "exp_dir") + "\n\n";
-  const std::string metric = JsonString(e, "metric");
+  out += "  dir: " + Printable(JsonString(e, "exp_dir")) + "\n\n";
+  const std::string metric = Printable(JsonString(e, "metric"));
   Table table({"TRIAL", "STATE", "CONFIG", "ITER", "LAST", "BEST", "REASON"});
   table.AlignRight(3);
   table.AlignRight(4);
@@ -87,10 +88,10 @@ std::string FormatExperiment(const json& e, int64_t now_ms) {
   out += table.num_rows() ? table.Render() : "no trials yet\n";
   const auto& best = JsonField(e, "best_trial");
   if (best.is_object()) {
-    out += "\nbest trial: " + JsonString(best, "name") + " (" + metric + "=" +
+    out += "\nbest trial: " + Printable(JsonString(best, "name")) + " (" + metric + "=" +
            Metric(JsonField(best, "metric")) + ") " + ConfigText(JsonField(best, "config")) + "\n";
     const auto& ck = JsonField(best, "checkpoint");
-    if (ck.is_object()) out += "best checkpoint: " + JsonString(ck, "path") + "\n";
+    if (ck.is_object()) out += "best checkpoint: " + Printable(JsonString(ck, "path")) + "\n";
   }
   return out;
 }
@@ -126,7 +127,8 @@ int WaitForExperiment(const std::string& id, CliContext& ctx) {
         if (state == "PENDING" && !seen.count(name)) continue;  // queued: said when it runs
         if (seen[name] == line) continue;
         seen[name] = line;
-        *ctx.out << "[" << FormatClock(ctx.now_ms()) << "] " << name << " " << line << "\n";
+        *ctx.out << "[" << FormatClock(ctx.now_ms()) << "] " << Printable(name + " " + line)
+                 << "\n";
       }
       ctx.out->flush();
     }
@@ -180,7 +182,8 @@ int RunExperiment(const TuneOptions& options, CliContext& ctx) {
   }
   if (!ctx.json)
     *ctx.out << "[" << FormatClock(ctx.now_ms()) << "] started experiment " << id << " ("
-             << JsonString(answer, "name") << "); Ctrl-C stops watching, not the experiment\n";
+             << Printable(JsonString(answer, "name"))
+             << "); Ctrl-C stops watching, not the experiment\n";
   return WaitForExperiment(id, ctx);
 }
 
@@ -200,9 +203,9 @@ int DeleteExperiment(const TuneOptions& options, CliContext& ctx) {
            << (jobs.is_array() ? jobs.size() : 0) << " trial job"
            << (jobs.is_array() && jobs.size() == 1 ? "" : "s");
   if (JsonField(result.body, "exp_dir_removed") == true) {
-    *ctx.out << " and its dir " << exp_dir;
+    *ctx.out << " and its dir " << Printable(exp_dir);
   } else if (!exp_dir.empty()) {
-    *ctx.out << " (its dir " << exp_dir << " stays)";
+    *ctx.out << " (its dir " << Printable(exp_dir) << " stays)";
   }
   *ctx.out << "\n";
   return kExitOk;

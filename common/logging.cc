@@ -10,6 +10,8 @@
 #include <ctime>
 #include <mutex>
 
+#include "common/utf8.h"
+
 namespace traintl {
 namespace {
 
@@ -81,7 +83,9 @@ LogMessage::~LogMessage() {
   std::string msg = os_.str();
   for (char& c : msg)
     if (c == '\n') c = ' ';  // one event per line, always
-  line += msg;
+  // Messages quote what jobs write (a failure's text): a carriage return or an escape
+  // sequence in it must not forge or hide lines where the log is read.
+  line += EscapeControls(msg, /*keep_newlines=*/false);
   line += '\n';
   ssize_t unused = ::write(STDERR_FILENO, line.data(), line.size());
   (void)unused;

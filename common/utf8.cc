@@ -2,6 +2,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 
 namespace traintl {
 namespace {
@@ -62,6 +63,50 @@ std::string ToValidUtf8(std::string_view bytes) {
   }
   if (run == 0) return std::string(bytes);
   out.append(bytes.data() + run, bytes.size() - run);
+  return out;
+}
+
+std::string EscapeControls(std::string_view text, bool keep_newlines) {
+  const std::string valid = ToValidUtf8(text);
+  std::string out;
+  out.reserve(valid.size());
+  char hex[8];
+  for (size_t i = 0; i < valid.size(); ++i) {
+    const auto c = static_cast<uint8_t>(valid[i]);
+    if ((c < 0x20 && c != '\t' && !(c == '\n' && keep_newlines)) || c == 0x7F) {
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      out += hex;
+      continue;
+    }
+    // Valid UTF-8 from here: C1 controls are C2 80..C2 9F, the bidi controls E2 80 AA..AE
+    // and E2 81 A6..A9.
+    const auto next = [&](size_t k) {
+      return i + k < valid.size() ? static_cast<uint8_t>(valid[i + k]) : 0;
+    };
+    uint32_t escaped = 0;
+    size_t len = 0;
+    if (c == 0xC2 && next(1) >= 0x80 && next(1) <= 0x9F) {
+      escaped = next(1);
+      len = 2;
+    } else if (c == 0xE2 && next(1) == 0x80 && next(2) >= 0xAA && next(2) <= 0xAE) {
+      escaped = 0x2000 + (next(2) - 0x80);
+      len = 3;
+    } else if (c == 0xE2 && next(1) == 0x81 && next(2) >= 0xA6 && next(2) <= 0xA9) {
+      escaped = 0x2040 + (next(2) - 0x80);
+      len = 3;
+    }
+    if (len == 0) {
+      out.push_back(valid[i]);
+      continue;
+    }
+    if (escaped < 0x100) {
+      std::snprintf(hex, sizeof hex, "\\x%02x", static_cast<unsigned>(escaped));
+    } else {
+      std::snprintf(hex, sizeof hex, "\\u%04x", static_cast<unsigned>(escaped));
+    }
+    out += hex;
+    i += len - 1;
+  }
   return out;
 }
 

@@ -63,6 +63,35 @@ TEST_CASE("metrics, scalars, bytes, signals, truncation") {
   CHECK(Indent("a\n", "> ") == "> a\n");
 }
 
+TEST_CASE("what a job wrote is printed, never acted on by the terminal") {
+  // Clear screen and home, a window title, a carriage return, C1 CSI, a bidi override.
+  const std::string evil =
+      "x\x1b[2J\x1b[H\x1b]0;owned\x07\ry\xC2\x9B"
+      "1m\xE2\x80\xAEz";
+  const std::string shown = "x\\x1b[2J\\x1b[H\\x1b]0;owned\\x07\\x0dy\\x9b1m\\u202ez";
+  auto clean = [](const std::string& s) {
+    for (unsigned char c : s) {
+      if (c == '\n') continue;
+      if (c < 0x20 || c == 0x7F) return false;
+    }
+    return s.find("\xC2\x9B") == std::string::npos && s.find("\xE2\x80\xAE") == std::string::npos;
+  };
+  CHECK(Printable(evil) == shown);
+  CHECK(PrintableLines("a\nb\x1b[K") == "a\nb\\x1b[K");
+  Table table({"NAME", "STATE"});
+  table.AddRow({evil, "RUNNING"});
+  const std::string rendered = table.Render();
+  CHECK(clean(rendered));
+  CHECK(rendered.find(shown) != std::string::npos);
+  const json metrics = {{"k\x1b[31m", "v\x1b[5m"}, {"nl\nx", 3}};
+  CHECK(clean(FormatMetrics(metrics)));
+  // A string value with a backslash (an escape) is quoted, as JSON.
+  CHECK(FormatMetrics(metrics) == "k\\x1b[31m=\"v\\u001b[5m\" nl\\x0ax=3");
+  CHECK(clean(FormatScalar(json::array({evil}))));
+  CHECK(clean(Truncate(evil, 12)));
+  CHECK(Truncate(evil, 12) == "x\\x1b[2J\\...");
+}
+
 TEST_CASE("tolerant JSON accessors") {
   json j = json::parse(R"({"s":"x","i":5,"f":2.5,"n":null})");
   CHECK(JsonString(j, "s") == "x");

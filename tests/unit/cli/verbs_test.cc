@@ -440,3 +440,21 @@ TEST_CASE("tune delete") {
   CHECK(RunTune(options, r.ctx) == kExitNotFound);
   CHECK_THAT(r.err.str(), Catch::Contains("RUNNING; stop it first"));
 }
+
+TEST_CASE("status shows a job's message, fields and log tail without their controls") {
+  const json job = {{"job_id", "j1"},
+                    {"name", "n\x1b]0;title\x07"},
+                    {"state", "FAILED"},
+                    {"message", "boom\r\x1b[Kfake SUCCEEDED"},
+                    {"trial_dir", "/t/\x1b[2J"},
+                    {"metrics", {{"m\x1b[1m", 1}}},
+                    {"attempts", json::array({{{"attempt", 1},
+                                               {"state", "FAILED"},
+                                               {"failed_rank", 0},
+                                               {"reason", "r\x1b[31m"},
+                                               {"log_tail", "line one\nline\x1b[2J two\n"}}})}};
+  const std::string text = FormatJobDetail(job, 0);
+  for (unsigned char c : text) CHECK(((c >= 0x20 || c == '\n') && c != 0x7F));
+  CHECK(text.find("boom\\x0d\\x1b[Kfake SUCCEEDED") != std::string::npos);
+  CHECK(text.find("  line one\n  line\\x1b[2J two\n") != std::string::npos);
+}

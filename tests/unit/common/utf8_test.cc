@@ -7,6 +7,7 @@
 #include "common/utf8.h"
 
 using traintl::ClipMiddle;
+using traintl::EscapeControls;
 using traintl::ToValidUtf8;
 
 namespace {
@@ -62,4 +63,26 @@ TEST_CASE("ClipMiddle keeps the start and the longer end, whole characters only"
   CHECK(clipped.find("bytes left out") != std::string::npos);
   CHECK(clipped.rfind("\xE2\x96\x88", 0) == 0);
   CHECK(clipped.substr(clipped.size() - 3) == "\xE2\x96\x88");
+}
+
+TEST_CASE("EscapeControls leaves no control a terminal acts on, and is idempotent") {
+  // Clear screen, home, retitle, a carriage return overwriting the line, DEL.
+  const std::string hostile = "a\x1b[2J\x1b[H\x1b]0;owned\x07 b\rc\x7f";
+  CHECK(EscapeControls(hostile, false) == "a\\x1b[2J\\x1b[H\\x1b]0;owned\\x07 b\\x0dc\\x7f");
+  CHECK(EscapeControls("one\ntwo\tx", true) == "one\ntwo\tx");
+  CHECK(EscapeControls("one\ntwo\tx", false) == "one\\x0atwo\tx");
+  // C1 CSI (U+009B), a right-to-left override (U+202E) and isolate (U+2066); other
+  // non-ASCII text is kept.
+  CHECK(EscapeControls("\xC2\x9B"
+                       "2J \xE2\x80\xAE"
+                       "txt \xE2\x81\xA6"
+                       "é€",
+                       false) == "\\x9b2J \\u202etxt \\u2066é€");
+  // Invalid UTF-8 (a lone C1 byte included) becomes U+FFFD first.
+  CHECK(EscapeControls("\x9b\xff", false) == "\xEF\xBF\xBD\xEF\xBF\xBD");
+  for (const std::string& s : {hostile, std::string("x\xC2\x9Fy\xE2\x80\xAB")}) {
+    const std::string once = EscapeControls(s, false);
+    CHECK(EscapeControls(once, false) == once);
+    for (unsigned char c : once) CHECK((c >= 0x20 && c != 0x7F));
+  }
 }
