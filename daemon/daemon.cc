@@ -40,6 +40,8 @@ namespace {
 
 // Threads for blocking daemon-to-daemon calls (launches, stops, forwarded requests).
 constexpr size_t kPeerCallThreads = 8;
+// The exit status after the replicated log or state could not be written (a full disk).
+constexpr int kExitStateFailure = 3;
 // Threads hashing and writing library uploads: two uploads at once go on while a third
 // waits, and no upload takes a thread the peer calls need.
 constexpr size_t kBlobWorkThreads = 2;
@@ -304,6 +306,16 @@ Status Daemon::Build() {
   }
   raft_->SetLeadershipCallback(
       [this](bool leader) { asio::post(io_, [this, leader] { OnLeadership(leader); }); });
+  // The node cannot write its log or state (a full disk): it stops, and exits non-zero so
+  // that systemd (Restart=on-failure) starts it again, reloading what the disk holds.
+  raft_->SetFatalCallback([this](Status why) {
+    asio::post(io_, [this, why] {
+      LOG_ERROR << "stopping: " << why.message()
+                << " (free space on the data dir's file system, then restart traintld)";
+      exit_code_ = kExitStateFailure;
+      BeginShutdown("a fatal error of the replicated log");
+    });
+  });
   if (!agent_only_) {
     if (Status st = raft_->Start(); !st.ok())
       return Status::Unavailable("cannot start the replicated log: " + st.message());
@@ -452,6 +464,8 @@ void Daemon::StopWorkers() {
 }
 
 void Daemon::BeginShutdown(const std::string& why) {
+  if (shutting_down_) return;  // a fatal error and a signal, say
+  shutting_down_ = true;
   LOG_INFO << "received " << why << "; shutting down";
   // Notifications are best effort: systemd may not be listening, and nothing here depends
   // on it having heard.
@@ -589,7 +603,7 @@ int Daemon::Run() {
   raft_->Stop();
   ::unlink((cfg_.data_dir + "/api_address").c_str());
   LOG_INFO << "traintld stopped";
-  return 0;
+  return exit_code_;
 }
 
 }  // namespace traintl

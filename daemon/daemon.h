@@ -143,6 +143,8 @@ class Daemon {
   std::unique_ptr<boost::asio::steady_timer> stop_timer_;
 
   // io thread.
+  int exit_code_ = 0;  // what Run returns once the loop ends
+  bool shutting_down_ = false;
   bool is_head_ = false;
   bool api_listening_ = false;
 };

@@ -291,6 +291,10 @@ bool RaftNode::Post(std::function<void()> fn) { return impl_->Post(std::move(fn)
 bool RaftNode::IsLeader() const { return impl_->IsLeader(); }
 LeaderInfo RaftNode::Leader() const { return impl_->Leader(); }
 RaftNode::LogProgress RaftNode::Progress() const { return impl_->Progress(); }
+void RaftNode::SetFatalCallback(StatusCallback callback) {
+  impl_->SetFatalCallback(std::move(callback));
+}
+
 void RaftNode::SetLeadershipCallback(LeadershipCallback callback) {
   impl_->SetLeadershipCallback(std::move(callback));
 }

@@ -221,6 +221,15 @@ class RaftNode {
   // being one (including at Stop).
   void SetLeadershipCallback(LeadershipCallback callback);
 
+  // Set before Start (ignored afterwards). Called once, on the loop thread, when this node
+  // cannot go on and must stop so that a restart reloads its log from disk: a write of the
+  // replicated log failed (C-Raft 0.15's uv backend writes nothing after one failure, yet
+  // the node would keep running, even win elections, with entries only in memory), or
+  // the state machine could not store a committed entry (StateMachine::Apply threw
+  // StoreWriteError or bad_alloc: a full disk, an I/O error). From then on committed
+  // entries are not applied, so this replica's state never skips one.
+  void SetFatalCallback(StatusCallback callback);
+
   // Membership changes, leader only; done(Status) runs once on the loop thread (inline
   // when the node is not running or the arguments are invalid). Changes are serialized:
   // each starts when the previous one finished. AddVoter adds the server as a spare, then

@@ -1,5 +1,8 @@
 // RaftNode: proposals (Propose to OnApplied) and the raft_fsm that drives the
 // StateMachine (apply, snapshot, restore) on the loop thread.
+#include <new>
+#include <string>
+
 #include "common/logging.h"
 #include "daemon/consensus/entry_codec.h"
 #include "daemon/consensus/raft_node_internal.h"
@@ -117,6 +120,18 @@ int RaftNode::Impl::FsmApply(struct raft_fsm* fsm, const struct raft_buffer* buf
 void RaftNode::Impl::ApplyEntry(const struct raft_buffer* buf) {
   std::string error;
   auto entry = raft_codec::DecodeCommandEntry(buf->base, buf->len, &error);
+  if (failed_) {
+    // Stopping (Fail): an entry applied after one that was not would make this replica's
+    // state one no other has.
+    if (entry) {
+      auto it = pending_.find(entry->tag);
+      if (it != pending_.end()) {
+        it->second->result = Status::Unavailable("this node cannot store the cluster state (" +
+                                                 fail_reason_ + "); it is stopping");
+      }
+    }
+    return;
+  }
   if (!entry) {
     // Deterministic on every node (same bytes), so skipping keeps the replicas equal.
     LOG_ERROR << "raft: skipping a malformed log entry: " << error;
@@ -126,6 +141,13 @@ void RaftNode::Impl::ApplyEntry(const struct raft_buffer* buf) {
   std::string command(entry->command);
   try {
     outcome = sm_->Apply(command);
+  } catch (const StateWriteError& e) {
+    Fail(std::string("storing a committed entry failed: ") + e.what());
+    outcome = Status::Unavailable(std::string("this node cannot store the cluster state (") +
+                                  e.what() + "); it is stopping");
+  } catch (const std::bad_alloc&) {
+    Fail("storing a committed entry failed: out of memory");
+    outcome = Status::Unavailable("this node ran out of memory storing the cluster state");
   } catch (const std::exception& e) {
     LOG_ERROR << "raft: StateMachine::Apply threw: " << e.what();
     outcome = Status::Internal(std::string("state machine threw: ") + e.what());
@@ -135,6 +157,16 @@ void RaftNode::Impl::ApplyEntry(const struct raft_buffer* buf) {
   }
   auto it = pending_.find(entry->tag);
   if (it != pending_.end()) it->second->result = std::move(outcome);
+}
+
+void RaftNode::Impl::Fail(const std::string& why) {
+  if (failed_) return;
+  failed_ = true;
+  fail_reason_ = why;
+  LOG_ERROR << "raft: " << why << "; this node stops applying entries and must restart";
+  if (fatal_cb_) {
+    RunGuarded("fatal callback", [&] { fatal_cb_(Status::Unavailable(why)); });
+  }
 }
 
 int RaftNode::Impl::FsmSnapshot(struct raft_fsm* fsm, struct raft_buffer* bufs[],

@@ -110,6 +110,14 @@ class RaftNode::Impl {
     }
     leadership_cb_ = std::move(cb);
   }
+  void SetFatalCallback(StatusCallback cb) {
+    std::lock_guard<std::mutex> l(lifecycle_mu_);
+    if (started_) {
+      LOG_ERROR << "raft: SetFatalCallback after Start is ignored";
+      return;
+    }
+    fatal_cb_ = std::move(cb);
+  }
   uint64_t id() const { return options_.node_id; }
   std::string address() const {
     std::lock_guard<std::mutex> l(address_mu_);
@@ -203,6 +211,11 @@ class RaftNode::Impl {
   static void OnRaftClosedAfterFailedStart(struct raft* raft);
   static void CloseIoOnce(struct raft_io* io, raft_io_close_cb cb);
   static void OnIoClosed(struct raft_io* io);
+  static int AppendChecked(struct raft_io* io, struct raft_io_append* req,
+                           const struct raft_entry entries[], unsigned n, raft_io_append_cb cb);
+  static void OnAppended(struct raft_io_append* req, int status);
+  // Reports `why` through fatal_cb_ once, and stops applying entries.
+  void Fail(const std::string& why);
   static Impl* FromIo(struct raft_io* io);
   void FreeIo();
   static void OnApplied(struct raft_apply* req, int status, void* result);
@@ -242,6 +255,7 @@ class RaftNode::Impl {
   LeaderInfo leader_ TRAINTL_GUARDED_BY(leader_mu_);
   LeadershipCallback leadership_cb_;  // set under lifecycle_mu_ before Start, then read on the
                                       // loop thread without it (so not annotated)
+  StatusCallback fatal_cb_;           // likewise
 
   // Work posted to the loop thread. uv_async_send is called under qmu_ and only while
   // accepting_, which the loop thread clears (under qmu_) before it closes async_, so a
@@ -268,6 +282,11 @@ class RaftNode::Impl {
   void (*uv_io_close_)(struct raft_io*, raft_io_close_cb) = nullptr;  // the backend's close
   raft_io_close_cb raft_io_close_cb_ = nullptr;                       // raft's callback
   bool io_close_fired_ = false;
+  // The backend's append (AppendChecked wraps it).
+  int (*uv_append_)(struct raft_io*, struct raft_io_append*, const struct raft_entry[], unsigned,
+                    raft_io_append_cb) = nullptr;
+  bool failed_ = false;  // Fail ran: entries are no longer applied
+  std::string fail_reason_;
   std::chrono::steady_clock::time_point close_deadline_;
 
   int last_state_ = -1;

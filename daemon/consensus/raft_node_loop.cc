@@ -4,6 +4,10 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <cstdlib>
+#include <mutex>
+#include <unordered_map>
+
 #include "common/logging.h"
 #include "daemon/consensus/auth_transport.h"
 #include "daemon/consensus/raft_address.h"
@@ -108,6 +112,8 @@ Status RaftNode::Impl::InitLoop() {
   raft_uv_set_connect_retry_delay(&io_, options_.connect_retry_delay_ms);
   uv_io_close_ = io_.close;
   io_.close = CloseIoOnce;
+  uv_append_ = io_.append;
+  io_.append = AppendChecked;
 
   fsm_.version = 2;  // v2: snapshot_finalize releases our snapshot buffers
   fsm_.data = this;
@@ -184,6 +190,64 @@ void RaftNode::Impl::OnIoClosed(struct raft_io* io) {
   }
   self->io_close_fired_ = true;
   self->raft_io_close_cb_(io);
+}
+
+// C-Raft 0.15's uv backend marks itself errored after a failed write (a full disk) and
+// never writes again, while raft keeps the entries in memory: a follower then acks
+// nothing it stores, and may win an election it cannot serve. So a failed append stops
+// the node (Fail), and the restart reloads what the disk holds. The completion callback
+// gets only the request, so each append in flight is found in a table: which node made
+// it and raft's callback (several nodes may share a process, as in tests).
+namespace {
+
+struct AppendInFlight {
+  void* impl;  // the RaftNode::Impl
+  raft_io_append_cb cb;
+};
+std::mutex g_appends_mu;
+std::unordered_map<struct raft_io_append*, AppendInFlight> g_appends;
+
+}  // namespace
+
+int RaftNode::Impl::AppendChecked(struct raft_io* io, struct raft_io_append* req,
+                                  const struct raft_entry entries[], unsigned n,
+                                  raft_io_append_cb cb) {
+  Impl* self = FromIo(io);
+  {
+    std::lock_guard<std::mutex> l(g_appends_mu);
+    g_appends[req] = {self, cb};
+  }
+  const int rv = self->uv_append_(io, req, entries, n, OnAppended);
+  if (rv != 0) {
+    {
+      std::lock_guard<std::mutex> l(g_appends_mu);
+      g_appends.erase(req);
+    }
+    if (self->phase_ == Phase::kRunning) {
+      self->Fail("writing the replicated log failed: " + RaftError(rv, io->errmsg));
+    }
+  }
+  return rv;
+}
+
+void RaftNode::Impl::OnAppended(struct raft_io_append* req, int status) {
+  AppendInFlight a{};
+  {
+    std::lock_guard<std::mutex> l(g_appends_mu);
+    auto it = g_appends.find(req);
+    if (it == g_appends.end()) {
+      LOG_ERROR << "raft: an append completed that was never started";
+      std::abort();
+    }
+    a = it->second;
+    g_appends.erase(it);
+  }
+  Impl* self = static_cast<Impl*>(a.impl);
+  // RAFT_CANCELED: the node is closing.
+  if (status != 0 && status != RAFT_CANCELED && self->phase_ == Phase::kRunning) {
+    self->Fail("writing the replicated log failed: " + RaftError(status, self->io_.errmsg));
+  }
+  a.cb(req, status);
 }
 
 RaftNode::Impl* RaftNode::Impl::FromIo(struct raft_io* io) {

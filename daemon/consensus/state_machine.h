@@ -8,6 +8,7 @@
 // synchronize on its own.
 #pragma once
 
+#include <stdexcept>
 #include <string>
 
 #include "common/result.h"
@@ -15,14 +16,24 @@
 
 namespace traintl {
 
+// What Apply throws when the environment, not the command, kept it from storing an entry:
+// a full disk, an I/O error, no memory. Unlike a command's own error, this differs between
+// replicas, so RaftNode stops the node (SetFatalCallback) instead of skipping the entry.
+class StateWriteError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 class StateMachine {
  public:
   virtual ~StateMachine() = default;
 
   // Applies one committed command and returns its result, which reaches the proposer's
   // callback on the leader (followers discard it). Must be deterministic (same state +
-  // same command -> same new state and result on every node) and must never fail or
-  // throw: an invalid command is a deterministic no-op whose result says why. A command
+  // same command -> same new state and result on every node) and must not fail for the
+  // command's sake: an invalid command is a deterministic no-op whose result says why.
+  // StateWriteError (or std::bad_alloc) when the entry could not be stored; the state
+  // is then as before the call. A command
   // whose outcome was unknown to its proposer (leadership lost) may be proposed again,
   // so commands should carry request ids that Apply de-duplicates.
   virtual std::string Apply(const std::string& command) = 0;

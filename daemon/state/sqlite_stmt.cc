@@ -2,6 +2,9 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <string>
+
+#include "daemon/consensus/state_machine.h"
 
 namespace traintl {
 namespace {
@@ -78,7 +81,17 @@ bool Stmt::Step() {
   int rc = sqlite3_step(stmt_);
   if (rc == SQLITE_ROW) return true;
   if (rc == SQLITE_DONE) return false;
-  Die(db_, "step");
+  switch (rc & 0xff) {
+    // The environment's fault, not a broken invariant: the caller decides (a Raft apply
+    // stops the node; StateStore::Mutate rolls back first).
+    case SQLITE_FULL:
+    case SQLITE_IOERR:
+    case SQLITE_NOMEM:
+    case SQLITE_CANTOPEN:
+      throw StateWriteError(std::string("sqlite: ") + sqlite3_errmsg(db_));
+    default:
+      Die(db_, "step");
+  }
 }
 
 void Stmt::Run() {

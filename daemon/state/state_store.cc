@@ -636,10 +636,17 @@ Status StateStore::FinishRestoreLocked() {
 std::string StateStore::Mutate(const std::function<std::string(Tx&)>& fn) {
   std::lock_guard<std::mutex> l(mu_);
   Stmt(stmts_, "BEGIN").Run();
-  Tx tx(db_, stmts_);
-  std::string result = fn(tx);
-  Stmt(stmts_, "COMMIT").Run();
-  return result;
+  try {
+    Tx tx(db_, stmts_);
+    std::string result = fn(tx);
+    Stmt(stmts_, "COMMIT").Run();
+    return result;
+  } catch (...) {
+    // Else the transaction stays open, half applied, and the next BEGIN aborts the daemon.
+    // (A failed COMMIT may have rolled back already: ROLLBACK then fails, harmlessly.)
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    throw;
+  }
 }
 
 // ---- Tx ----

@@ -332,6 +332,47 @@ class FullDiskTest(unittest.TestCase):
         for job_id in accepted:
             self.assertIn(job_id, listed)
 
+    def test_a_full_disk_past_the_guard_stops_the_daemon_cleanly_and_a_restart_recovers(self):
+        # Without the guard (or when something else fills the disk), a write of the log or
+        # of the state fails. traintld used to abort there (SQLite), or run on with a log
+        # writer that never wrote again (C-Raft); now it stops with exit status 3.
+        data_dir = os.path.join(self.mnt, "data")
+        os.makedirs(data_dir)
+        d = self.daemon = Daemon(data_dir=data_dir, extra_args=["--min-free-disk-mb", "0"])
+        log_dir = tempfile.mkdtemp(prefix="traintl-fulldisk-log-")
+        self.addCleanup(shutil.rmtree, log_dir, True)
+        d.log_path = os.path.join(log_dir, "daemon.log")  # off the full disk
+        d.start()
+        big = train_spec(name="big")
+        big["train_loop_config"]["pad"] = "x" * 500000
+        accepted = []
+        self.fill(leave_mb=12)
+        for _ in range(200):  # ~100 MB: more than the disk has left
+            if d.proc.poll() is not None:
+                break
+            try:
+                status, body = d.post("/v1/jobs", {"spec": big})
+            except OSError:
+                break
+            if status == 201:
+                accepted.append(body["job_id"])
+        try:
+            d.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.fail("traintld did not stop on a full disk:\n" + d.log()[-3000:])
+        self.assertEqual(d.proc.returncode, 3, d.log()[-3000:])
+        self.assertIn("stopping: ", d.log())
+        self.assertNotIn("FATAL sqlite", d.log())
+        self.assertTrue(accepted, "nothing was accepted before the disk filled")
+        # Space back, a restart replays the log: no acknowledged submission is lost.
+        os.unlink(os.path.join(self.mnt, "filler"))
+        d.start()
+        for job_id in accepted:
+            self.assertEqual(d.get(f"/v1/jobs/{job_id}")[0], 200, job_id)
+        status, body = d.post("/v1/jobs", {"spec": train_spec(name="after", workers=1,
+                                                              epochs=1)})
+        self.assertEqual(status, 201, body)
+
 
 if __name__ == "__main__":
     main()

@@ -26,6 +26,7 @@
 
 #include "common/file_util.h"
 #include "daemon/consensus/raft_node.h"
+#include "daemon/consensus/state_machine.h"
 
 namespace traintl::raft_testing {
 
@@ -34,10 +35,12 @@ namespace traintl::raft_testing {
 inline constexpr auto kWait = std::chrono::seconds(30);
 
 // Records applied commands in order. Apply's result is "applied:<n>" (n = 1-based count);
-// a command "fail" yields a result that says so, as a real FSM reports invalid commands.
+// a command "fail" yields a result that says so, as a real FSM reports invalid commands;
+// "disk-full" throws StateWriteError, as the real store does when its disk is full.
 class RecordingStateMachine : public StateMachine {
  public:
   std::string Apply(const std::string& command) override {
+    if (command == "disk-full") throw StateWriteError("sqlite: database or disk is full");
     applied.push_back(command);
     if (command == "fail") return "error: rejected";
     return "applied:" + std::to_string(applied.size());

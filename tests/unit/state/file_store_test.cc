@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <new>
 #include <string>
 
 #include "daemon/state/state_store.h"
@@ -133,4 +134,24 @@ TEST_CASE("UseFile replaces what a file held: the store starts empty") {
   CHECK_THAT(st.message(), Catch::Contains("missing-dir"));
   InsertJobs(other, 0, 2, 10);  // still usable, in memory
   CHECK(other.CountJobs() == 2);
+}
+
+TEST_CASE("a write that throws leaves nothing of its transaction, and the store usable") {
+  ScratchDir dir;
+  StateStore store;
+  REQUIRE(store.UseFile(InDir(dir)).ok());
+  InsertJobs(store, 0, 1, 10);
+  JobRecord j;
+  j.id = "0000000000ff";
+  j.name = "half";
+  j.spec = "{}";
+  j.state = "PENDING";
+  CHECK_THROWS_AS(store.Mutate([&](StateStore::Tx& tx) -> std::string {
+    tx.InsertJob(j, "sub-half");
+    throw std::bad_alloc();
+  }),
+                  std::bad_alloc);
+  CHECK_FALSE(store.GetJob(j.id).has_value());  // rolled back
+  InsertJobs(store, 1, 2, 10);                  // a new transaction begins
+  CHECK(store.ListJobs().size() == 2);
 }
