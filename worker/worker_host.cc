@@ -129,10 +129,21 @@ std::string WorkerHost::StagedPath(const std::string& staging_dir, int64_t seq, 
 }
 
 Result<nlohmann::json> WorkerHost::ParseMetrics(const char* metrics_json) {
-  nlohmann::json metrics = ParseJsonBounded(metrics_json != nullptr ? metrics_json : "");
-  if (metrics.is_discarded() || !metrics.is_object()) {
+  const std::string_view text = metrics_json != nullptr ? metrics_json : "";
+  if (JsonTooDeep(text)) {
     return Status::InvalidArgument("metrics must be a JSON object nested at most " +
                                    std::to_string(kMaxJsonDepth) + " levels deep");
+  }
+  nlohmann::json metrics;
+  try {
+    metrics = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    // The parser's reason: a number out of range (1e309), a lone surrogate, a syntax error.
+    return Status::InvalidArgument(std::string("metrics are not valid JSON: ") + e.what());
+  }
+  if (!metrics.is_object()) {
+    return Status::InvalidArgument(std::string("metrics must be a JSON object, not ") +
+                                   metrics.type_name());
   }
   const size_t bytes = events::ReportMetricsBytes(metrics);
   if (bytes > events::kMaxReportMetricsBytes) {

@@ -248,6 +248,21 @@ TEST_CASE("report options: unknown keys are refused, a bad ticket is an error") 
   CHECK(s.agent.Expect()["seq"] == 0);
 }
 
+TEST_CASE("metrics that are not a JSON object are refused with the parser's reason") {
+  Setup s;
+  Status st = s.host->Report(R"({"a": 1e309})", nullptr);
+  REQUIRE_FALSE(st.ok());
+  CHECK_THAT(st.message(), Catch::Contains("metrics are not valid JSON"));
+  CHECK_THAT(st.message(), Catch::Contains("number overflow parsing '1e309'"));
+  st = s.host->Report("[1]", nullptr);
+  REQUIRE_FALSE(st.ok());
+  CHECK_THAT(st.message(), Catch::Contains("metrics must be a JSON object, not array"));
+  st = s.host->Report((std::string(200, '[') + std::string(200, ']')).c_str(), nullptr);
+  CHECK_THAT(st.message(), Catch::Contains("nested at most 128 levels"));
+  REQUIRE(s.host->Report(Metrics(0).dump().c_str(), nullptr).ok());
+  CHECK(s.agent.Expect()["seq"] == 0);
+}
+
 TEST_CASE("metrics over kMaxReportMetricsBytes are refused by every report call, seq unused") {
   Setup s;
   // Exactly the limit as encoded: {"m":"xx..."} is 8 bytes of syntax around the string.
