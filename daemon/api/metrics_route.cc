@@ -99,8 +99,11 @@ std::string Render(const ApiContext& ctx) {
              "the latest value of each numeric metric an active job reported (rank 0)");
   // Bounded per job: a report of 500,000 keys (or a key of megabytes) would otherwise
   // become as many series and break every scrape. result.json and the API keep them all.
+  // And in all: jobs of zero CPUs are not bounded by the node's resources.
   constexpr size_t kMaxMetricSeriesPerJob = 100;
+  constexpr size_t kMaxMetricSeriesTotal = 10000;
   constexpr size_t kMaxMetricNameBytes = 128;
+  size_t total = 0, left_out = 0;
   for (const auto& j : active) {
     json m = ParseJsonBounded(j.metrics);
     if (!m.is_object()) continue;
@@ -110,10 +113,18 @@ std::string Render(const ApiContext& ctx) {
       const double v = it->get<double>();
       if (std::isnan(v)) continue;
       ++series;
+      if (total == kMaxMetricSeriesTotal) {
+        ++left_out;
+        continue;
+      }
+      ++total;
       out.Sample("traintl_job_metric",
                  {{"job_id", j.id}, {"job_name", j.name}, {"metric", it.key()}}, v);
     }
   }
+  out.Family("traintl_job_metric_series_left_out", "gauge",
+             "traintl_job_metric series not exported because the scrape had 10000 already");
+  out.Sample("traintl_job_metric_series_left_out", {}, static_cast<double>(left_out));
 
   if (head) {
     // Each rank's step timing (the head's view of the ranks: GET /v1/jobs/{job} progress).
