@@ -247,10 +247,11 @@ void HandleLogs(const ApiContext& ctx, const Request& req, const ResponderPtr& r
   if (!job) return;
   LogStream::Options o;
   const int num_workers = JobNumWorkers(*job);
-  int rank = 0, attempt = 0, tail = 0;
+  int rank = 0, attempt = 0, tail = 0, max_bytes = 0;
   if (!QueryInt(req, res, "rank", &rank) || !QueryInt(req, res, "attempt", &attempt) ||
-      !QueryInt(req, res, "tail", &tail))
+      !QueryInt(req, res, "tail", &tail) || !QueryInt(req, res, "max_bytes", &max_bytes))
     return;
+  o.tail_max_bytes = static_cast<size_t>(max_bytes);
   if (auto it = req.query.find("ranks"); it != req.query.end() && !it->second.empty()) {
     // "all", or a comma-separated list: interleaved, each line prefixed with its rank.
     o.prefix = true;

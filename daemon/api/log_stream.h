@@ -40,8 +40,11 @@ class LogStream : public std::enable_shared_from_this<LogStream> {
     std::vector<int> ranks;  // the ranks to show; empty (default): every rank of the job
     // The attempt; 0 (default): the latest, and with `follow` every one after it.
     int attempt = 0;
-    bool follow = false;   // keep streaming new lines (default false)
-    int tail = 0;          // only the last N lines of what exists; 0 (default): all
+    bool follow = false;  // keep streaming new lines (default false)
+    int tail = 0;         // only the last N lines of what exists; 0 (default): all
+    // With `tail`: at most this many bytes of them, the newest (a line longer than that
+    // keeps its end). 0 (default): 64 MiB, also the most it can be.
+    size_t tail_max_bytes = 0;
     int64_t since_ms = 0;  // only lines written at or after this unix ms; 0 (default): all
     bool prefix = false;   // "[rank N] " before each line (default false)
   };

@@ -325,6 +325,19 @@ class DashboardTest(DaemonTestCase):
         self.shot("failed")
         self.assertNoConsoleProblems()
 
+    def test_a_malformed_job_link_shows_the_overview(self):
+        job_id = self.daemon.submit_spec(train_spec(name="dash-link", workers=1, epochs=1))
+        self.daemon.wait_terminal(job_id)
+        page = self.open_browser()
+        self.login_with_link()
+        self.open_job(job_id)
+        # Not percent-decodable: decodeURIComponent throws URIError. The page used to stay
+        # frozen on the job, no longer polled, with an uncaught exception.
+        page.evaluate("location.hash = '#/jobs/%E0%A4%A'")
+        page.wait_for(visible("view-overview") + " && !(" + visible("view-job") + ")",
+                      what="the overview for a malformed link")
+        self.assertNoConsoleProblems()
+
     def test_straggler_is_flagged(self):
         # A DDP job whose rank 1 sleeps 40 ms a step: the job page names it (which rank,
         # which node, how much slower), as `traintl status` does.

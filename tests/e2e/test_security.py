@@ -520,6 +520,19 @@ class LongLineTest(DaemonTestCase):
             self.assertEqual("".join(pieces[:4]), long_line)
             self.assertEqual(pieces[4], exact)
             self.assertEqual(pieces[5] + pieces[6], straddle)
+        # max_bytes bounds a tail (the dashboard polls with it): whole lines while they fit,
+        # the end of a line longer than the bound.
+        for query, want in (("?tail=3&max_bytes=100", "\u00e9tail\nthe end\n"),
+                            ("?tail=1&max_bytes=4", "end\n"),
+                            ("?tail=2&max_bytes=64", "\u00e9tail\nthe end\n")):
+            status, body = self.daemon.get(f"/v1/jobs/{job_id}/logs{query}", raw=True)
+            self.assertEqual(status, 200)
+            self.assertEqual(body.decode("utf-8"), want, query)
+        status, body = self.daemon.get(f"/v1/jobs/{job_id}/logs?tail=5&max_bytes=1500000",
+                                       raw=True)
+        self.assertEqual(status, 200)
+        self.assertLessEqual(len(body), 1500000)
+        self.assertTrue(body.decode("utf-8").endswith("\u00e9tail\nthe end\n"))
 
 
 def write_secret(data_dir, name, value):

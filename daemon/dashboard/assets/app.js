@@ -186,9 +186,17 @@
     if (page) page.dispose();
     page = null;
     const m = (location.hash || '#/').match(/^#\/jobs\/([^/]+)$/);
+    let id = null;
     if (m) {
+      try {
+        id = decodeURIComponent(m[1]);
+      } catch (e) {
+        id = null; // a malformed link (%E0%A4%A): the overview, not a frozen page
+      }
+    }
+    if (id !== null) {
       setView('job');
-      const p = page = new JobPage(decodeURIComponent(m[1]), gen);
+      const p = page = new JobPage(id, gen);
       poll(gen, () => p.tick());
     } else {
       setView('overview');
@@ -362,7 +370,10 @@
       let log = null;
       if (d.started_at) {
         try {
-          log = await api(`/v1/jobs/${enc(d.job_id)}/logs?rank=${rank}&tail=200`, { text: true });
+          // At most 256 KiB a poll: a rank that prints megabytes without a newline is
+          // shown by its end.
+          log = await api(`/v1/jobs/${enc(d.job_id)}/logs?rank=${rank}&tail=200&max_bytes=262144`,
+            { text: true });
         } catch (e) {
           if (e instanceof AuthError) throw e;
           log = { error: e.message };
