@@ -2,6 +2,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/exit_codes.h"
+#include "cli/format.h"
 #include "cli/verbs.h"
 
 namespace traintl {
@@ -10,9 +11,25 @@ namespace cli {
 int RunDashboard(CliContext& ctx) {
   const Connection& c = ctx.connection;
   const std::string url = std::string(c.tls ? "https://" : "http://") + c.address + "/ui/";
-  // The daemon's tokens are hex; the link needs no escaping for them, and others are
-  // refused by the daemon anyway rather than sent somewhere else.
-  const std::string login = c.token.empty() ? "" : url + "?token=" + c.token;
+  // The link holds a single-use code the daemon makes for the token (valid two minutes),
+  // not the token: a browser's history keeps every link it opened.
+  std::string login;
+  int64_t expires_in_s = 0;
+  if (!c.token.empty()) {
+    HttpRequest request;
+    request.method = "POST";
+    request.target = "/ui/codes";
+    ApiResult result = CallJson(ctx, request);
+    if (!result.ok()) return result.exit_code;
+    const std::string code = JsonString(result.body, "code");
+    // Hex from the daemon; anything else is not put in a link.
+    if (code.empty() || code.find_first_not_of("0123456789abcdef") != std::string::npos) {
+      *ctx.err << "traintl: the daemon's answer has no login code\n";
+      return kExitServerError;
+    }
+    login = url + "?code=" + code;
+    expires_in_s = JsonInt(result.body, "expires_in_s").value_or(0);
+  }
   if (ctx.json) {
     *ctx.out << nlohmann::json{{"url", url}, {"login_url", login}}.dump(2) << "\n";
     return kExitOk;
@@ -22,7 +39,7 @@ int RunDashboard(CliContext& ctx) {
     *ctx.out << "No token found (" << c.token_problem << "): log in on the page with the token.\n";
   } else {
     *ctx.out << "Log in:    " << login << "\n"
-             << "(the link holds the cluster's token: share it as you would the token)\n";
+             << "(the link logs in once, within " << expires_in_s << " s)\n";
   }
   return kExitOk;
 }

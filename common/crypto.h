@@ -12,6 +12,8 @@
 namespace traintl {
 
 std::string Sha256Hex(const std::string& data);
+// HMAC-SHA256 of `data` under `key`, hex-encoded (64 chars).
+std::string HmacSha256Hex(const std::string& key, const std::string& data);
 Result<std::string> Sha256FileHex(const std::string& path);
 // `n_bytes` of cryptographically secure randomness, hex-encoded (2 * n_bytes chars).
 std::string RandomHex(size_t n_bytes);

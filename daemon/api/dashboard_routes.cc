@@ -1,7 +1,9 @@
 #include "daemon/api/dashboard_routes.h"
 
+#include <chrono>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string_view>
 
 #include "common/crypto.h"
@@ -48,8 +50,7 @@ std::string ContentTypeFor(std::string_view name) {
 
 class Dashboard {
  public:
-  explicit Dashboard(DashboardOptions options)
-      : options_(std::move(options)), session_(http::SessionValueForToken(options_.token)) {
+  explicit Dashboard(DashboardOptions options) : options_(std::move(options)) {
     for (const auto& f : DashboardFiles())
       etags_[std::string(f.name)] = "\"" + Sha256Hex(std::string(f.data)).substr(0, 32) + "\"";
   }
@@ -82,28 +83,78 @@ class Dashboard {
     res.SendError(404, "no such dashboard file");
   }
 
-  // Answers with the session cookie when `token` is the cluster's, else logs the attempt.
-  void Login(std::string token, const std::string& remote, http::Responder& res) const {
-    // A pasted token often brings a newline or spaces along.
-    const size_t first = token.find_first_not_of(" \t\r\n");
-    token = first == std::string::npos
-                ? std::string()
-                : token.substr(first, token.find_last_not_of(" \t\r\n") - first + 1);
-    if (token.empty() || session_.empty() || !ConstantTimeEquals(token, options_.token)) {
+  // A login by the cluster's token or by a code of MakeCode: the session cookie and, in the
+  // body, the page key (browser_session.h); 401 otherwise.
+  void Login(const std::map<std::string, std::string>& fields, const std::string& remote,
+             http::Responder& res) const {
+    bool ok = false;
+    if (auto it = fields.find("code"); it != fields.end()) {
+      ok = TakeCode(it->second);
+      if (!ok) {
+        res.SendError(401, "this login link has expired or was used: run traintl dashboard again");
+        return;
+      }
+    } else if (auto it = fields.find("token"); it != fields.end()) {
+      // A pasted token often brings a newline or spaces along.
+      std::string token = it->second;
+      const size_t first = token.find_first_not_of(" \t\r\n");
+      token = first == std::string::npos
+                  ? std::string()
+                  : token.substr(first, token.find_last_not_of(" \t\r\n") - first + 1);
+      ok = !token.empty() && !options_.token.empty() && ConstantTimeEquals(token, options_.token);
+    }
+    if (!ok) {
       http::WarnRejectedToken(remote, "dashboard login with a wrong token");
-      Redirect(res, 303, "/ui/?login=failed");
+      res.SendError(401, "wrong token");
       return;
     }
-    res.SetHeader("Set-Cookie", Cookie(session_, kSessionMaxAgeS));
-    Redirect(res, 303, "/ui/");
+    const http::BrowserSession session =
+        http::NewBrowserSession(options_.token, NowSeconds(), kSessionMaxAgeS);
+    res.SetHeader("Set-Cookie", Cookie(session.cookie, kSessionMaxAgeS));
+    res.SetHeader("Cache-Control", "no-store");
+    res.SendJson(200, {{"page_key", session.page_key}});
   }
 
   void Logout(http::Responder& res) const {
     res.SetHeader("Set-Cookie", Cookie("", 0));
-    Redirect(res, 303, "/ui/");
+    res.SetHeader("Cache-Control", "no-store");
+    res.SendJson(200, {{"logged_out", true}});
   }
 
+  // A single-use login code, valid kCodeTtlS: what `traintl dashboard` prints in its link
+  // instead of the token, so that a browser's history keeps nothing that logs in.
+  std::string MakeCode() const {
+    std::lock_guard<std::mutex> l(codes_mu_);
+    const int64_t now = NowSeconds();
+    for (auto it = codes_.begin(); it != codes_.end();) {
+      it = it->second <= now ? codes_.erase(it) : std::next(it);
+    }
+    if (codes_.size() >= kMaxCodes) codes_.erase(codes_.begin());
+    std::string code = RandomHex(16);
+    codes_[code] = now + kCodeTtlS;
+    return code;
+  }
+
+  static constexpr int64_t kCodeTtlS = 120;
+
  private:
+  static constexpr size_t kMaxCodes = 64;
+
+  static int64_t NowSeconds() {
+    return std::chrono::duration_cast<std::chrono::seconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  }
+
+  bool TakeCode(const std::string& code) const {
+    std::lock_guard<std::mutex> l(codes_mu_);
+    auto it = codes_.find(code);
+    if (it == codes_.end()) return false;
+    const bool fresh = it->second > NowSeconds();
+    codes_.erase(it);
+    return fresh;
+  }
+
   std::string Cookie(const std::string& value, int max_age_s) const {
     return std::string(http::kSessionCookie) + "=" + value +
            "; Path=/; Max-Age=" + std::to_string(max_age_s) + "; HttpOnly; SameSite=Strict" +
@@ -111,8 +162,9 @@ class Dashboard {
   }
 
   const DashboardOptions options_;
-  const std::string session_;
   std::map<std::string, std::string> etags_;  // embedded file -> its ETag
+  mutable std::mutex codes_mu_;
+  mutable std::map<std::string, int64_t> codes_;  // code -> expiry (unix s); guarded
 };
 
 }  // namespace
@@ -129,12 +181,7 @@ void RegisterDashboardRoutes(http::Router& router, DashboardOptions options) {
   router.Add(
       "GET", "/ui/",
       [ui](const http::Request& req, std::shared_ptr<http::Responder> res) {
-        // A link with the token (`traintl dashboard` prints one) logs in, and the redirect
-        // takes the token out of the address bar.
-        if (auto it = req.query.find("token"); it != req.query.end()) {
-          ui->Login(it->second, req.remote, *res);
-          return;
-        }
+        // With ?code= (the link `traintl dashboard` prints) the page logs itself in.
         ui->ServeFile("index.html", req, *res);
       },
       open);
@@ -151,16 +198,21 @@ void RegisterDashboardRoutes(http::Router& router, DashboardOptions options) {
       [ui](const http::Request& req, std::shared_ptr<http::Responder> res) {
         // application/x-www-form-urlencoded has the query string's syntax.
         auto fields = http::ParseQuery(req.body);
-        std::string token;
-        if (fields) {
-          if (auto it = fields->find("token"); it != fields->end()) token = it->second;
-        }
-        ui->Login(token, req.remote, *res);
+        ui->Login(fields ? *fields : std::map<std::string, std::string>(), req.remote, *res);
       },
       form);
   router.Add(
       "POST", "/ui/logout",
       [ui](const http::Request&, std::shared_ptr<http::Responder> res) { ui->Logout(*res); }, form);
+  http::RouteOptions user;
+  user.access = http::Access::kUser;
+  router.Add(
+      "POST", "/ui/codes",
+      [ui](const http::Request&, std::shared_ptr<http::Responder> res) {
+        res->SetHeader("Cache-Control", "no-store");
+        res->SendJson(200, {{"code", ui->MakeCode()}, {"expires_in_s", Dashboard::kCodeTtlS}});
+      },
+      user);
 }
 
 }  // namespace traintl

@@ -3,16 +3,19 @@
 // calls the ordinary /v1 API with its session cookie; nothing here reads cluster state.
 //
 //   GET /, GET /ui          -> 302 to /ui/
-//   GET /ui/                -> index.html; with ?token=T, the login by link (below)
+//   GET /ui/                -> index.html (with ?code=C the page logs itself in with it)
 //   GET /ui/{file}          -> one of the embedded files (daemon/dashboard/embedded_files.h)
-//   POST /ui/login          -> form "token=T": the session cookie and 303 to /ui/, or 303
-//                              to /ui/?login=failed
-//   POST /ui/logout         -> the cookie cleared, 303 to /ui/
+//   POST /ui/login          -> form "token=T" or "code=C": 200 {"page_key"} with the
+//                              session cookie (browser_session.h), or 401
+//   POST /ui/logout         -> 200, the cookie cleared
+//   POST /ui/codes          -> with the token: 200 {"code", "expires_in_s"}, a single-use
+//                              login code valid 120 s, for a link that holds no token
+//                              (`traintl dashboard`): a browser's history keeps links
 //
-// These routes need no token: the files hold no data, and the login checks its own.
+// Only /ui/codes needs the token: the files hold no data, and the login checks its own.
 //
-// Thread-safety: handlers run on the server's io_context thread; they share only the
-// options, constant after registration.
+// Thread-safety: handlers run on the server's io_context thread; they share the options,
+// constant after registration, and the outstanding codes, under a mutex.
 #pragma once
 
 #include <string>
@@ -22,8 +25,8 @@
 namespace traintl {
 
 struct DashboardOptions {
-  // The cluster's bearer token; its digest is the session cookie. Empty: every login
-  // fails (the API then fails closed too). Default "".
+  // The cluster's bearer token: what a login checks, and the key of the sessions' MACs.
+  // Empty: every login fails (the API then fails closed too). Default "".
   std::string token;
   // The API is served over TLS: the cookie gets "Secure". Default false.
   bool tls = false;

@@ -34,14 +34,19 @@ bool HeadForwarder::Forward(const http::Request& req, const std::shared_ptr<http
   auto copy = std::make_shared<http::Request>(req);
   std::map<std::string, std::string> headers = {{kForwardedHeader, "1"}};
   // What authenticated the request here authenticates it at the head (the cluster has one
-  // token, so one session value): the bearer token, or the dashboard's session cookie
-  // with its X-Traintl-Ui header. Only that cookie: a browser sends this host's cookies of
-  // other services too, and they are no business of the head.
+  // token, the key of every session): the bearer token, or the dashboard's session cookie
+  // with its X-Traintl-Ui header. Only that cookie (each of that name: another service
+  // may have set one beside ours): a browser sends this host's cookies of other services
+  // too, and they are no business of the head.
   for (const char* name : {"authorization", "x-traintl-ui", "content-type"}) {
     if (!req.header(name).empty()) headers[name] = req.header(name);
   }
-  const std::string session = http::CookieValue(req.header("cookie"), http::kSessionCookie);
-  if (!session.empty()) headers["cookie"] = std::string(http::kSessionCookie) + "=" + session;
+  std::string sessions;
+  for (const std::string& v : http::CookieValues(req.header("cookie"), http::kSessionCookie)) {
+    if (v.empty() || v.find_first_of(";\r\n") != std::string::npos) continue;
+    sessions += (sessions.empty() ? "" : "; ") + std::string(http::kSessionCookie) + "=" + v;
+  }
+  if (!sessions.empty()) headers["cookie"] = sessions;
   if (logs && !write) {
     RelayLogs(copy, std::move(headers), res);
     return true;

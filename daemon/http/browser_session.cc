@@ -8,12 +8,58 @@
 
 namespace traintl::http {
 
-std::string SessionValueForToken(const std::string& token) {
-  if (token.empty()) return "";
-  return Sha256Hex(std::string("traintl browser session v1\n") + token);
+namespace {
+
+constexpr char kLabel[] = "traintl browser session v2\n";
+
+std::string CookieMac(const std::string& token, const std::string& id, const std::string& expiry) {
+  return HmacSha256Hex(token, std::string(kLabel) + "cookie\n" + id + "\n" + expiry);
 }
 
-std::string CookieValue(std::string_view header, std::string_view name) {
+std::string PageKey(const std::string& token, const std::string& id) {
+  return HmacSha256Hex(token, std::string(kLabel) + "page\n" + id);
+}
+
+// "v2.<id>.<expiry>.<mac>" split into its fields; false when it is not that shape.
+bool ParseCookie(const std::string& value, std::string* id, std::string* expiry, std::string* mac) {
+  if (value.size() > 256 || value.rfind("v2.", 0) != 0) return false;
+  const size_t a = 3, b = value.find('.', a);
+  if (b == std::string::npos) return false;
+  const size_t c = value.find('.', b + 1);
+  if (c == std::string::npos) return false;
+  *id = value.substr(a, b - a);
+  *expiry = value.substr(b + 1, c - b - 1);
+  *mac = value.substr(c + 1);
+  return !id->empty() && !expiry->empty() && expiry->size() <= 15 &&
+         expiry->find_first_not_of("0123456789") == std::string::npos;
+}
+
+}  // namespace
+
+BrowserSession NewBrowserSession(const std::string& token, int64_t now_s, int64_t max_age_s) {
+  if (token.empty()) return {};
+  const std::string id = RandomHex(16);
+  const std::string expiry = std::to_string(now_s + max_age_s);
+  return {"v2." + id + "." + expiry + "." + CookieMac(token, id, expiry), PageKey(token, id)};
+}
+
+bool BrowserSessionValid(std::string_view cookie_header, const std::string& page_key,
+                         const std::string& token, int64_t now_s) {
+  if (token.empty() || page_key.empty()) return false;
+  for (const std::string& value : CookieValues(cookie_header, kSessionCookie)) {
+    std::string id, expiry, mac;
+    if (!ParseCookie(value, &id, &expiry, &mac)) continue;
+    if (std::stoll(expiry) <= now_s) continue;
+    if (ConstantTimeEquals(mac, CookieMac(token, id, expiry)) &&
+        ConstantTimeEquals(page_key, PageKey(token, id))) {
+      return true;
+    }
+  }
+  return false;
+}
+
+std::vector<std::string> CookieValues(std::string_view header, std::string_view name) {
+  std::vector<std::string> out;
   while (!header.empty()) {
     const size_t end = header.find(';');
     std::string_view pair = header.substr(0, end);
@@ -25,7 +71,14 @@ std::string CookieValue(std::string_view header, std::string_view name) {
     std::string_view value = pair.substr(eq + 1);
     if (value.size() >= 2 && value.front() == '"' && value.back() == '"')
       value = value.substr(1, value.size() - 2);
-    return std::string(value);
+    out.emplace_back(value);
+  }
+  return out;
+}
+
+std::string CookieValue(std::string_view header, std::string_view name) {
+  for (std::string& v : CookieValues(header, name)) {
+    if (!v.empty()) return std::move(v);
   }
   return "";
 }

@@ -1,13 +1,21 @@
 // Browser sessions: how a page served by the daemon (the dashboard) authenticates its API
-// calls without holding the bearer token in script-readable storage.
+// calls without holding the bearer token.
 //
-// The login answer sets the cookie kSessionCookie (HttpOnly, SameSite=Strict) to
-// SessionValueForToken(token): a digest of the token, so the cookie cannot be replayed as
-// a bearer token elsewhere, and changing the token ends every session. The server accepts
-// the cookie in place of "Authorization: Bearer" only on requests that also carry the
-// header kSessionHeader: a cross-site page can neither read the answers (same-origin
-// policy) nor send that header without a CORS preflight the daemon never grants, so a
-// forged form or image request gets 401 even if the browser attached the cookie.
+// A login (dashboard_routes.h) makes a session: a random id, an expiry, and two values
+// derived from them with the cluster token as HMAC key, so that any daemon of the cluster
+// (which all hold the token) checks them without shared state, and a new token ends every
+// session:
+//   - the cookie kSessionCookie, "v2.<id>.<expiry>.<mac>" (HttpOnly, SameSite=Strict);
+//   - the page key, which the login answers in its body and the page keeps in its
+//     origin's storage, and sends as the header kSessionHeader.
+// The server accepts a session in place of "Authorization: Bearer" only when both are
+// there and belong together. Neither alone is worth anything:
+//   - a cross-site page can make the browser send the cookie, but not the header (a custom
+//     header needs a CORS preflight the daemon never grants);
+//   - cookies are not separated by port: every service on the daemon's host (a job's
+//     TensorBoard, another user's server on 127.0.0.1) receives the cookie when the
+//     browser visits it, while the page key stays in storage of the daemon's origin,
+//     whose port is part of it.
 //
 // Also the rate-limited warning for rejected tokens, which the server's bearer check and the
 // dashboard's login share.
@@ -15,8 +23,10 @@
 // Thread-safety: free functions; WarnRejectedToken's rate limit is under a mutex.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace traintl::http {
 
@@ -24,11 +34,25 @@ inline constexpr std::string_view kSessionCookie = "traintl_session";
 // Lower case, as Request::headers keys are.
 inline constexpr std::string_view kSessionHeader = "x-traintl-ui";
 
-// Hex SHA-256 of a fixed label and `token`; "" for an empty token (no sessions).
-std::string SessionValueForToken(const std::string& token);
+struct BrowserSession {
+  std::string cookie;    // the value of kSessionCookie
+  std::string page_key;  // the value of kSessionHeader
+};
 
-// The value of cookie `name` in a Cookie header ("a=1; b=2"), or "" when absent.
+// A new session valid until now_s + max_age_s (unix seconds); none (empty fields) for an
+// empty token.
+BrowserSession NewBrowserSession(const std::string& token, int64_t now_s, int64_t max_age_s);
+
+// Whether a cookie named kSessionCookie in `cookie_header` (any of them: a service on
+// another port may set one of its own beside ours) is a session of `token` unexpired at
+// now_s whose page key is `page_key`. Constant-time in the secrets.
+bool BrowserSessionValid(std::string_view cookie_header, const std::string& page_key,
+                         const std::string& token, int64_t now_s);
+
+// The value of the first cookie `name` in a Cookie header ("a=1; b=2"), or "" when absent.
 std::string CookieValue(std::string_view cookie_header, std::string_view name);
+// Every value of cookie `name`, in order.
+std::vector<std::string> CookieValues(std::string_view cookie_header, std::string_view name);
 
 // Logs a rejected token (a bearer token, or a dashboard login) at warning: an operator's
 // concern (journalctl -p warning), but a client retrying in a loop must not flood the

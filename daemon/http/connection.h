@@ -62,8 +62,6 @@ struct ServerState {
   // Set by the Server's constructor (tls_context by Start); constant once it accepts.
   boost::asio::io_context* io_context = nullptr;
   ServerOptions options;
-  // SessionValueForToken(options.token) when options.browser_sessions, else "".
-  std::string session_value;
   std::shared_ptr<Router> router;
   // Set when the server speaks TLS.
   std::shared_ptr<boost::asio::ssl::context> tls_context;

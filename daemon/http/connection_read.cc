@@ -151,12 +151,15 @@ void Connection::OnHeader(error_code ec) {
   const bool cluster_valid = matches(server_->options.cluster_token);
   // A browser session stands in for the token only with its header: see browser_session.h.
   bool session_valid = false;
-  if (token.empty() && !server_->session_value.empty() &&
-      msg.find(std::string(kSessionHeader)) != msg.end()) {
-    auto it = msg.find(bhttp::field::cookie);
-    if (it != msg.end()) {
-      const std::string cookie = CookieValue(ToStd(it->value()), kSessionCookie);
-      session_valid = !cookie.empty() && ConstantTimeEquals(cookie, server_->session_value);
+  if (token.empty() && server_->options.browser_sessions) {
+    auto key = msg.find(std::string(kSessionHeader));
+    auto cookie = msg.find(bhttp::field::cookie);
+    if (key != msg.end() && cookie != msg.end()) {
+      const int64_t now_s = std::chrono::duration_cast<std::chrono::seconds>(
+                                std::chrono::system_clock::now().time_since_epoch())
+                                .count();
+      session_valid = BrowserSessionValid(ToStd(cookie->value()), std::string(ToStd(key->value())),
+                                          server_->options.token, now_s);
     }
   }
   if (token_valid || session_valid || cluster_valid) MarkAuthenticated();

@@ -86,8 +86,6 @@ Server::Server(asio::io_context& io_context, ServerOptions options, std::shared_
       accept_backoff_(io_context) {
   state_->io_context = &io_context;
   state_->options = std::move(options);
-  if (state_->options.browser_sessions)
-    state_->session_value = SessionValueForToken(state_->options.token);
   state_->router = router ? std::move(router) : std::make_shared<Router>();
 }
 

@@ -7,6 +7,7 @@ process outlives its job.
 """
 import copy
 import hashlib
+import http.client
 import json
 import os
 import re
@@ -19,6 +20,7 @@ import tempfile
 import time
 import unittest
 import urllib.error
+import urllib.parse
 import urllib.request
 
 BIN = os.environ.get("TRAINTL_BIN_DIR", "")
@@ -178,6 +180,23 @@ class Daemon:
 
     def get(self, path, **kw):
         return self.request("GET", path, **kw)
+
+    def ui_login(self, **fields):
+        """POST /ui/login with token=... or code=... (the dashboard's login, as its page
+        does): the headers of the browser session, or None when refused."""
+        host, port = self.address.rsplit(":", 1)
+        conn = http.client.HTTPConnection(host, int(port), timeout=30)
+        try:
+            conn.request("POST", "/ui/login", body=urllib.parse.urlencode(fields),
+                         headers={"Content-Type": "application/x-www-form-urlencoded"})
+            r = conn.getresponse()
+            body = r.read()
+            if r.status != 200:
+                return None
+            cookie = r.getheader("Set-Cookie").split(";", 1)[0]
+            return {"Cookie": cookie, "X-Traintl-Ui": json.loads(body)["page_key"]}
+        finally:
+            conn.close()
 
     def post(self, path, body=None, **kw):
         return self.request("POST", path, body=body if body is not None else {}, **kw)

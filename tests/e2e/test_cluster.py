@@ -234,14 +234,9 @@ class RemoteLogsTest(ClusterTestCase):
 
         # The dashboard on the agent: its session (cookie + X-Traintl-Ui) goes with the calls
         # the agent forwards to the head, the log relay included.
-        conn = http.client.HTTPConnection(*agent.address.rsplit(":", 1), timeout=30)
-        conn.request("GET", f"/ui/?token={agent.token}")
-        login = conn.getresponse()
-        login.read()
-        conn.close()
-        self.assertEqual(login.status, 303)
-        session = {"Cookie": "other=1; " + login.getheader("Set-Cookie").split(";", 1)[0],
-                   "X-Traintl-Ui": "1"}
+        session = agent.ui_login(token=agent.token)
+        self.assertIsNotNone(session)
+        session["Cookie"] = "other=1; " + session["Cookie"]
         status, body = agent.request("GET", "/v1/nodes", auth=False, headers=session)
         self.assertEqual(status, 200, body)
         self.assertEqual(len(body["nodes"]), 2)

@@ -1,7 +1,7 @@
 """The web dashboard (/ui/) in a real headless Chromium, driven over the DevTools protocol
-(tests/e2e/cdp.py): logging in (the form with a wrong and the right token, a ?token= link
-that the daemon turns into the session cookie and drops from the address bar, the cookie
-accepted by the API only with the X-Traintl-Ui header), the overview (the node, marked
+(tests/e2e/cdp.py): logging in (the form with a wrong and the right token, the ?code= link of
+`traintl dashboard`, single-use and dropped from the address bar, the cookie accepted by
+the API only with the session's page key in the X-Traintl-Ui header), the overview (the node, marked
 head, and the job list), a running 2-rank job's page (a loss curve per rank that grows
 between two screenshots, the attempts, checkpoints and a rank's log tail chosen with the
 page's rank selector), stopping a job with the page's Stop button (its confirm dialog
@@ -104,9 +104,17 @@ class DashboardTest(DaemonTestCase):
         print(f"screenshot: {path}")
         return data
 
+    def login_link(self):
+        """The link `traintl dashboard` prints: a single-use code, not the token."""
+        p = self.daemon.cli("--json", "dashboard", check=True)
+        link = json.loads(p.stdout)["login_url"]
+        self.assertIn("?code=", link)
+        self.assertNotIn(self.daemon.token, link)
+        return link
+
     def login_with_link(self):
-        self.page.navigate(self.url(f"/ui/?token={self.daemon.token}"))
-        self.page.wait_for(visible("view-overview"), what="the overview after the ?token= link")
+        self.page.navigate(self.login_link())
+        self.page.wait_for(visible("view-overview"), what="the overview after the ?code= link")
 
     def open_job(self, job_id):
         self.page.navigate(self.url(f"/ui/#/jobs/{job_id}"))
@@ -171,31 +179,44 @@ class DashboardTest(DaemonTestCase):
                          "the session cookie must be HttpOnly")
         self.assertNoConsoleProblems(allow=allow_401)
 
-        # Logging out shows the form again; a ?token= link logs in and leaves no token in
-        # the address bar.
+        # Logging out shows the form again; the link of `traintl dashboard` logs in once and
+        # leaves nothing in the address bar.
         page.click("#logout button")
         page.wait_for(visible("view-login"), what="the login form after logging out")
-        page.navigate(self.url(f"/ui/?token={token}"))
-        page.wait_for(visible("view-overview"), what="the overview after the ?token= link")
+        self.assertIsNone(page.evaluate("localStorage.getItem('traintl.page_key')"))
+        link = self.login_link()
+        page.navigate(link)
+        page.wait_for(visible("view-overview"), what="the overview after the ?code= link")
         href = page.evaluate("location.href")
-        self.assertNotIn(token, href)
+        self.assertNotIn("code=", href)
         self.assertEqual(href, self.url("/ui/"))
         self.assertNoConsoleProblems(allow=allow_401)
+        code = link.split("?code=", 1)[1]
+        self.assertIsNone(self.daemon.ui_login(code=code), "a code logs in once")
 
-        # It is the daemon that drops the token (303 with the cookie), and the API takes
-        # the cookie only with the X-Traintl-Ui header (a cross-site form cannot set it).
-        status, headers, _ = self.raw_get(f"/ui/?token={token}")
-        self.assertEqual(status, 303)
-        headers = {k.lower(): v for k, v in headers}
-        self.assertEqual(headers.get("location"), "/ui/")
-        cookie = headers.get("set-cookie", "")
+        # The session: an HttpOnly cookie, and a page key the API needs beside it (a
+        # cross-site form cannot send the header; a service on another port of this host
+        # receives the cookie, never the key).
+        host, port = self.daemon.address.rsplit(":", 1)
+        conn = http.client.HTTPConnection(host, int(port), timeout=30)
+        conn.request("POST", "/ui/login", body="token=" + token,
+                     headers={"Content-Type": "application/x-www-form-urlencoded"})
+        r = conn.getresponse()
+        key = json.loads(r.read())["page_key"]
+        cookie = r.getheader("Set-Cookie", "")
+        conn.close()
+        self.assertEqual(r.status, 200)
         self.assertIn("traintl_session=", cookie)
         self.assertIn("HttpOnly", cookie)
         self.assertIn("SameSite=Strict", cookie)
+        self.assertNotIn(token, cookie + key)
         session = cookie.split(";", 1)[0]
         self.assertEqual(self.raw_get("/v1/nodes", {"Cookie": session})[0], 401)
         self.assertEqual(self.raw_get("/v1/nodes", {"Cookie": session,
-                                                    "X-Traintl-Ui": "1"})[0], 200)
+                                                    "X-Traintl-Ui": "1"})[0], 401)
+        self.assertEqual(self.raw_get("/v1/nodes", {"Cookie": session,
+                                                    "X-Traintl-Ui": key})[0], 200)
+        self.assertIsNone(self.daemon.ui_login(token="wrong"))
         # The page's files are revalidated by ETag: a reload costs 304s, not their bytes.
         status, headers, body = self.raw_get("/ui/app.js")
         etag = dict((k.lower(), v) for k, v in headers).get("etag")

@@ -1,10 +1,12 @@
 // traintl dashboard: a single page over the daemon's /v1 API (docs/API.md).
 //
 // Routes (the URL's hash): #/ the overview (nodes, jobs), #/jobs/<id> a job's page. Every
-// API call carries the session cookie and the header X-Traintl-Ui: 1 (the daemon accepts
-// the cookie only with it); a 401 shows the login form. Data is polled: every 2 s on the
-// overview, every second on a running job's page. Text from the API goes into the page
-// through textContent only.
+// API call carries the session cookie and, in the header X-Traintl-Ui, the session's page
+// key, which the login answered and the page keeps in localStorage (the daemon accepts
+// the cookie only with it: daemon/http/browser_session.h); a 401 shows the login form. A
+// link with ?code= (traintl dashboard) logs in with that single-use code. Data is polled:
+// every 2 s on the overview, every second on a running job's page. Text from the API goes
+// into the page through textContent only.
 'use strict';
 
 (function () {
@@ -19,11 +21,21 @@
 
   // ---- helpers ---------------------------------------------------------------------------
 
+  const KEY_ITEM = 'traintl.page_key';
+
+  function pageKey() {
+    try {
+      return localStorage.getItem(KEY_ITEM) || 'none';
+    } catch (_) {
+      return 'none'; // storage off: every call gets 401, the form says so
+    }
+  }
+
   async function api(path, opts = {}) {
     const r = await fetch(path, {
       method: opts.method || 'GET',
       credentials: 'same-origin',
-      headers: { 'X-Traintl-Ui': '1' },
+      headers: { 'X-Traintl-Ui': pageKey() },
       cache: 'no-store',
     });
     if (r.status === 401) throw new AuthError('not logged in');
@@ -605,16 +617,61 @@
 
   // ---- start -----------------------------------------------------------------------------
 
+  // POST /ui/login with a token or a code: the cookie comes back, the page key in the body.
+  async function logIn(fields) {
+    const r = await fetch('/ui/login', {
+      method: 'POST',
+      credentials: 'same-origin',
+      headers: { 'Content-Type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams(fields).toString(),
+      cache: 'no-store',
+    });
+    if (!r.ok) return false;
+    const body = await r.json();
+    localStorage.setItem(KEY_ITEM, body.page_key);
+    return true;
+  }
+
   async function start() {
     const params = new URLSearchParams(location.search);
-    const failed = params.get('login') === 'failed';
-    // The daemon logs a ?token= link in and redirects; never keep a token in the address bar.
-    if (params.has('token') || params.has('login')) {
+    const code = params.get('code');
+    // Never keep a code (or an old link's token) in the address bar.
+    if (params.has('code') || params.has('token') || params.has('login')) {
       history.replaceState(null, '', location.pathname + location.hash);
     }
+    if (code) {
+      try {
+        loginFailed = !(await logIn({ code }));
+      } catch (_) {
+        loginFailed = true;
+      }
+    }
+    $('login-form').addEventListener('submit', async (ev) => {
+      ev.preventDefault();
+      let ok = false;
+      try {
+        ok = await logIn({ token: $('login-token').value });
+      } catch (_) { /* the daemon is away: the form stays */ }
+      if (!ok) {
+        $('login-error').hidden = false;
+        $('login-token').value = '';
+        $('login-token').focus();
+        return;
+      }
+      $('login-token').value = '';
+      loginFailed = false;
+      route();
+    });
+    $('logout').addEventListener('submit', async (ev) => {
+      ev.preventDefault();
+      try {
+        await fetch('/ui/logout', { method: 'POST', credentials: 'same-origin' });
+      } catch (_) { /* the key goes anyway */ }
+      try { localStorage.removeItem(KEY_ITEM); } catch (_) { /* storage off */ }
+      showLogin(false);
+    });
     // The first call of the page's poller tells whether there is a session: a 401 shows the
     // login form (no extra round trip before the data).
-    loginFailed = failed;
     window.addEventListener('hashchange', route);
     route();
   }

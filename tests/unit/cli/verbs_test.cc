@@ -394,17 +394,27 @@ TEST_CASE("RunVerb dispatches") {
   CHECK(t.out.str() == "no nodes\n");
 }
 
-TEST_CASE("dashboard prints the page and a login link with the token") {
-  auto client = Always(500, "{}");
+TEST_CASE("dashboard prints the page and a login link with a single-use code, not the token") {
+  auto client = Always(200, R"({"code":"0f1e2d3c","expires_in_s":120})");
   TestContext t(&client);
   t.ctx.connection.address = "127.0.0.1:7450";
   t.ctx.connection.token = "abc123";
   REQUIRE(RunDashboard(t.ctx) == kExitOk);
-  CHECK(client.requests.empty());
+  REQUIRE(client.requests.size() == 1);
+  CHECK(client.requests[0].method == "POST");
+  CHECK(client.requests[0].target == "/ui/codes");
   CHECK_THAT(t.out.str(), Catch::Contains("Dashboard: http://127.0.0.1:7450/ui/\n"));
-  CHECK_THAT(t.out.str(), Catch::Contains("Log in:    http://127.0.0.1:7450/ui/?token=abc123\n"));
+  CHECK_THAT(t.out.str(), Catch::Contains("Log in:    http://127.0.0.1:7450/ui/?code=0f1e2d3c\n"));
+  CHECK_THAT(t.out.str(), Catch::Contains("within 120 s"));
+  CHECK(t.out.str().find("abc123") == std::string::npos);
 
-  TestContext tls(&client);
+  // A code that is not hex never goes into a link.
+  auto odd = Always(200, R"({"code":"x?token=1"})");
+  TestContext o(&odd);
+  CHECK(RunDashboard(o.ctx) == kExitServerError);
+
+  auto none = Always(500, "{}");
+  TestContext tls(&none);
   tls.ctx.connection.address = "h:1";
   tls.ctx.connection.tls = true;
   tls.ctx.connection.token = "";  // TestContext gives one

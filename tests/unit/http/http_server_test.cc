@@ -170,9 +170,10 @@ TEST_CASE("cluster routes take the cluster credential alone, user routes the tok
   const std::map<std::string, std::string> user = Auth();
   const std::map<std::string, std::string> daemon = {
       {"Authorization", std::string("Bearer ") + kCluster}};
+  const BrowserSession session = NewBrowserSession(kToken, std::time(nullptr), 3600);
   const std::map<std::string, std::string> browser = {
-      {"Cookie", std::string(kSessionCookie) + "=" + SessionValueForToken(kToken)},
-      {std::string(kSessionHeader), "1"}};
+      {"Cookie", std::string(kSessionCookie) + "=" + session.cookie},
+      {std::string(kSessionHeader), session.page_key}};
   CHECK(status("POST", "/v1/internal/events", {}) == 401);
   CHECK(status("POST", "/v1/internal/events", {{"Authorization", "Bearer x"}}) == 401);
   CHECK(status("POST", "/v1/internal/events", user) == 403);
