@@ -227,6 +227,28 @@ Status WriteScratchFile(const std::string& path, const std::string& data) {
   return Status::Ok();
 }
 
+// OK when `path` opens as a SQLite database and its schema reads: a file that is not one
+// fails at its first read.
+Status CheckDatabaseFile(const std::string& path) {
+  sqlite3* db = nullptr;
+  Status st = Status::Ok();
+  if (int rc =
+          sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOFOLLOW, nullptr);
+      rc != SQLITE_OK) {
+    st = Status::Internal("cannot open " + path + ": " +
+                          (db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc)));
+  } else {
+    char* err = nullptr;
+    if (sqlite3_exec(db, "SELECT count(*) FROM sqlite_schema", nullptr, nullptr, &err) !=
+        SQLITE_OK) {
+      st = Status::Internal(std::string("not a database: ") + (err ? err : "?"));
+      sqlite3_free(err);
+    }
+  }
+  sqlite3_close(db);
+  return st;
+}
+
 }  // namespace
 
 bool IsTerminalJobState(const std::string& state) {
@@ -593,29 +615,28 @@ Status StateStore::Restore(const std::string& image) {
 }
 
 Status StateStore::RestoreFileLocked(const std::string& image) {
-  // A serialized database is the database file's bytes: they become the file.
+  // A serialized database is the database file's bytes: they become the file. Written and
+  // checked beside the database, which stays until then: a restore that fails there (a
+  // full disk, a broken image) leaves the state as it was, which is what Raft assumes
+  // of a snapshot it could not install (the follower's applied index stays).
+  const std::string tmp = file_.path + ".restoring";
+  Status checked = WriteScratchFile(tmp, image);
+  if (checked.ok()) checked = CheckDatabaseFile(tmp);
+  if (!checked.ok()) {
+    ::unlink(tmp.c_str());
+    return Status::Internal("cannot restore snapshot: " + checked.message());
+  }
   sqlite3_close(db_);
   db_ = nullptr;
-  const std::string tmp = file_.path + ".restoring";
-  Status written = WriteScratchFile(tmp, image);
-  if (written.ok() && ::rename(tmp.c_str(), file_.path.c_str()) != 0)
-    written = Status::Internal("cannot rename " + tmp + ": " + std::strerror(errno));
-  if (written.ok()) written = OpenFileLocked();
-  if (written.ok()) {
-    // A file that is not a database fails here, at its first read.
-    char* err = nullptr;
-    if (sqlite3_exec(db_, "SELECT count(*) FROM sqlite_schema", nullptr, nullptr, &err) !=
-        SQLITE_OK) {
-      written = Status::Internal(std::string("not a database: ") + (err ? err : "?"));
-      sqlite3_free(err);
-      sqlite3_close(db_);
-      db_ = nullptr;
-    }
-  }
-  if (!written.ok()) {
+  Status opened = Status::Ok();
+  if (::rename(tmp.c_str(), file_.path.c_str()) != 0)
+    opened = Status::Internal("cannot rename " + tmp + ": " + std::strerror(errno));
+  if (opened.ok()) opened = OpenFileLocked();
+  if (!opened.ok()) {
+    // The old file may be gone already: an empty database rather than none.
     ::unlink(tmp.c_str());
     OpenFresh();
-    return Status::Internal("cannot restore snapshot: " + written.message());
+    return Status::Internal("cannot restore snapshot: " + opened.message());
   }
   stmts_.Clear(db_);
   return FinishRestoreLocked();
