@@ -924,7 +924,7 @@ void JobManager::EndAttemptNow(ActiveAttempt& a, commands::AttemptOutcome outcom
   log_->Propose(
       commands::EndAttempt(job_id, attempt, outcome),
       Answered<cmd::EndAttemptAnswer>(
-          [this, job_id, trial_dir, attempt, reason](Result<cmd::EndAttemptAnswer> r) {
+          [this, job_id, trial_dir, attempt, reason, outcome](Result<cmd::EndAttemptAnswer> r) {
             // What an operator must see in the journal (journalctl -p warning).
             if (r.ok() && r->job_state == kJobFailed) {
               LOG_WARN << "job " << job_id << " FAILED in attempt " << attempt << ": " << reason;
@@ -933,6 +933,16 @@ void JobManager::EndAttemptNow(ActiveAttempt& a, commands::AttemptOutcome outcom
                        << "; it restarts";
             }
             auto it = active_.find(job_id);
+            if (!r.ok() && IsDiskFull(r.status()) && it != active_.end() &&
+                it->second.attempt() == attempt) {
+              // Refused for want of disk (the Raft node warned once): the same outcome again
+              // in a while, the attempt kept. Forgotten, it would be taken for one lost with
+              // a previous daemon, and that reason committed instead of this one.
+              LOG_DEBUG << "job " << job_id << ": end of attempt " << attempt
+                        << " refused: " << r.status().message() << "; retrying";
+              RetryEndAttempt(job_id, attempt, outcome);
+              return;
+            }
             if (!r.ok()) {
               // Not committed (this node may have lost leadership while paused): the trial dir is
               // the next head's now, and its attempt may be writing there. Leave every file alone.
@@ -960,6 +970,18 @@ void JobManager::EndAttemptNow(ActiveAttempt& a, commands::AttemptOutcome outcom
             if (r.ok() && IsTerminalJobState(r->job_state) && listener_ != nullptr)
               listener_->OnJobEnded(job_id);
           }));
+}
+
+void JobManager::RetryEndAttempt(const std::string& job_id, int attempt,
+                                 commands::AttemptOutcome outcome) {
+  auto timer = std::make_shared<asio::steady_timer>(io_, kDiskFullRetry);
+  timer->async_wait([this, timer, job_id, attempt,
+                     outcome = std::move(outcome)](const boost::system::error_code& ec) {
+    if (ec || shutting_down_) return;
+    auto it = active_.find(job_id);
+    if (it == active_.end() || it->second.attempt() != attempt) return;
+    EndAttemptNow(it->second, outcome);
+  });
 }
 
 void JobManager::BackOffRestart(const ActiveAttempt& a, const std::string& reason) {

@@ -302,6 +302,9 @@ class JobManager : public WorkerPoolListener {
   void LaunchCommitted(const std::string& job_id, const JobRecord& job, const JobSpec& spec,
                        const std::string& restored_from);
   void EndAttemptNow(ActiveAttempt& a, commands::AttemptOutcome outcome);
+  // EndAttemptNow again after kDiskFullRetry, while the attempt is still active_: its end
+  // was refused for want of disk.
+  void RetryEndAttempt(const std::string& job_id, int attempt, commands::AttemptOutcome outcome);
   void CommitReport(ActiveAttempt& a, const AttemptTracker::CommitReport& report);
   ActiveAttempt* Find(const std::string& job_id, int attempt);
   void OnNodeLost(const std::string& node_id);

@@ -361,6 +361,18 @@ TEST_CASE("a start refused because the disk is full is retried about once a seco
   CHECK(h.store.GetJob(id)->attempt == 1);
 }
 
+TEST_CASE("an end of attempt refused because the disk is full is retried with its reason") {
+  FailingHead h;
+  h.log.refuse["end_attempt"] = {2, Status::ResourceExhausted("disk full: 1 MiB free")};
+  const std::string id = h.Submit(R"({"name": "j", "entrypoint": {"library": "/x.so"}})");
+  h.RunUntil([&] { return IsTerminalJobState(h.store.GetJob(id)->state); }, 10000);
+  CHECK(h.log.ops["end_attempt"] == 3);
+  auto a = h.store.GetAttempt(id, 1);
+  REQUIRE(a.has_value());
+  // The attempt stayed the head's own: not taken for one lost with a previous daemon.
+  CHECK(a->reason == "rank 0 exited with code 1");
+}
+
 // A head paused past its leadership (SIGSTOP) ended the attempt locally although the
 // command was refused, and deleted the new head's checkpoint_a002_....tmp.
 TEST_CASE("an end of attempt that is not committed leaves the job's files alone") {
