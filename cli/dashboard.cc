@@ -31,7 +31,9 @@ int RunDashboard(CliContext& ctx) {
     expires_in_s = JsonInt(result.body, "expires_in_s").value_or(0);
   }
   if (ctx.json) {
-    *ctx.out << nlohmann::json{{"url", url}, {"login_url", login}}.dump(2) << "\n";
+    nlohmann::json out = {{"url", url}, {"login_url", login}};
+    if (!login.empty()) out["login_expires_in_s"] = expires_in_s;
+    *ctx.out << out.dump(2) << "\n";
     return kExitOk;
   }
   *ctx.out << "Dashboard: " << url << "\n";

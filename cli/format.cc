@@ -52,7 +52,10 @@ std::string Table::Render() const {
   // Cells hold what jobs wrote (names, reasons, configs): shown, never acted on.
   std::vector<std::vector<std::string>> rows = rows_;
   for (auto& row : rows) {
-    for (auto& cell : row) cell = Printable(cell);
+    for (auto& cell : row) {
+      cell = Printable(cell);
+      std::replace(cell.begin(), cell.end(), '\t', ' ');  // a tab would break the columns
+    }
   }
   for (const auto& row : rows) {
     for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], DisplayWidth(row[i]));

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <mutex>
 
 #include "common/crypto.h"
 #include "common/file_util.h"
@@ -449,14 +450,23 @@ void RegisterApiRoutes(http::Router& router, ApiContext ctx) {
 
   http::RouteOptions upload;
   upload.max_body_bytes = ctx.max_upload_bytes;
+  auto uploads_mu = std::make_shared<std::mutex>();
   add(
       "PUT", "/v1/blobs/{sha}",
-      [ctx](const Request& req, ResponderPtr res) {
-        auto store = [ctx, sha = req.params.at("sha"),
-                      body = std::make_shared<const std::string>(std::move(req.body)), res] {
-          Status st = ctx.check_space ? ctx.check_space(body->size(), "the upload") : Status::Ok();
-          if (st.ok()) st = ctx.blobs->Put(sha, *body);
-          auto answer = [st, sha, size = body->size(), res] {
+      [ctx, uploads_mu](const Request& req, ResponderPtr res) {
+        auto store = [ctx, uploads_mu, sha = req.params.at("sha"),
+                      body = std::make_shared<const std::string>(std::move(req.body)),
+                      res]() mutable {
+          Status st = Status::Ok();
+          {
+            // One upload at a time between its space check and its write: two checked
+            // together could both pass and together eat the Raft log's reserve.
+            std::lock_guard<std::mutex> l(*uploads_mu);
+            if (ctx.check_space) st = ctx.check_space(body->size(), "the upload");
+            if (st.ok()) st = ctx.blobs->Put(sha, *body);
+          }
+          // The responder moves to the io thread: none of it may be let go here.
+          auto answer = [st, sha, size = body->size(), res = std::move(res)] {
             if (!st.ok()) {
               res->SendError(HttpStatusFor(st), st.message());
               return;

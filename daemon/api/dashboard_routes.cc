@@ -1,5 +1,6 @@
 #include "daemon/api/dashboard_routes.h"
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -85,8 +86,9 @@ class Dashboard {
 
   // A login by the cluster's token or by a code of MakeCode: the session cookie and, in the
   // body, the page key (browser_session.h); 401 otherwise.
-  void Login(const std::map<std::string, std::string>& fields, const std::string& remote,
+  void Login(const std::map<std::string, std::string>& fields, const http::Request& req,
              http::Responder& res) const {
+    const std::string& remote = req.remote;
     bool ok = false;
     if (auto it = fields.find("code"); it != fields.end()) {
       ok = TakeCode(it->second);
@@ -110,13 +112,14 @@ class Dashboard {
     }
     const http::BrowserSession session =
         http::NewBrowserSession(options_.token, NowSeconds(), kSessionMaxAgeS);
-    res.SetHeader("Set-Cookie", Cookie(session.cookie, kSessionMaxAgeS));
+    res.SetHeader("Set-Cookie", Cookie(http::SessionCookieName(req.header("host")), session.cookie,
+                                       kSessionMaxAgeS));
     res.SetHeader("Cache-Control", "no-store");
     res.SendJson(200, {{"page_key", session.page_key}});
   }
 
-  void Logout(http::Responder& res) const {
-    res.SetHeader("Set-Cookie", Cookie("", 0));
+  void Logout(const http::Request& req, http::Responder& res) const {
+    res.SetHeader("Set-Cookie", Cookie(http::SessionCookieName(req.header("host")), "", 0));
     res.SetHeader("Cache-Control", "no-store");
     res.SendJson(200, {{"logged_out", true}});
   }
@@ -129,7 +132,11 @@ class Dashboard {
     for (auto it = codes_.begin(); it != codes_.end();) {
       it = it->second <= now ? codes_.erase(it) : std::next(it);
     }
-    if (codes_.size() >= kMaxCodes) codes_.erase(codes_.begin());
+    if (codes_.size() >= kMaxCodes) {  // the one that expires first goes
+      codes_.erase(std::min_element(codes_.begin(), codes_.end(), [](const auto& a, const auto& b) {
+        return a.second < b.second;
+      }));
+    }
     std::string code = RandomHex(16);
     codes_[code] = now + kCodeTtlS;
     return code;
@@ -155,10 +162,9 @@ class Dashboard {
     return fresh;
   }
 
-  std::string Cookie(const std::string& value, int max_age_s) const {
-    return std::string(http::kSessionCookie) + "=" + value +
-           "; Path=/; Max-Age=" + std::to_string(max_age_s) + "; HttpOnly; SameSite=Strict" +
-           (options_.tls ? "; Secure" : "");
+  std::string Cookie(const std::string& name, const std::string& value, int max_age_s) const {
+    return name + "=" + value + "; Path=/; Max-Age=" + std::to_string(max_age_s) +
+           "; HttpOnly; SameSite=Strict" + (options_.tls ? "; Secure" : "");
   }
 
   const DashboardOptions options_;
@@ -198,12 +204,15 @@ void RegisterDashboardRoutes(http::Router& router, DashboardOptions options) {
       [ui](const http::Request& req, std::shared_ptr<http::Responder> res) {
         // application/x-www-form-urlencoded has the query string's syntax.
         auto fields = http::ParseQuery(req.body);
-        ui->Login(fields ? *fields : std::map<std::string, std::string>(), req.remote, *res);
+        ui->Login(fields ? *fields : std::map<std::string, std::string>(), req, *res);
       },
       form);
   router.Add(
       "POST", "/ui/logout",
-      [ui](const http::Request&, std::shared_ptr<http::Responder> res) { ui->Logout(*res); }, form);
+      [ui](const http::Request& req, std::shared_ptr<http::Responder> res) {
+        ui->Logout(req, *res);
+      },
+      form);
   http::RouteOptions user;
   user.access = http::Access::kUser;
   router.Add(

@@ -42,9 +42,9 @@ bool HeadForwarder::Forward(const http::Request& req, const std::shared_ptr<http
     if (!req.header(name).empty()) headers[name] = req.header(name);
   }
   std::string sessions;
-  for (const std::string& v : http::CookieValues(req.header("cookie"), http::kSessionCookie)) {
-    if (v.empty() || v.find_first_of(";\r\n") != std::string::npos) continue;
-    sessions += (sessions.empty() ? "" : "; ") + std::string(http::kSessionCookie) + "=" + v;
+  for (const std::string& c : http::SessionCookies(req.header("cookie"))) {
+    if (c.find_first_of(";\r\n") != std::string::npos) continue;
+    sessions += (sessions.empty() ? "" : "; ") + c;
   }
   if (!sessions.empty()) headers["cookie"] = sessions;
   if (logs && !write) {

@@ -323,9 +323,10 @@ void RegisterNodeRoutes(ClusterRouter router, const InternalRoutesContext& ctx) 
                      path.status().message());
       return;
     }
-    auto read = [ctx, path = *path, res] {
+    auto read = [ctx, path = *path, res]() mutable {
       auto data = std::make_shared<Result<std::string>>(ReadFile(path));
-      auto answer = [data, res] {
+      // The responder moves to the io thread: none of it may be let go here.
+      auto answer = [data, res = std::move(res)] {
         if (!data->ok()) {
           res->SendError(500, data->status().message());
           return;

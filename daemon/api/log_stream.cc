@@ -153,22 +153,20 @@ void LogStream::MergeHistory() {
     std::string line = TakeLine(*next);
     if (options_.since_ms > 0 && next_time < options_.since_ms) continue;
     if (options_.tail > 0) {
-      tail_lines_.push_back((options_.prefix ? "[rank " + std::to_string(next->rank) + "] " : "") +
-                            line);
-      tail_bytes_ += tail_lines_.back().size();
       const size_t max_bytes = options_.tail_max_bytes > 0
                                    ? std::min(options_.tail_max_bytes, kMaxTailBytes)
                                    : kMaxTailBytes;
-      while (static_cast<int>(tail_lines_.size()) > options_.tail || tail_bytes_ > max_bytes) {
-        if (tail_lines_.size() == 1 && tail_bytes_ > max_bytes) {
-          // One line longer than the bound: its newest bytes, from a whole character on.
-          std::string& only = tail_lines_.front();
-          size_t cut = only.size() - max_bytes;
-          while (cut < only.size() && (static_cast<unsigned char>(only[cut]) & 0xC0) == 0x80) ++cut;
-          only.erase(0, cut);
-          tail_bytes_ = only.size();
-          break;
-        }
+      std::string prefix = options_.prefix ? "[rank " + std::to_string(next->rank) + "] " : "";
+      if (prefix.size() + line.size() > max_bytes) {
+        // A line longer than the bound: its newest bytes, from a whole character on.
+        size_t cut = std::min(line.size(), prefix.size() + line.size() - max_bytes);
+        while (cut < line.size() && (static_cast<unsigned char>(line[cut]) & 0xC0) == 0x80) ++cut;
+        line.erase(0, cut);
+      }
+      tail_lines_.push_back(prefix + line);
+      tail_bytes_ += tail_lines_.back().size();
+      while (!tail_lines_.empty() &&
+             (static_cast<int>(tail_lines_.size()) > options_.tail || tail_bytes_ > max_bytes)) {
         tail_bytes_ -= tail_lines_.front().size();
         tail_lines_.pop_front();
       }

@@ -56,6 +56,13 @@ void RaftNode::Impl::ProposeOnLoop(std::string command, ProposeCallback done) {
     RunGuarded("propose callback", [&] { done(ShuttingDown()); });
     return;
   }
+  if (failed_) {
+    // Stopping (Fail): this node could not tell the outcome of what it commits now.
+    Status st = Status::Unavailable("this node cannot store the cluster state (" + fail_reason_ +
+                                    "); it is stopping");
+    RunGuarded("propose callback", [&] { done(st); });
+    return;
+  }
   if (raft_state(&raft_) != RAFT_LEADER) {
     Status st = NotLeaderStatus();
     RunGuarded("propose callback", [&] { done(st); });
@@ -122,13 +129,11 @@ void RaftNode::Impl::ApplyEntry(const struct raft_buffer* buf) {
   auto entry = raft_codec::DecodeCommandEntry(buf->base, buf->len, &error);
   if (failed_) {
     // Stopping (Fail): an entry applied after one that was not would make this replica's
-    // state one no other has.
+    // state one no other has. Its proposer cannot know what became of it: the other
+    // replicas apply it.
     if (entry) {
       auto it = pending_.find(entry->tag);
-      if (it != pending_.end()) {
-        it->second->result = Status::Unavailable("this node cannot store the cluster state (" +
-                                                 fail_reason_ + "); it is stopping");
-      }
+      if (it != pending_.end()) it->second->result = ShuttingDownOutcomeUnknown();
     }
     return;
   }
@@ -175,6 +180,9 @@ int RaftNode::Impl::FsmSnapshot(struct raft_fsm* fsm, struct raft_buffer* bufs[]
 }
 
 int RaftNode::Impl::TakeSnapshot(struct raft_buffer* bufs[], unsigned* n_bufs) {
+  // After Fail the state lacks entries C-Raft counts as applied: a snapshot of it, labelled
+  // with that index, would make the gap permanent (a restart replays only what follows).
+  if (failed_) return RAFT_IOERR;
   Result<std::string> state = Status::Internal("unset");
   try {
     state = sm_->Snapshot();

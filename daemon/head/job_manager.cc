@@ -914,12 +914,14 @@ void JobManager::OnWorkerExit(const WorkerExit& e) {
   Run(*a, a->tracker.OnExit(e, tail));
 }
 
-void JobManager::EndAttemptNow(ActiveAttempt& a, commands::AttemptOutcome outcome) {
+void JobManager::EndAttemptNow(ActiveAttempt& a, commands::AttemptOutcome outcome, bool retry) {
   const std::string job_id = a.job_id();
   const std::string trial_dir = a.trial_dir;
   const int attempt = a.attempt();
-  LOG_INFO << "job " << job_id << ": attempt " << attempt << " ended " << outcome.state
-           << (outcome.reason.empty() ? "" : ": " + outcome.reason);
+  if (!retry) {  // a retry every second while the disk is full says nothing new
+    LOG_INFO << "job " << job_id << ": attempt " << attempt << " ended " << outcome.state
+             << (outcome.reason.empty() ? "" : ": " + outcome.reason);
+  }
   const std::string reason = outcome.reason;
   log_->Propose(
       commands::EndAttempt(job_id, attempt, outcome),
@@ -980,7 +982,7 @@ void JobManager::RetryEndAttempt(const std::string& job_id, int attempt,
     if (ec || shutting_down_) return;
     auto it = active_.find(job_id);
     if (it == active_.end() || it->second.attempt() != attempt) return;
-    EndAttemptNow(it->second, outcome);
+    EndAttemptNow(it->second, outcome, /*retry=*/true);
   });
 }
 

@@ -301,7 +301,7 @@ class JobManager : public WorkerPoolListener {
   void StartAttempt(const JobRecord& job, const JobSpec& spec, const Placement& placement);
   void LaunchCommitted(const std::string& job_id, const JobRecord& job, const JobSpec& spec,
                        const std::string& restored_from);
-  void EndAttemptNow(ActiveAttempt& a, commands::AttemptOutcome outcome);
+  void EndAttemptNow(ActiveAttempt& a, commands::AttemptOutcome outcome, bool retry = false);
   // EndAttemptNow again after kDiskFullRetry, while the attempt is still active_: its end
   // was refused for want of disk.
   void RetryEndAttempt(const std::string& job_id, int attempt, commands::AttemptOutcome outcome);

@@ -46,7 +46,8 @@ BrowserSession NewBrowserSession(const std::string& token, int64_t now_s, int64_
 bool BrowserSessionValid(std::string_view cookie_header, const std::string& page_key,
                          const std::string& token, int64_t now_s) {
   if (token.empty() || page_key.empty()) return false;
-  for (const std::string& value : CookieValues(cookie_header, kSessionCookie)) {
+  for (const std::string& cookie : SessionCookies(cookie_header)) {
+    const std::string value = cookie.substr(cookie.find('=') + 1);
     std::string id, expiry, mac;
     if (!ParseCookie(value, &id, &expiry, &mac)) continue;
     if (std::stoll(expiry) <= now_s) continue;
@@ -58,8 +59,11 @@ bool BrowserSessionValid(std::string_view cookie_header, const std::string& page
   return false;
 }
 
-std::vector<std::string> CookieValues(std::string_view header, std::string_view name) {
-  std::vector<std::string> out;
+namespace {
+
+// Calls fn(name, value) for each cookie of a Cookie header.
+template <typename F>
+void ForEachCookie(std::string_view header, F fn) {
   while (!header.empty()) {
     const size_t end = header.find(';');
     std::string_view pair = header.substr(0, end);
@@ -67,13 +71,50 @@ std::vector<std::string> CookieValues(std::string_view header, std::string_view 
     while (!pair.empty() && (pair.front() == ' ' || pair.front() == '\t')) pair.remove_prefix(1);
     while (!pair.empty() && (pair.back() == ' ' || pair.back() == '\t')) pair.remove_suffix(1);
     const size_t eq = pair.find('=');
-    if (eq == std::string_view::npos || pair.substr(0, eq) != name) continue;
+    if (eq == std::string_view::npos) continue;
     std::string_view value = pair.substr(eq + 1);
     if (value.size() >= 2 && value.front() == '"' && value.back() == '"')
       value = value.substr(1, value.size() - 2);
-    out.emplace_back(value);
+    fn(pair.substr(0, eq), value);
   }
+}
+
+bool IsSessionCookieName(std::string_view name) {
+  if (name == kSessionCookie) return true;
+  if (name.size() <= kSessionCookie.size() + 1 || name.size() > kSessionCookie.size() + 6 ||
+      name.substr(0, kSessionCookie.size()) != kSessionCookie || name[kSessionCookie.size()] != '_')
+    return false;
+  const std::string_view port = name.substr(kSessionCookie.size() + 1);
+  return port.find_first_not_of("0123456789") == std::string_view::npos;
+}
+
+}  // namespace
+
+std::vector<std::string> CookieValues(std::string_view header, std::string_view name) {
+  std::vector<std::string> out;
+  ForEachCookie(header, [&](std::string_view n, std::string_view v) {
+    if (n == name) out.emplace_back(v);
+  });
   return out;
+}
+
+std::vector<std::string> SessionCookies(std::string_view header) {
+  std::vector<std::string> out;
+  ForEachCookie(header, [&](std::string_view n, std::string_view v) {
+    if (IsSessionCookieName(n)) out.push_back(std::string(n) + "=" + std::string(v));
+  });
+  return out;
+}
+
+std::string SessionCookieName(std::string_view host) {
+  const size_t colon = host.rfind(':');
+  if (colon == std::string_view::npos || host.find(']', colon) != std::string_view::npos)
+    return std::string(kSessionCookie);
+  const std::string_view port = host.substr(colon + 1);
+  if (port.empty() || port.size() > 5 ||
+      port.find_first_not_of("0123456789") != std::string_view::npos)
+    return std::string(kSessionCookie);
+  return std::string(kSessionCookie) + "_" + std::string(port);
 }
 
 std::string CookieValue(std::string_view header, std::string_view name) {

@@ -30,6 +30,9 @@
 
 namespace traintl::http {
 
+// The session cookie's name, or its prefix: a login names it after the port the page was
+// loaded from ("traintl_session_7450"), because cookies are not separated by port and two
+// daemons on one host (or two tunnels to them) would otherwise log each other out.
 inline constexpr std::string_view kSessionCookie = "traintl_session";
 // Lower case, as Request::headers keys are.
 inline constexpr std::string_view kSessionHeader = "x-traintl-ui";
@@ -43,9 +46,14 @@ struct BrowserSession {
 // empty token.
 BrowserSession NewBrowserSession(const std::string& token, int64_t now_s, int64_t max_age_s);
 
-// Whether a cookie named kSessionCookie in `cookie_header` (any of them: a service on
-// another port may set one of its own beside ours) is a session of `token` unexpired at
-// now_s whose page key is `page_key`. Constant-time in the secrets.
+// The cookie name a login answers for a page loaded from `host_header` (its port, digits
+// only; kSessionCookie alone without one).
+std::string SessionCookieName(std::string_view host_header);
+
+// Whether a session cookie in `cookie_header` (any cookie named kSessionCookie or
+// kSessionCookie_<port>: a service on another port may set one of its own beside ours) is a
+// session of `token` unexpired at now_s whose page key is `page_key`. Constant-time in the
+// secrets.
 bool BrowserSessionValid(std::string_view cookie_header, const std::string& page_key,
                          const std::string& token, int64_t now_s);
 
@@ -53,6 +61,9 @@ bool BrowserSessionValid(std::string_view cookie_header, const std::string& page
 std::string CookieValue(std::string_view cookie_header, std::string_view name);
 // Every value of cookie `name`, in order.
 std::vector<std::string> CookieValues(std::string_view cookie_header, std::string_view name);
+// Every session cookie of `cookie_header` ("name=value", in order), as BrowserSessionValid
+// considers them.
+std::vector<std::string> SessionCookies(std::string_view cookie_header);
 
 // Logs a rejected token (a bearer token, or a dashboard login) at warning: an operator's
 // concern (journalctl -p warning), but a client retrying in a loop must not flood the

@@ -227,28 +227,6 @@ Status WriteScratchFile(const std::string& path, const std::string& data) {
   return Status::Ok();
 }
 
-// OK when `path` opens as a SQLite database and its schema reads: a file that is not one
-// fails at its first read.
-Status CheckDatabaseFile(const std::string& path) {
-  sqlite3* db = nullptr;
-  Status st = Status::Ok();
-  if (int rc =
-          sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOFOLLOW, nullptr);
-      rc != SQLITE_OK) {
-    st = Status::Internal("cannot open " + path + ": " +
-                          (db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc)));
-  } else {
-    char* err = nullptr;
-    if (sqlite3_exec(db, "SELECT count(*) FROM sqlite_schema", nullptr, nullptr, &err) !=
-        SQLITE_OK) {
-      st = Status::Internal(std::string("not a database: ") + (err ? err : "?"));
-      sqlite3_free(err);
-    }
-  }
-  sqlite3_close(db);
-  return st;
-}
-
 }  // namespace
 
 bool IsTerminalJobState(const std::string& state) {
@@ -273,7 +251,7 @@ void StateStore::OpenFresh() {
     }
   } else {
     ::unlink(file_.path.c_str());
-    if (Status st = OpenFileLocked(); !st.ok()) {
+    if (Status st = OpenFileLocked(file_.path); !st.ok()) {
       LOG_ERROR << "state store: " << st.message();
       std::abort();
     }
@@ -287,16 +265,16 @@ void StateStore::CreateSchemaLocked() {
   ExecOrDie(db_, kSchemaAfterMigrations);
 }
 
-Status StateStore::OpenFileLocked() {
+Status StateStore::OpenFileLocked(const std::string& path) {
   db_ = nullptr;
-  if (int rc = sqlite3_open_v2(file_.path.c_str(), &db_,
+  if (int rc = sqlite3_open_v2(path.c_str(), &db_,
                                SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOFOLLOW,
                                nullptr);
       rc != SQLITE_OK) {
     std::string msg = db_ != nullptr ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
     sqlite3_close(db_);
     db_ = nullptr;
-    return Status::Internal("cannot open " + file_.path + ": " + msg);
+    return Status::Internal("cannot open " + path + ": " + msg);
   }
   // The file is scratch (Raft rebuilds it at start), so it is never synced; the journal
   // stays in memory (a transaction's old pages, for ROLLBACK); one connection, so the
@@ -311,7 +289,7 @@ Status StateStore::OpenFileLocked() {
     sqlite3_free(err);
     sqlite3_close(db_);
     db_ = nullptr;
-    return Status::Internal("cannot set up " + file_.path + ": " + msg);
+    return Status::Internal("cannot set up " + path + ": " + msg);
   }
   return Status::Ok();
 }
@@ -325,7 +303,7 @@ Status StateStore::UseFile(const FileOptions& options) {
   sqlite3_close(db_);
   file_ = options;
   ::unlink(file_.path.c_str());
-  if (Status st = OpenFileLocked(); !st.ok()) {
+  if (Status st = OpenFileLocked(file_.path); !st.ok()) {
     file_ = FileOptions{};
     OpenFresh();
     return st;
@@ -615,31 +593,45 @@ Status StateStore::Restore(const std::string& image) {
 }
 
 Status StateStore::RestoreFileLocked(const std::string& image) {
-  // A serialized database is the database file's bytes: they become the file. Written and
-  // checked beside the database, which stays until then: a restore that fails there (a
-  // full disk, a broken image) leaves the state as it was, which is what Raft assumes
-  // of a snapshot it could not install (the follower's applied index stays).
+  // A serialized database is the database file's bytes: they become the file. It is
+  // written beside the database, opened there and brought up to this release's schema
+  // before it replaces it: a restore that fails (a full disk, a broken image, a migration)
+  // leaves the state as it was, which is what Raft assumes of a snapshot it could not
+  // install (the follower's applied index stays).
   const std::string tmp = file_.path + ".restoring";
-  Status checked = WriteScratchFile(tmp, image);
-  if (checked.ok()) checked = CheckDatabaseFile(tmp);
-  if (!checked.ok()) {
-    ::unlink(tmp.c_str());
-    return Status::Internal("cannot restore snapshot: " + checked.message());
+  Status st = WriteScratchFile(tmp, image);
+  sqlite3* const old = db_;
+  if (st.ok()) st = OpenFileLocked(tmp);
+  if (st.ok()) {
+    stmts_.Clear(db_);
+    // A file that is not a database fails here, at its first read.
+    char* err = nullptr;
+    if (sqlite3_exec(db_, "SELECT count(*) FROM sqlite_schema", nullptr, nullptr, &err) !=
+        SQLITE_OK) {
+      st = Status::Internal(std::string("not a database: ") + (err ? err : "?"));
+      sqlite3_free(err);
+    }
+    try {
+      if (st.ok()) st = FinishRestoreLocked();
+    } catch (const std::exception& e) {  // StateWriteError from a statement
+      st = Status::Internal(e.what());
+    }
+    // An open database may be renamed: its journal is in memory, its lock on the inode.
+    if (st.ok() && ::rename(tmp.c_str(), file_.path.c_str()) != 0)
+      st = Status::Internal("cannot rename " + tmp + ": " + std::strerror(errno));
+    if (!st.ok()) {
+      stmts_.Clear();  // statements of the new database: it closes only without them
+      sqlite3_close(db_);
+    }
   }
-  sqlite3_close(db_);
-  db_ = nullptr;
-  Status opened = Status::Ok();
-  if (::rename(tmp.c_str(), file_.path.c_str()) != 0)
-    opened = Status::Internal("cannot rename " + tmp + ": " + std::strerror(errno));
-  if (opened.ok()) opened = OpenFileLocked();
-  if (!opened.ok()) {
-    // The old file may be gone already: an empty database rather than none.
+  if (!st.ok()) {
     ::unlink(tmp.c_str());
-    OpenFresh();
-    return Status::Internal("cannot restore snapshot: " + opened.message());
+    db_ = old;
+    stmts_.Clear(db_);
+    return Status::Internal("cannot restore snapshot: " + st.message());
   }
-  stmts_.Clear(db_);
-  return FinishRestoreLocked();
+  sqlite3_close(old);
+  return Status::Ok();
 }
 
 Status StateStore::FinishRestoreLocked() {

@@ -183,8 +183,9 @@ class StateStore {
   void OpenFresh() TRAINTL_REQUIRES(mu_);
   // The schema in the empty database db_, its statements forgotten.
   void CreateSchemaLocked() TRAINTL_REQUIRES(mu_);
-  // Opens file_.path as db_ with the scratch file's settings.
-  Status OpenFileLocked() TRAINTL_REQUIRES(mu_);
+  // Opens `path` (file_.path, or an image being restored beside it) as db_ with the
+  // scratch file's settings.
+  Status OpenFileLocked(const std::string& path) TRAINTL_REQUIRES(mu_);
   // Restore into the file: the image becomes the file. mu_ held, statements cleared.
   Status RestoreFileLocked(const std::string& image) TRAINTL_REQUIRES(mu_);
   // After a restore: the schema's new tables, then the migrations. mu_ held.

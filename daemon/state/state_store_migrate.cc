@@ -60,17 +60,25 @@ Status StateStore::MigrateLocked() {
   if (sqlite3_exec(db_, "BEGIN", nullptr, nullptr, nullptr) != SQLITE_OK)
     return Status::Internal(std::string("migrating the snapshot: ") + sqlite3_errmsg(db_));
   Status st = Status::Ok();
-  if (from < 2) st = MigrateTo2Locked();
-  if (st.ok() && from < 3) st = MigrateTo3Locked();
-  if (st.ok() && from < 4) st = ExecLocked(kMigrateTo4, "migrating the snapshot to schema 4");
-  if (st.ok() && from < 5) st = ExecLocked(kMigrateTo5, "migrating the snapshot to schema 5");
+  try {
+    if (from < 2) st = MigrateTo2Locked();
+    if (st.ok() && from < 3) st = MigrateTo3Locked();
+    if (st.ok() && from < 4) st = ExecLocked(kMigrateTo4, "migrating the snapshot to schema 4");
+    if (st.ok() && from < 5) st = ExecLocked(kMigrateTo5, "migrating the snapshot to schema 5");
+    if (st.ok()) {
+      Stmt(stmts_, "UPDATE meta SET value = ? WHERE key = 'schema_version'")
+          .Bind(1, std::to_string(kSchemaVersion))
+          .Run();
+    }
+  } catch (...) {
+    // A statement's StateWriteError: no transaction left open for the next BEGIN.
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    throw;
+  }
   if (!st.ok()) {
     sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
     return st;
   }
-  Stmt(stmts_, "UPDATE meta SET value = ? WHERE key = 'schema_version'")
-      .Bind(1, std::to_string(kSchemaVersion))
-      .Run();
   sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr);
   return Status::Ok();
 }

@@ -206,7 +206,8 @@ class DashboardTest(DaemonTestCase):
         cookie = r.getheader("Set-Cookie", "")
         conn.close()
         self.assertEqual(r.status, 200)
-        self.assertIn("traintl_session=", cookie)
+        # Named after the port: two daemons on one host keep their own sessions.
+        self.assertIn(f"traintl_session_{port}=", cookie)
         self.assertIn("HttpOnly", cookie)
         self.assertIn("SameSite=Strict", cookie)
         self.assertNotIn(token, cookie + key)

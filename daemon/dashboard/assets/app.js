@@ -628,7 +628,12 @@
     });
     if (!r.ok) return false;
     const body = await r.json();
-    localStorage.setItem(KEY_ITEM, body.page_key);
+    try {
+      localStorage.setItem(KEY_ITEM, body.page_key);
+    } catch (_) {
+      setConn('this browser keeps no storage for this page: the dashboard cannot log in');
+      return false;
+    }
     return true;
   }
 

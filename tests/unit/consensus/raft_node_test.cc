@@ -156,7 +156,8 @@ TEST_CASE("odd-length and binary commands come back byte-identical") {
 TEST_CASE("an entry the state cannot store stops the node: fatal callback, nothing applied after") {
   DirGuard dir{TempDir()};
   RecordingStateMachine sm;
-  RaftNode node(Options(dir.path), &sm);
+  RaftOptions options = Options(dir.path);
+  RaftNode node(options, &sm);
   std::mutex mu;
   std::vector<std::string> fatal;
   node.SetFatalCallback([&](Status why) {
@@ -166,14 +167,26 @@ TEST_CASE("an entry the state cannot store stops the node: fatal callback, nothi
   REQUIRE(node.Start().ok());
   REQUIRE(WaitFor([&] { return node.IsLeader(); }));
   REQUIRE(ProposeSync(node, "a").ok());
-  auto full = ProposeSync(node, "disk-full");
+  // Two entries in the log at once (almost always): the second commits after the first
+  // failed, and its proposer cannot know what the other replicas made of it.
+  auto first = std::make_shared<std::promise<Result<std::string>>>();
+  auto second = std::make_shared<std::promise<Result<std::string>>>();
+  node.Propose("disk-full", [first](Result<std::string> r) { first->set_value(r); });
+  node.Propose("c", [second](Result<std::string> r) { second->set_value(r); });
+  auto full = first->get_future().get();
   REQUIRE_FALSE(full.ok());
   CHECK(full.status().code() == Status::Code::kUnavailable);
   CHECK_THAT(full.status().message(), Catch::Contains("database or disk is full"));
-  // Committed, but not applied: this replica's state must not skip an entry.
+  auto c = second->get_future().get();
+  REQUIRE_FALSE(c.ok());
+  const std::string why = c.status().message();
+  CHECK((why.find("outcome unknown") != std::string::npos ||
+         why.find("it is stopping") != std::string::npos));
+  // Refused once the node failed: it could not tell the outcome.
   auto after = ProposeSync(node, "b");
   REQUIRE_FALSE(after.ok());
   CHECK_THAT(after.status().message(), Catch::Contains("it is stopping"));
+  CHECK_THAT(after.status().message(), Catch::Contains("database or disk is full"));
   CHECK(Applied(node, sm) == std::vector<std::string>{"a"});
   node.Stop();
   std::lock_guard<std::mutex> l(mu);

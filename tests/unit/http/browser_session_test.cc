@@ -36,6 +36,22 @@ TEST_CASE("CookieValues finds every cookie of the name") {
   CHECK(CookieValue("traintl_session=; traintl_session=c", "traintl_session") == "c");
 }
 
+TEST_CASE("session cookies are named after the page's port, and all of them are tried") {
+  CHECK(SessionCookieName("127.0.0.1:7450") == "traintl_session_7450");
+  CHECK(SessionCookieName("[::1]:8080") == "traintl_session_8080");
+  CHECK(SessionCookieName("[::1]") == "traintl_session");
+  CHECK(SessionCookieName("host") == "traintl_session");
+  CHECK(SessionCookieName("host:12345678") == "traintl_session");
+  CHECK(SessionCookieName("host:80x") == "traintl_session");
+  CHECK(SessionCookies("a=1; traintl_session_7450=x; traintl_session=y; traintl_sessionz=w; "
+                       "traintl_session_7x=v") ==
+        std::vector<std::string>{"traintl_session_7450=x", "traintl_session=y"});
+  const BrowserSession s = NewBrowserSession("tok", 1000, 60);
+  CHECK(BrowserSessionValid("traintl_session_7451=x; traintl_session_7450=" + s.cookie, s.page_key,
+                            "tok", 1000));
+  CHECK_FALSE(BrowserSessionValid("other_7450=" + s.cookie, s.page_key, "tok", 1000));
+}
+
 TEST_CASE("a session is its cookie and its page key together, until it expires") {
   const int64_t now = 1700000000;
   CHECK(NewBrowserSession("", now, 60).cookie.empty());
