@@ -123,16 +123,26 @@ Result<std::vector<std::string>> ChooseMetrics(const std::vector<RankReports>& r
                                                const std::vector<std::string>& requested,
                                                const std::string& job) {
   std::set<std::string> available;
+  std::set<std::string> unplottable;  // numbers only beyond what a chart shows
   for (const auto& r : ranks) {
     for (const auto& report : r.reports) {
       for (auto it = report.metrics->begin(); it != report.metrics->end(); ++it) {
-        if (Plottable(it.value())) available.insert(it.key());
+        if (Plottable(it.value())) {
+          available.insert(it.key());
+        } else if (it.value().is_number()) {
+          unplottable.insert(it.key());
+        }
       }
     }
   }
   std::vector<std::string> out;
   if (!requested.empty()) {
     for (const auto& name : requested) {
+      if (available.count(name) == 0 && unplottable.count(name) != 0) {
+        return Status::InvalidArgument("metric '" + Printable(name) + "' of job " + job +
+                                       " has no value a chart can show (all are infinite, NaN "
+                                       "or beyond +-1e100)");
+      }
       if (available.count(name) == 0) {
         return Status::InvalidArgument(
             "unknown metric '" + name + "': " +

@@ -306,6 +306,12 @@ TEST_CASE("plot errors for no reports and no plottable metric") {
   CHECK_THAT(PlotError(bookkeeping), Catch::Contains("only bookkeeping metrics (epoch)"));
   CHECK(Plot(bookkeeping, PlotFormat::kSvg, {"epoch"}).points == 1);
   CHECK_THAT(PlotError(bookkeeping, {"note"}), Catch::Contains("unknown metric 'note'"));
+  // A metric the job reported, but only as numbers no chart shows: said so.
+  const json huge = json::parse(
+      R"({"job_id":"ab12","history":[{"attempt":1,"seq":1,"time":5,"metrics":{"big":1e308}}]})");
+  CHECK(PlotError(huge, {"big"}) ==
+        "metric 'big' of job ab12 has no value a chart can show (all are infinite, NaN or "
+        "beyond +-1e100)");
 }
 
 TEST_CASE("plot escapes text and uses the report index for equal times") {
