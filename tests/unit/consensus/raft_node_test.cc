@@ -153,17 +153,35 @@ TEST_CASE("odd-length and binary commands come back byte-identical") {
   CHECK(too_big.status().code() == Status::Code::kInvalidArgument);
 }
 
+namespace {
+
+// What a node's fatal callback was called with (on the loop thread; read from the test's).
+class FatalCalls {
+ public:
+  explicit FatalCalls(RaftNode& node) {
+    node.SetFatalCallback([this](Status why) {
+      std::lock_guard<std::mutex> l(mu_);
+      calls_.push_back(why.message());
+    });
+  }
+  std::vector<std::string> calls() const {
+    std::lock_guard<std::mutex> l(mu_);
+    return calls_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<std::string> calls_;
+};
+
+}  // namespace
+
 TEST_CASE("an entry the state cannot store stops the node: fatal callback, nothing applied after") {
   DirGuard dir{TempDir()};
   RecordingStateMachine sm;
   RaftOptions options = Options(dir.path);
   RaftNode node(options, &sm);
-  std::mutex mu;
-  std::vector<std::string> fatal;
-  node.SetFatalCallback([&](Status why) {
-    std::lock_guard<std::mutex> l(mu);
-    fatal.push_back(why.message());
-  });
+  FatalCalls fatal(node);
   REQUIRE(node.Start().ok());
   REQUIRE(WaitFor([&] { return node.IsLeader(); }));
   REQUIRE(ProposeSync(node, "a").ok());
@@ -189,9 +207,9 @@ TEST_CASE("an entry the state cannot store stops the node: fatal callback, nothi
   CHECK_THAT(after.status().message(), Catch::Contains("database or disk is full"));
   CHECK(Applied(node, sm) == std::vector<std::string>{"a"});
   node.Stop();
-  std::lock_guard<std::mutex> l(mu);
-  REQUIRE(fatal.size() == 1);
-  CHECK_THAT(fatal[0], Catch::Contains("storing a committed entry failed"));
+  const std::vector<std::string> calls = fatal.calls();
+  REQUIRE(calls.size() == 1);
+  CHECK_THAT(calls[0], Catch::Contains("storing a committed entry failed"));
 }
 
 TEST_CASE("a log write that fails (a full disk) stops the node through the fatal callback") {
@@ -210,24 +228,16 @@ TEST_CASE("a log write that fails (a full disk) stops the node through the fatal
   RaftOptions options = Options(dir.path);
   options.min_free_bytes = 0;  // no guard: the write itself must fail
   RaftNode node(options, &sm);
-  std::mutex mu;
-  std::vector<std::string> fatal;
-  node.SetFatalCallback([&](Status why) {
-    std::lock_guard<std::mutex> l(mu);
-    fatal.push_back(why.message());
-  });
+  FatalCalls fatal(node);
   REQUIRE(node.Start().ok());
   REQUIRE(WaitFor([&] { return node.IsLeader(); }));
   const std::string mib(1 << 20, 'x');
   bool refused = false;
   for (int i = 0; i < 24 && !refused; ++i) refused = !ProposeSync(node, mib).ok();
   CHECK(refused);
-  REQUIRE(WaitFor([&] {
-    std::lock_guard<std::mutex> l(mu);
-    return !fatal.empty();
-  }));
+  REQUIRE(WaitFor([&] { return !fatal.calls().empty(); }));
   node.Stop();
-  std::lock_guard<std::mutex> l(mu);
-  CHECK(fatal.size() == 1);
-  CHECK_THAT(fatal[0], Catch::Contains("writing the replicated log failed"));
+  const std::vector<std::string> calls = fatal.calls();
+  CHECK(calls.size() == 1);
+  CHECK_THAT(calls[0], Catch::Contains("writing the replicated log failed"));
 }
