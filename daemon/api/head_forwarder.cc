@@ -51,7 +51,9 @@ bool HeadForwarder::Forward(const http::Request& req, const std::shared_ptr<http
     RelayLogs(copy, std::move(headers), res);
     return true;
   }
-  calls_->Post([this, headers, copy, res, local, write] {
+  // Every responder goes back to the io thread to be let go: a connection is the io
+  // thread's, and the last reference to it may be this one.
+  calls_->Post([this, headers, copy, res, local, write]() mutable {
     // During a failover the head moves: look for the new one for a few seconds. A write
     // is only retried when it was never sent, so it cannot be applied twice.
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
@@ -74,7 +76,7 @@ bool HeadForwarder::Forward(const http::Request& req, const std::shared_ptr<http
         break;
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
-    asio::post(io_, [r = std::move(r), copy, res, local, voter = voter_, write]() {
+    asio::post(io_, [r = std::move(r), copy, res = std::move(res), local, voter = voter_, write]() {
       if (r.ok()) {
         res->Send(r->status, r->header("content-type"), r->body);
       } else if (voter && !write) {
@@ -114,13 +116,14 @@ void HeadForwarder::RelayLogs(const std::shared_ptr<http::Request>& req,
     std::lock_guard<std::mutex> lock(relays_mu_);
     relays_in_flight_.insert(relay);
   }
-  relays_.Post([this, relay, req, headers = std::move(headers), res] {
+  relays_.Post([this, relay, req, headers = std::move(headers), res]() mutable {
     RunRelay(relay, req, headers, res);
     {
       std::lock_guard<std::mutex> lock(relays_mu_);
       relays_in_flight_.erase(relay);
     }
     --relays_active_;
+    asio::post(io_, [res = std::move(res)] {});  // let go on the io thread
   });
 }
 

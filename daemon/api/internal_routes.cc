@@ -242,10 +242,12 @@ void RegisterNodeRoutes(ClusterRouter router, const InternalRoutesContext& ctx) 
     // Fetch the library by hash from the head (verified by BlobStore::Put), then launch.
     const std::string source = body.value("blob_source", "");
     auto p = std::make_shared<NodeAttemptPlan>(std::move(*plan));
-    ctx.calls->Post([ctx, source, p, res] {
+    ctx.calls->Post([ctx, source, p, res]() mutable {
       auto data = ctx.peers->GetBlob(source, p->library_sha256);
       Status st = data.ok() ? ctx.blobs->Put(p->library_sha256, *data) : data.status();
-      asio::post(*ctx.io, [ctx, st, p, res] {
+      // The responder goes back to the io thread to be let go (its connection is that
+      // thread's).
+      asio::post(*ctx.io, [ctx, st, p, res = std::move(res)] {
         if (!st.ok()) {
           res->SendError(500, "cannot fetch the training library: " + st.message());
           return;

@@ -148,7 +148,9 @@ void RaftNode::Impl::ApplyEntry(const struct raft_buffer* buf) {
     outcome = sm_->Apply(command);
   } catch (const StateWriteError& e) {
     Fail(std::string("storing a committed entry failed: ") + e.what());
-    outcome = Status::Unavailable(std::string("this node cannot store the cluster state (") +
+    // The other replicas apply it: its proposer cannot know what became of it.
+    outcome = Status::Unavailable(std::string("outcome unknown: this node cannot store the "
+                                              "cluster state (") +
                                   e.what() + "); it is stopping");
   } catch (const std::bad_alloc&) {
     Fail("storing a committed entry failed: out of memory");
@@ -182,7 +184,9 @@ int RaftNode::Impl::FsmSnapshot(struct raft_fsm* fsm, struct raft_buffer* bufs[]
 int RaftNode::Impl::TakeSnapshot(struct raft_buffer* bufs[], unsigned* n_bufs) {
   // After Fail the state lacks entries C-Raft counts as applied: a snapshot of it, labelled
   // with that index, would make the gap permanent (a restart replays only what follows).
-  if (failed_) return RAFT_IOERR;
+  // RAFT_BUSY: the one error C-Raft 0.15 takes for "not now" (any other makes a follower
+  // that gets it with a heartbeat unavailable until it restarts).
+  if (failed_) return RAFT_BUSY;
   Result<std::string> state = Status::Internal("unset");
   try {
     state = sm_->Snapshot();
@@ -196,7 +200,7 @@ int RaftNode::Impl::TakeSnapshot(struct raft_buffer* bufs[], unsigned* n_bufs) {
       LOG_WARN << "raft: StateMachine::Snapshot failed (will retry): " << state.status().ToString();
       snapshot_error_ = state.status().message();
     }
-    return RAFT_IOERR;
+    return RAFT_BUSY;  // retried after the next applied entries (see above)
   }
   snapshot_error_.clear();
   const std::string& data = *state;

@@ -227,6 +227,26 @@ Status WriteScratchFile(const std::string& path, const std::string& data) {
   return Status::Ok();
 }
 
+// PRAGMA quick_check of `db`: OK when SQLite finds the database sound.
+Status QuickCheck(sqlite3* db) {
+  std::string result;
+  char* err = nullptr;
+  const int rc = sqlite3_exec(
+      db, "PRAGMA quick_check(1)",
+      [](void* out, int n, char** values, char**) {
+        if (n > 0 && values[0] != nullptr) *static_cast<std::string*>(out) = values[0];
+        return 0;
+      },
+      &result, &err);
+  if (rc != SQLITE_OK) {
+    Status st = Status::Internal(std::string("not a database: ") + (err ? err : "?"));
+    sqlite3_free(err);
+    return st;
+  }
+  if (result != "ok") return Status::Internal("a damaged database: " + result);
+  return Status::Ok();
+}
+
 }  // namespace
 
 bool IsTerminalJobState(const std::string& state) {
@@ -303,6 +323,7 @@ Status StateStore::UseFile(const FileOptions& options) {
   sqlite3_close(db_);
   file_ = options;
   ::unlink(file_.path.c_str());
+  ::unlink((file_.path + ".restoring").c_str());  // a restore's, cut short by a crash
   if (Status st = OpenFileLocked(file_.path); !st.ok()) {
     file_ = FileOptions{};
     OpenFresh();
@@ -604,13 +625,9 @@ Status StateStore::RestoreFileLocked(const std::string& image) {
   if (st.ok()) st = OpenFileLocked(tmp);
   if (st.ok()) {
     stmts_.Clear(db_);
-    // A file that is not a database fails here, at its first read.
-    char* err = nullptr;
-    if (sqlite3_exec(db_, "SELECT count(*) FROM sqlite_schema", nullptr, nullptr, &err) !=
-        SQLITE_OK) {
-      st = Status::Internal(std::string("not a database: ") + (err ? err : "?"));
-      sqlite3_free(err);
-    }
+    // A file that is not a database, or a damaged one, fails here rather than in a
+    // statement later (which aborts the daemon on corruption).
+    st = QuickCheck(db_);
     try {
       if (st.ok()) st = FinishRestoreLocked();
     } catch (const std::exception& e) {  // StateWriteError from a statement

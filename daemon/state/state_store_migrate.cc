@@ -79,7 +79,12 @@ Status StateStore::MigrateLocked() {
     sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
     return st;
   }
-  sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr);
+  if (sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) {
+    // SQLite rolled the transaction back (a full disk writing its pages).
+    const std::string why = sqlite3_errmsg(db_);
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    return Status::Internal("migrating the snapshot: " + why);
+  }
   return Status::Ok();
 }
 
