@@ -218,7 +218,7 @@ std::string Truncate(const std::string& text, size_t width) {
   for (char& c : flat) {
     if (c == '\n' || c == '\r' || c == '\t') c = ' ';
   }
-  flat = Printable(flat);  // before the cut, which must not leave half an escape
+  flat = Printable(flat);  // before the cut: no raw control survives it
   if (DisplayWidth(flat) <= width) return flat;
   if (width <= 3) return std::string(width, '.');
   std::string out;

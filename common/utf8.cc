@@ -78,8 +78,8 @@ std::string EscapeControls(std::string_view text, bool keep_newlines) {
       out += hex;
       continue;
     }
-    // Valid UTF-8 from here: C1 controls are C2 80..C2 9F, the bidi controls E2 80 AA..AE
-    // and E2 81 A6..A9.
+    // Valid UTF-8 from here: C1 controls are C2 80..C2 9F; the bidi controls E2 80 AA..AE
+    // (embeddings, overrides), E2 81 A6..A9 (isolates), E2 80 8E..8F and D8 9C (marks).
     const auto next = [&](size_t k) {
       return i + k < valid.size() ? static_cast<uint8_t>(valid[i + k]) : 0;
     };
@@ -88,12 +88,16 @@ std::string EscapeControls(std::string_view text, bool keep_newlines) {
     if (c == 0xC2 && next(1) >= 0x80 && next(1) <= 0x9F) {
       escaped = next(1);
       len = 2;
-    } else if (c == 0xE2 && next(1) == 0x80 && next(2) >= 0xAA && next(2) <= 0xAE) {
+    } else if (c == 0xE2 && next(1) == 0x80 &&
+               ((next(2) >= 0xAA && next(2) <= 0xAE) || next(2) == 0x8E || next(2) == 0x8F)) {
       escaped = 0x2000 + (next(2) - 0x80);
       len = 3;
     } else if (c == 0xE2 && next(1) == 0x81 && next(2) >= 0xA6 && next(2) <= 0xA9) {
       escaped = 0x2040 + (next(2) - 0x80);
       len = 3;
+    } else if (c == 0xD8 && next(1) == 0x9C) {
+      escaped = 0x061C;
+      len = 2;
     }
     if (len == 0) {
       out.push_back(valid[i]);

@@ -24,7 +24,8 @@ std::string ClipMiddle(std::string_view text, size_t max_bytes);
 // text someone else wrote (a job's name, metrics, failure message) on its way to a
 // terminal or a log line: C0 controls but tab (and newline when `keep_newlines`; a
 // carriage return always), DEL and the C1 controls U+0080..U+009F as "\xNN", and the
-// bidirectional overrides and isolates (U+202A..U+202E, U+2066..U+2069) as "\uNNNN". No
+// bidirectional controls (embeddings and overrides U+202A..U+202E, isolates U+2066..U+2069,
+// marks U+200E, U+200F, U+061C) as "\uNNNN". No
 // escape sequence, title change or overwritten line survives it. Idempotent.
 std::string EscapeControls(std::string_view text, bool keep_newlines);
 

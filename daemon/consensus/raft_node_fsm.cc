@@ -210,7 +210,7 @@ int RaftNode::Impl::TakeSnapshot(struct raft_buffer* bufs[], unsigned* n_bufs) {
   if (base == nullptr || array == nullptr) {
     raft_free(base);
     raft_free(array);
-    return RAFT_NOMEM;
+    return RAFT_BUSY;  // no memory now: retried later, as above
   }
   raft_codec::EncodeSnapshotImage(data, base);
   array[0].base = base;

@@ -78,6 +78,11 @@ TEST_CASE("EscapeControls leaves no control a terminal acts on, and is idempoten
                        "txt \xE2\x81\xA6"
                        "é€",
                        false) == "\\x9b2J \\u202etxt \\u2066é€");
+  // The marks: LRM, RLM, the Arabic letter mark.
+  CHECK(EscapeControls("a\xE2\x80\x8E"
+                       "b\xE2\x80\x8F"
+                       "c\xD8\x9C",
+                       false) == "a\\u200eb\\u200fc\\u061c");
   // Invalid UTF-8 (a lone C1 byte included) becomes U+FFFD first.
   CHECK(EscapeControls("\x9b\xff", false) == "\xEF\xBF\xBD\xEF\xBF\xBD");
   for (const std::string& s : {hostile, std::string("x\xC2\x9Fy\xE2\x80\xAB")}) {
