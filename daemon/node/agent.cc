@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <random>
 
 #include "common/code_archive.h"
 #include "common/file_util.h"
@@ -121,22 +122,48 @@ OwnerPolicy Agent::JobOwners() const {
   return owners;
 }
 
-int Agent::PickFreePort(const std::string& address) {
+namespace {
+
+// `port` (0: any) bound on `address` and let go; the port bound, or 0.
+int TryBind(const std::string& address, int port) {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return 0;
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
-  sa.sin_port = 0;
+  sa.sin_port = htons(static_cast<uint16_t>(port));
   if (::inet_pton(AF_INET, address.c_str(), &sa.sin_addr) != 1)
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  int port = 0;
+  int bound = 0;
   socklen_t len = sizeof sa;
   if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0 &&
       ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) == 0) {
-    port = ntohs(sa.sin_port);
+    bound = ntohs(sa.sin_port);
   }
   ::close(fd);
-  return port;
+  return bound;
+}
+
+}  // namespace
+
+int Agent::PickFreePort(const std::string& address) {
+  // Below the kernel's ephemeral range (ip_local_port_range, 32768.. by default): a port
+  // from bind(0) is one that every outgoing connection may take before rank 0 binds it
+  // (a TCPStore's "Address already in use", seen in CI); one below the range only another
+  // listener can.
+  int ephemeral_low = 32768;
+  if (auto range = ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); range.ok()) {
+    const int low = std::atoi(range->c_str());
+    if (low > 0) ephemeral_low = low;
+  }
+  constexpr int kLowest = 10000;
+  if (ephemeral_low - kLowest >= 1000) {
+    thread_local std::mt19937 rng(std::random_device{}());
+    std::uniform_int_distribution<int> pick(kLowest, ephemeral_low - 1);
+    for (int tries = 0; tries < 32; ++tries) {
+      if (int port = TryBind(address, pick(rng)); port != 0) return port;
+    }
+  }
+  return TryBind(address, 0);
 }
 
 nlohmann::json Agent::TfConfig(const NodeAttemptPlan& plan, int rank) {

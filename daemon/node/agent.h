@@ -54,7 +54,8 @@ class Agent {
   // port is the master_port (DMLC_TRACKER_PORT of every rank); the tracker goes away with
   // the attempt (Stop, the job's next attempt, or every rank shutting it down).
   Result<int> Launch(const NodeAttemptPlan& plan);
-  // A free TCP port on `address` (loopback when it is not an IPv4 literal); 0 when none.
+  // A free TCP port on `address` (loopback when it is not an IPv4 literal), below the
+  // kernel's ephemeral range when it can; 0 when none.
   static int PickFreePort(const std::string& address);
   // Stops the attempt's workers here (`urgent`: SIGTERM at once, WorkerPool::StopAttempt),
   // and its rabit tracker when this node runs it.

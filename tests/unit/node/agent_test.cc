@@ -3,11 +3,15 @@
 // symlink planted at any of them (pointing at a root-only victim directory) makes the
 // launch fail before anything is created, chowned or written there, and the victim is
 // unchanged. Also: the staging areas of earlier attempts are removed at launch.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -335,4 +339,24 @@ TEST_CASE("the node that runs rank 0 chooses the rendezvous port on its own addr
   r.world_ranks = {1};
   r.world_size = 2;
   CHECK(node.agent->Launch(r).status().code() == Status::Code::kInvalidArgument);
+}
+
+TEST_CASE("a master port is picked below the kernel's ephemeral range, and is free") {
+  auto range = ReadFile("/proc/sys/net/ipv4/ip_local_port_range");
+  REQUIRE(range.ok());
+  const int low = std::atoi(range->c_str());
+  for (int i = 0; i < 20; ++i) {
+    const int port = Agent::PickFreePort("127.0.0.1");
+    REQUIRE(port > 0);
+    if (low - 10000 >= 1000) CHECK(port < low);  // no outgoing connection can take it
+    // Free: it binds.
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    REQUIRE(fd >= 0);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(static_cast<uint16_t>(port));
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    CHECK(::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0);
+    ::close(fd);
+  }
 }
