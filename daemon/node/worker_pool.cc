@@ -481,6 +481,9 @@ void WorkerPool::ReapChildren() {
     w->exited = true;
     w->exit.exit_code = child->exit_code;
     w->exit.signal = child->signal;
+    // Stopped by this agent only when the stop came before the exit: one that came while
+    // the channel drained found a worker killed from outside, the attempt's cause.
+    w->exit.stopped_by_agent = w->stop.requested();
     w->stop.Exited();
     // Whatever the user's code left behind goes with its worker.
     KillLeftovers(*w);
@@ -546,7 +549,6 @@ void WorkerPool::MaybeFinish(const std::shared_ptr<Worker>& w) {
   w->finished = true;
   SampleLog(*w, WallMs());  // its last lines
   w->drain_timer.cancel();
-  w->exit.stopped_by_agent = w->stop.requested();
   workers_.erase(w->pid);
   // Posted: a restart the listener launches now still finds the node busy.
   if (workers_.empty() && options_.warm_workers > 0) asio::post(io_, [this] { FillWarmPool(); });

@@ -140,9 +140,9 @@ struct WorkerExit {
   std::optional<int> signal;     // set when a signal killed it
   bool done_seen = false;        // a "done" message arrived
   bool done_ok = false;
-  std::string done_error;  // the worker's own failure message, at most kMaxDoneErrorBytes
-  bool retryable = true;   // false when the worker said retrying cannot help
-  bool stopped_by_agent = false;
+  std::string done_error;         // the worker's own failure message, at most kMaxDoneErrorBytes
+  bool retryable = true;          // false when the worker said retrying cannot help
+  bool stopped_by_agent = false;  // this agent asked it to stop before it exited
 };
 
 class WorkerPoolListener {
