@@ -454,30 +454,26 @@ void RegisterApiRoutes(http::Router& router, ApiContext ctx) {
   add(
       "PUT", "/v1/blobs/{sha}",
       [ctx, uploads_mu](const Request& req, ResponderPtr res) {
-        auto store = [ctx, uploads_mu, sha = req.params.at("sha"),
-                      body = std::make_shared<const std::string>(std::move(req.body)),
-                      res]() mutable {
-          Status st = Status::Ok();
-          {
-            // One upload at a time between its space check and its write: two checked
-            // together could both pass and together eat the Raft log's reserve.
-            std::lock_guard<std::mutex> l(*uploads_mu);
-            if (ctx.check_space) st = ctx.check_space(body->size(), "the upload");
-            if (st.ok()) st = ctx.blobs->Put(sha, *body);
-          }
-          // The responder moves to the io thread: none of it may be let go here.
-          auto answer = [st, sha, size = body->size(), res = std::move(res)] {
-            if (!st.ok()) {
-              res->SendError(HttpStatusFor(st), st.message());
-              return;
-            }
-            res->SendJson(201, {{"sha256", sha}, {"size", size}});
-          };
-          if (ctx.blob_work == nullptr) return answer();
-          asio::post(*ctx.io, std::move(answer));  // a responder is the io thread's
-        };
-        if (ctx.blob_work == nullptr) return store();
-        ctx.blob_work->Post(std::move(store));
+        const std::string sha = req.params.at("sha");
+        const size_t size = req.body.size();
+        auto body = std::make_shared<const std::string>(std::move(req.body));
+        PostThen(
+            *ctx.blob_work, *ctx.io,
+            [ctx, uploads_mu, sha, body] {
+              // One upload at a time between its space check and its write: two checked
+              // together could both pass and together eat the Raft log's reserve.
+              std::lock_guard<std::mutex> l(*uploads_mu);
+              Status st =
+                  ctx.check_space ? ctx.check_space(body->size(), "the upload") : Status::Ok();
+              return st.ok() ? ctx.blobs->Put(sha, *body) : st;
+            },
+            [sha, size, res](Status st) {
+              if (!st.ok()) {
+                res->SendError(HttpStatusFor(st), st.message());
+                return;
+              }
+              res->SendJson(201, {{"sha256", sha}, {"size", size}});
+            });
       },
       upload);
   add("HEAD", "/v1/blobs/{sha}", [ctx](const Request& req, ResponderPtr res) {

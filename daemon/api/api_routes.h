@@ -67,8 +67,7 @@ struct ApiContext {
   const PeerCalls* peers = nullptr;
   BlockingCallPool* calls = nullptr;
   // Where library uploads are checked, hashed and written: a 512 MiB upload takes seconds
-  // that the io thread, which serves everything else, must not spend. Null: on the io
-  // thread (tests).
+  // that the io thread, which serves everything else, must not spend. Required.
   BlockingCallPool* blob_work = nullptr;
   std::function<bool(const http::Request&, const std::shared_ptr<http::Responder>&,
                      const http::Handler& local)>

@@ -242,19 +242,19 @@ void RegisterNodeRoutes(ClusterRouter router, const InternalRoutesContext& ctx) 
     // Fetch the library by hash from the head (verified by BlobStore::Put), then launch.
     const std::string source = body.value("blob_source", "");
     auto p = std::make_shared<NodeAttemptPlan>(std::move(*plan));
-    ctx.calls->Post([ctx, source, p, res]() mutable {
-      auto data = ctx.peers->GetBlob(source, p->library_sha256);
-      Status st = data.ok() ? ctx.blobs->Put(p->library_sha256, *data) : data.status();
-      // The responder goes back to the io thread to be let go (its connection is that
-      // thread's).
-      asio::post(*ctx.io, [ctx, st, p, res = std::move(res)] {
-        if (!st.ok()) {
-          res->SendError(500, "cannot fetch the training library: " + st.message());
-          return;
-        }
-        LaunchForHead(ctx.agent, ctx.blobs, *p, res);
-      });
-    });
+    PostThen(
+        *ctx.calls, *ctx.io,
+        [ctx, source, p] {
+          auto data = ctx.peers->GetBlob(source, p->library_sha256);
+          return data.ok() ? ctx.blobs->Put(p->library_sha256, *data) : data.status();
+        },
+        [ctx, p, res](Status st) {
+          if (!st.ok()) {
+            res->SendError(500, "cannot fetch the training library: " + st.message());
+            return;
+          }
+          LaunchForHead(ctx.agent, ctx.blobs, *p, res);
+        });
   });
 
   router.Add("POST", "/v1/internal/stop", [ctx](const http::Request& req, ResponderPtr res) {
@@ -325,21 +325,15 @@ void RegisterNodeRoutes(ClusterRouter router, const InternalRoutesContext& ctx) 
                      path.status().message());
       return;
     }
-    auto read = [ctx, path = *path, res]() mutable {
-      auto data = std::make_shared<Result<std::string>>(ReadFile(path));
-      // The responder moves to the io thread: none of it may be let go here.
-      auto answer = [data, res = std::move(res)] {
-        if (!data->ok()) {
-          res->SendError(500, data->status().message());
-          return;
-        }
-        res->Send(200, "application/octet-stream", std::move(**data));
-      };
-      if (ctx.blob_work == nullptr) return answer();
-      asio::post(*ctx.io, std::move(answer));  // a responder is the io thread's
-    };
-    if (ctx.blob_work == nullptr) return read();
-    ctx.blob_work->Post(std::move(read));
+    PostThen(
+        *ctx.blob_work, *ctx.io, [path = *path] { return ReadFile(path); },
+        [res](Result<std::string> data) {
+          if (!data.ok()) {
+            res->SendError(500, data.status().message());
+            return;
+          }
+          res->Send(200, "application/octet-stream", std::move(*data));
+        });
   });
 }
 

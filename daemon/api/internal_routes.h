@@ -35,8 +35,7 @@ struct InternalRoutesContext {
   RaftNode* raft = nullptr;
   const PeerCalls* peers = nullptr;
   BlockingCallPool* calls = nullptr;
-  // Where GET /v1/blobs reads a blob (up to 512 MiB) before sending it; null: on the io
-  // thread (tests).
+  // Where GET /v1/blobs reads a blob (up to 512 MiB) before sending it.
   BlockingCallPool* blob_work = nullptr;
 };
 

@@ -29,6 +29,9 @@
 #include <thread>
 #include <vector>
 
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+
 #include "common/result.h"
 #include "common/status.h"
 #include "common/thread_annotations.h"
@@ -128,5 +131,20 @@ class BlockingCallPool {
   std::deque<std::function<void()>> work_ TRAINTL_GUARDED_BY(mu_);
   std::vector<std::thread> threads_;  // touched by Start and Stop only
 };
+
+// Runs `work()` on one of `pool`'s threads, then `done(result)` on `io`: blocking work
+// (file I/O, hashing, a peer call) whose result an HTTP responder answers with. A
+// responder belongs to the io thread, its connection too, so `done` (which holds it) is
+// moved there, run there and let go there. Both must be copyable (the pool keeps
+// std::function).
+template <typename Work, typename Done>
+void PostThen(BlockingCallPool& pool, boost::asio::io_context& io, Work work, Done done) {
+  pool.Post([&io, work = std::move(work), done = std::move(done)]() mutable {
+    auto result = work();
+    boost::asio::post(io, [result = std::move(result), done = std::move(done)]() mutable {
+      done(std::move(result));
+    });
+  });
+}
 
 }  // namespace traintl

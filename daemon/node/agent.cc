@@ -294,10 +294,8 @@ Result<int> Agent::Launch(const NodeAttemptPlan& planned) {
     index_dir.clear();
   }
   const std::string staging = StagingDir(plan.trial_dir, plan.attempt);
-  TRAINTL_ASSIGN_OR_RETURN(
-      SafeDir staging_dir,
-      MakeWorkerDirBelow(staging_root, "attempt_" + std::to_string(plan.attempt)));
-  (void)staging_dir;
+  TRAINTL_RETURN_IF_ERROR(
+      MakeWorkerDirBelow(staging_root, "attempt_" + std::to_string(plan.attempt)).status());
 
   // A python or command job's working_dir, unpacked once per content for every job and
   // attempt that ships it (read-only by convention: jobs write to their trial dir).
