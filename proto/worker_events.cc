@@ -57,6 +57,13 @@ class Reader {
     const json* v = Find(key);
     if (v != nullptr && v->is_number_integer() && v->get<int64_t>() >= 0) *out = v->get<int64_t>();
   }
+  // An integer in [lo, hi]; anything else counts as absent.
+  void OptIntIn(const char* key, int lo, int hi, std::optional<int>* out) const {
+    const json* v = Find(key);
+    if (v != nullptr && v->is_number_integer() && v->get<int64_t>() >= lo &&
+        v->get<int64_t>() <= hi)
+      *out = static_cast<int>(v->get<int64_t>());
+  }
   // An array of integers in [0, INT_MAX]; anything else counts as absent.
   void OptIntArray(const char* key, std::vector<int>* out) const {
     const json* v = Find(key);
@@ -117,11 +124,15 @@ void Put(const Done& m, json& j) {
   if (m.ok && m.error.empty() && m.retryable) return;  // what a success sends
   j["error"] = m.error;
   j["retryable"] = m.retryable;
+  if (m.command_exit_code) j["command_exit_code"] = *m.command_exit_code;
+  if (m.command_signal) j["command_signal"] = *m.command_signal;
 }
 void Take(Reader& r, Done* m) {
   r.OptBool("ok", &m->ok);
   r.OptString("error", &m->error);
   r.OptBool("retryable", &m->retryable);
+  r.OptIntIn("command_exit_code", 1, 255, &m->command_exit_code);
+  r.OptIntIn("command_signal", 1, 127, &m->command_signal);
 }
 
 void Put(const Progress& m, json& j) {

@@ -22,8 +22,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -74,11 +76,25 @@ struct Report {
 // and "retryable".
 struct Done {
   static constexpr std::string_view kType = "done";
+  Done() = default;
+  Done(bool ok, std::string error, bool retryable,
+       std::optional<int> command_exit_code = std::nullopt,
+       std::optional<int> command_signal = std::nullopt)
+      : ok(ok),
+        error(std::move(error)),
+        retryable(retryable),
+        command_exit_code(command_exit_code),
+        command_signal(command_signal) {}
   bool ok = false;
   std::string error;      // the failure's message; "" when ok
   bool retryable = true;  // false: retrying cannot help (e.g. the library cannot load)
+  // A command entry point's own end, which the attempt records in place of the worker's
+  // exit code 1: its exit code (1..255) or the signal that killed it. Unset otherwise.
+  std::optional<int> command_exit_code;
+  std::optional<int> command_signal;
   bool operator==(const Done& o) const {
-    return ok == o.ok && error == o.error && retryable == o.retryable;
+    return ok == o.ok && error == o.error && retryable == o.retryable &&
+           command_exit_code == o.command_exit_code && command_signal == o.command_signal;
   }
 };
 

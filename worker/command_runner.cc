@@ -99,6 +99,7 @@ Result<CommandEnd> RunChild(const std::vector<std::string>& argv, const std::str
   CommandEnd end;
   if (WIFEXITED(status)) {
     const int code = WEXITSTATUS(status);
+    end.exit_code = code;
     end.ok = code == 0;
     if (!end.ok) end.reason = "the command exited with code " + std::to_string(code);
   } else if (WIFSIGNALED(status)) {

@@ -31,6 +31,7 @@ struct CommandEnd {
   bool ok = false;
   std::string reason;  // "" when ok
   int signal = 0;      // the signal that killed the child, 0 when it exited
+  int exit_code = 0;   // its exit code when it exited
 };
 
 // Starts `argv` (argv[0] already resolved) in `cwd` with `channel_fd` inherited and the

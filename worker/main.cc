@@ -150,7 +150,18 @@ void ShowLaunchedCommandLine(int argc, char** argv, const std::string& context_p
     ssize_t ignored = ::write(kChannelFd, "\n", 1);
     (void)ignored;
   }
-  if (!end->ok) Fail(channel, kExitFailed, end->reason, true);
+  if (!end->ok) {
+    PrintReason(end->reason);
+    events::Done done{false, end->reason, true};
+    if (end->signal != 0) {
+      done.command_signal = end->signal;
+    } else {
+      done.command_exit_code = end->exit_code;
+    }
+    Status ignored = channel->Send(done);
+    (void)ignored;
+    Exit(kExitFailed);
+  }
   Status ignored = channel->Send(events::Done{true, "", true});
   (void)ignored;
   Exit(kExitOk);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <boost/asio/post.hpp>
 #include <memory>
+#include <new>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -11,6 +12,7 @@
 #include "common/json_depth.h"
 #include "common/logging.h"
 #include "daemon/consensus/raft_node.h"
+#include "daemon/consensus/state_machine.h"
 #include "daemon/head/node_registry.h"
 #include "daemon/node/log_chunk.h"
 #include "proto/launch_plan.h"
@@ -68,6 +70,11 @@ void ApplyWorkerEvent(JobManager* jobs, const json& ev) {
     e.done_error = ev.at("done_error").get<std::string>();
     e.retryable = ev.at("retryable").get<bool>();
     e.stopped_by_agent = ev.at("stopped_by_agent").get<bool>();
+    // Absent from the events of an older release's agent.
+    if (auto c = ev.find("command_exit_code"); c != ev.end() && !c->is_null())
+      e.command_exit_code = c->get<int>();
+    if (auto s = ev.find("command_signal"); s != ev.end() && !s->is_null())
+      e.command_signal = s->get<int>();
     jobs->OnRemoteWorkerExit(e, ev.at("log_tail").get<std::string>());
   }
 }
@@ -132,15 +139,29 @@ void RegisterHeadRoutes(ClusterRouter router, const InternalRoutesContext& ctx) 
           res->SendError(400, "malformed events");
           return;
         }
+        // Events are applied in order; one the head cannot take now (its state could not
+        // be read, or it is out of memory: not the event's fault) ends the batch with 503
+        // and the count applied before it, which the node drops from its queue before it
+        // sends the rest again (an event applied twice could start a second replacement
+        // for a failed rank).
+        size_t applied = 0;
         for (const auto& ev : body["events"]) {
           try {
             ApplyWorkerEvent(ctx.jobs, ev);
+          } catch (const StateWriteError& e) {
+            LOG_WARN << "worker events not taken: " << e.what();
+            res->SendError(503, "the head cannot read its state now", {{"applied", applied}});
+            return;
+          } catch (const std::bad_alloc&) {
+            res->SendError(503, "the head is out of memory", {{"applied", applied}});
+            return;
           } catch (const std::exception& e) {
             const auto node = body.find("node_id");
             LOG_WARN << "malformed worker event from "
                      << (node != body.end() && node->is_string() ? node->get<std::string>() : "?")
                      << ": " << e.what();
           }
+          ++applied;
         }
         res->SendJson(200, {{"ok", true}});
       },
@@ -204,18 +225,19 @@ void HandleInternalLogs(const InternalRoutesContext& ctx, const http::Request& r
     res->SendError(400, "bad job, attempt or rank");
     return;
   }
-  int64_t offset = 0, max = 1 << 20, tail = 0, since = 0;
+  int64_t offset = 0, max = 1 << 20, tail = 0, since = 0, max_bytes = 0;
   if (!ParseQueryInt(req, "offset", &offset, /*allow_negative=*/true) ||
       !ParseQueryInt(req, "max", &max) || !ParseQueryInt(req, "tail", &tail) ||
-      !ParseQueryInt(req, "since", &since) || tail > 1000000000) {
-    res->SendError(400, "bad offset, max, tail or since");
+      !ParseQueryInt(req, "since", &since) || !ParseQueryInt(req, "max_bytes", &max_bytes) ||
+      tail > 1000000000) {
+    res->SendError(400, "bad offset, max, tail, since or max_bytes");
     return;
   }
   auto marks = req.query.find("marks");
   const std::string path = ctx.agent->LogPath(job, std::stoi(attempt_s), std::stoi(rank_s));
-  LogChunk c =
-      ReadLogChunk(path, offset, static_cast<size_t>(std::min(max, kMaxChunk)),
-                   static_cast<int>(tail), since, marks != req.query.end() && marks->second == "1");
+  LogChunk c = ReadLogChunk(
+      path, offset, static_cast<size_t>(std::min(max, kMaxChunk)), static_cast<int>(tail), since,
+      marks != req.query.end() && marks->second == "1", static_cast<size_t>(max_bytes));
   res->Send(200, "application/octet-stream", EncodeLogChunk(c));
 }
 

@@ -108,7 +108,8 @@ void LogStream::History() {
     }
     s.marks = ReadLogIndex(LogIndexPath(s.path));
     s.hist_end = SizeOf(s.path);
-    s.offset = LogHistoryStart(s.path, s.marks, s.hist_end, options_.tail, options_.since_ms);
+    s.offset = LogHistoryStart(s.path, s.marks, s.hist_end, options_.tail, options_.since_ms,
+                               TailMaxBytes());
   }
   auto self = shared_from_this();
   FetchRemote(std::move(remote), /*limit_to_hist_end=*/true, [self] { self->MergeHistory(); });
@@ -153,9 +154,7 @@ void LogStream::MergeHistory() {
     std::string line = TakeLine(*next);
     if (options_.since_ms > 0 && next_time < options_.since_ms) continue;
     if (options_.tail > 0) {
-      const size_t max_bytes = options_.tail_max_bytes > 0
-                                   ? std::min(options_.tail_max_bytes, kMaxTailBytes)
-                                   : kMaxTailBytes;
+      const size_t max_bytes = TailMaxBytes();
       std::string prefix = options_.prefix ? "[rank " + std::to_string(next->rank) + "] " : "";
       if (prefix.size() + line.size() > max_bytes) {
         // A line longer than the bound: its newest bytes, from a whole character on.
@@ -242,12 +241,20 @@ bool LogStream::AttemptEnded() const {
   return IsTerminalJobState(job->state) || job->state == kJobPending;
 }
 
+size_t LogStream::TailMaxBytes() const {
+  return options_.tail_max_bytes > 0 ? std::min(options_.tail_max_bytes, kMaxTailBytes)
+                                     : kMaxTailBytes;
+}
+
 std::string LogStream::RemoteTarget(const Source& s, size_t max) const {
   std::string t = "/v1/internal/logs/" + job_id_ + "/" + std::to_string(attempt_) + "/" +
                   std::to_string(s.rank) + "?max=" + std::to_string(max);
   if (!s.located) {
+    // max_bytes: a node of an older release ignores it and sends the whole tail, which
+    // MergeHistory bounds all the same.
     t += "&offset=-1&marks=1&tail=" + std::to_string(options_.tail) +
-         "&since=" + std::to_string(options_.since_ms);
+         "&since=" + std::to_string(options_.since_ms) +
+         "&max_bytes=" + std::to_string(TailMaxBytes());
   } else {
     t += "&offset=" + std::to_string(s.offset);
   }

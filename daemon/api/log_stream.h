@@ -94,6 +94,9 @@ class LogStream : public std::enable_shared_from_this<LogStream> {
   // `then` at once.
   void FetchRemote(std::vector<size_t> which, bool limit_to_hist_end, std::function<void()> then);
   std::string RemoteTarget(const Source& s, size_t max) const;
+  // The bound of a tail's bytes: options_.tail_max_bytes, at most (and by default)
+  // kMaxTailBytes.
+  size_t TailMaxBytes() const;
   struct Fetch {
     std::vector<size_t> which;
     bool limit_to_hist_end = false;

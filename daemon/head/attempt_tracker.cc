@@ -374,6 +374,10 @@ cmd::AttemptOutcome DescribeExit(const WorkerExit& e, const std::string& log_tai
   cmd::AttemptOutcome o = Failed("", e.rank);
   o.exit_code = e.exit_code;
   o.signal = e.signal;
+  if (e.command_exit_code || e.command_signal) {  // the command's own end, not the worker's 1
+    o.exit_code = e.command_exit_code;
+    o.signal = e.command_signal;
+  }
   o.log_tail = log_tail;
   const std::string r = "rank " + std::to_string(e.rank);
   if (e.signal) {

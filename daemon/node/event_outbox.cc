@@ -81,6 +81,18 @@ void EventOutbox::Delivered(const Batch& batch) {
   batch_limit_ = std::min(options_.max_batch_events, 2 * batch_limit_);
 }
 
+std::vector<EventOutbox::Ack> EventOutbox::DeliveredFirst(const Batch& batch, size_t n) {
+  std::vector<Ack> acks;
+  uint64_t last = 0;
+  for (size_t i = 0; i < n && i < events_.size() && events_[i].id <= batch.last_id; ++i) {
+    last = events_[i].id;
+    if (events_[i].ack) acks.push_back(*events_[i].ack);
+  }
+  if (last > 0) PopThrough(last);
+  out_through_ = 0;
+  return acks;
+}
+
 bool EventOutbox::Refused(const Batch& batch, std::string* dropped) {
   out_through_ = 0;
   if (batch.count > 1) {

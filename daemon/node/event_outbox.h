@@ -60,6 +60,10 @@ class EventOutbox {
   std::optional<Batch> Next();
   // The head took `batch`: it leaves the queue.
   void Delivered(const Batch& batch);
+  // The head took the first `n` events of `batch` (n < batch.count) and not the rest
+  // (503 with "applied"): they leave the queue, the rest goes out again. Returns the acks
+  // of the reports among them.
+  std::vector<Ack> DeliveredFirst(const Batch& batch, size_t n);
   // The head refused `batch` (400 or 413): the next batch is half as long, or, for a batch
   // of one event, that event is dropped (returns true; *dropped, when given, says which:
   // "report of job J attempt A rank R").

@@ -182,6 +182,8 @@ void HeadLink::EnqueueExit(const WorkerExit& e, const std::string& log_tail) {
              {"log_tail", log_tail}};
   if (e.exit_code) ev["exit_code"] = *e.exit_code;
   if (e.signal) ev["signal"] = *e.signal;
+  if (e.command_exit_code) ev["command_exit_code"] = *e.command_exit_code;
+  if (e.command_signal) ev["command_signal"] = *e.command_signal;
   Enqueue(std::move(ev));
 }
 
@@ -221,6 +223,20 @@ void HeadLink::SenderMain() {
       }
       continue;
     }
+    if (r.ok() && r->status == 503) {
+      // The head took the events before one it could not take now: those leave the queue.
+      const json answer = json::parse(r->body, nullptr, /*allow_exceptions=*/false);
+      const auto applied = answer.is_object() ? answer.find("applied") : answer.end();
+      if (applied != answer.end() && applied->is_number_unsigned() &&
+          applied->get<uint64_t>() > 0 && applied->get<uint64_t>() < batch->count) {
+        std::vector<EventOutbox::Ack> acks;
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          acks = events_.DeliveredFirst(*batch, applied->get<size_t>());
+        }
+        PostAcks(acks);
+      }
+    }
     if (!r.ok() || r->status != 200) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
       continue;
@@ -229,10 +245,14 @@ void HeadLink::SenderMain() {
       std::lock_guard<std::mutex> lock(mu_);
       events_.Delivered(*batch);
     }
-    // The head has taken the reports (and their checkpoint files): the ranks may go on.
-    for (const EventOutbox::Ack& ack : batch->acks) {
-      asio::post(io_, [this, ack] { agent_->Ack(ack.job_id, ack.attempt, ack.rank, ack.seq); });
-    }
+    PostAcks(batch->acks);
+  }
+}
+
+void HeadLink::PostAcks(const std::vector<EventOutbox::Ack>& acks) {
+  // The head has taken the reports (and their checkpoint files): the ranks may go on.
+  for (const EventOutbox::Ack& ack : acks) {
+    asio::post(io_, [this, ack] { agent_->Ack(ack.job_id, ack.attempt, ack.rank, ack.seq); });
   }
 }
 

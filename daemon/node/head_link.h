@@ -106,6 +106,8 @@ class HeadLink {
   void Enqueue(nlohmann::json event);
   void HeartbeatMain();
   void SenderMain();
+  // Hands the acks of delivered reports to the agent, on io_.
+  void PostAcks(const std::vector<EventOutbox::Ack>& acks);
   // One heartbeat round of a node that is not the head; `joined` as in HeartbeatMain.
   void HeartbeatAsAgent(bool* joined);
   void RememberVotersAsHead();

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 
 namespace traintl {
 
@@ -92,7 +93,7 @@ off_t LogDataStart(const std::string& path) {
 }
 
 off_t LogHistoryStart(const std::string& path, const std::vector<LogMark>& marks, off_t size,
-                      int tail, int64_t since_ms) {
+                      int tail, int64_t since_ms, size_t tail_max_bytes) {
   off_t start = 0;
   if (since_ms > 0) {
     // Every byte up to the last mark before `since` was written before it.
@@ -119,12 +120,23 @@ off_t LogHistoryStart(const std::string& path, const std::vector<LogMark>& marks
       --pos;
     }
     start = std::max(start, size - window + static_cast<off_t>(pos));
+    if (tail_max_bytes > 0 && tail_max_bytes < static_cast<size_t>(size)) {
+      // The line that holds the byte tail_max_bytes + 1 before the end starts before
+      // anything the tail can show: from its start (not from that byte, which would cut
+      // a line over 1 MiB into other pieces than a whole read does).
+      const off_t q = size - static_cast<off_t>(tail_max_bytes) - 1 - (size - window);
+      if (q > 0) {
+        const void* nl = memrchr(buf.data(), '\n', static_cast<size_t>(q));
+        if (nl != nullptr)
+          start = std::max(start, size - window + (static_cast<const char*>(nl) - buf.data()) + 1);
+      }
+    }
   }
   return std::max(start, std::min(size, LogDataStart(path)));
 }
 
 LogChunk ReadLogChunk(const std::string& path, int64_t offset, size_t max, int tail,
-                      int64_t since_ms, bool marks) {
+                      int64_t since_ms, bool marks, size_t tail_max_bytes) {
   LogChunk c;
   const off_t size = LogFileSize(path);
   if (size < 0) {
@@ -135,7 +147,7 @@ LogChunk ReadLogChunk(const std::string& path, int64_t offset, size_t max, int t
   c.size = size;
   if (marks || offset < 0) {
     std::vector<LogMark> m = ReadLogIndex(LogIndexPath(path));
-    if (offset < 0) offset = LogHistoryStart(path, m, size, tail, since_ms);
+    if (offset < 0) offset = LogHistoryStart(path, m, size, tail, since_ms, tail_max_bytes);
     if (marks) c.marks = std::move(m);
   }
   c.offset = offset;

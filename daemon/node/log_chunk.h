@@ -46,15 +46,17 @@ off_t LogDataStart(const std::string& path);
 
 // Where the history of the log at `path` (of `size` bytes, index `marks`) starts: the
 // first of the last `tail` lines (0: no limit) and of the lines written at or after
-// `since_ms` (0: no limit), never before LogDataStart.
+// `since_ms` (0: no limit), never before LogDataStart. With `tail` and `tail_max_bytes`
+// (0: no limit), also not before the line that holds the byte tail_max_bytes + 1 before
+// the end: a tail bounded to that many bytes shows none of what lies before it.
 off_t LogHistoryStart(const std::string& path, const std::vector<LogMark>& marks, off_t size,
-                      int tail, int64_t since_ms);
+                      int tail, int64_t since_ms, size_t tail_max_bytes = 0);
 
 // Reads a chunk of the log at `path`: at most `max` bytes from `offset`, or with
-// offset < 0, from its history start (LogHistoryStart with `tail`, `since_ms`); with
-// `marks`, the index too. No file: exists false, size 0.
+// offset < 0, from its history start (LogHistoryStart with `tail`, `since_ms`,
+// `tail_max_bytes`); with `marks`, the index too. No file: exists false, size 0.
 LogChunk ReadLogChunk(const std::string& path, int64_t offset, size_t max, int tail,
-                      int64_t since_ms, bool marks);
+                      int64_t since_ms, bool marks, size_t tail_max_bytes = 0);
 
 // Where a rank's log of an attempt is: on this node (`remote` false), or on `node` at
 // `address` ("" when the attempt did not record it).

@@ -448,6 +448,8 @@ void WorkerPool::HandleMessage(const std::shared_ptr<Worker>& w, const std::stri
     // Bounded (a line may hold 4 MiB): it goes into the job's message, Raft and logs.
     w->exit.done_error = ClipMiddle(done->error, kMaxDoneErrorBytes);
     w->exit.retryable = done->retryable;
+    w->exit.command_exit_code = done->command_exit_code;
+    w->exit.command_signal = done->command_signal;
   }
 }
 

@@ -143,6 +143,10 @@ struct WorkerExit {
   std::string done_error;         // the worker's own failure message, at most kMaxDoneErrorBytes
   bool retryable = true;          // false when the worker said retrying cannot help
   bool stopped_by_agent = false;  // this agent asked it to stop before it exited
+  // A command entry point's own exit code or signal, from its "done" (the worker itself
+  // exits with 1 then): what the attempt records as its exit code or signal.
+  std::optional<int> command_exit_code;
+  std::optional<int> command_signal;
 };
 
 class WorkerPoolListener {

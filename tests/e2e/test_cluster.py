@@ -211,6 +211,15 @@ class RemoteLogsTest(ClusterTestCase):
                                        if l.startswith(f"[rank {r}] ")])
             tail = via.cli("logs", job_id, "-n", "3", check=True).stdout.splitlines()
             self.assertEqual(tail, lines[-3:])
+            # A tail bounded in bytes (the dashboard's): the newest whole lines that fit.
+            status, body = via.get(f"/v1/jobs/{job_id}/logs?ranks=all&tail=5&max_bytes=120",
+                                   raw=True)
+            self.assertEqual(status, 200, body)
+            want = [l + "\n" for l in lines[-5:]]
+            while sum(len(l.encode()) for l in want) > 120:
+                want.pop(0)
+            self.assertTrue(want)
+            self.assertEqual(body.decode(), "".join(want))
         for f in follows:
             self.assertEqual(sorted(f["seen"]), sorted(
                 head.cli("logs", job_id, check=True).stdout.splitlines()))
@@ -225,9 +234,24 @@ class RemoteLogsTest(ClusterTestCase):
         status, body = agent.get(target, token=cluster, raw=True)
         self.assertEqual(status, 200)
         self.assertIn(f"epoch 7 rank {on_agent}".encode(), body)
+        # A bounded tail's history starts at the line that holds the byte max_bytes + 1
+        # before the end: a node sends no more of a remote log than the tail can show.
+        status, body = agent.get(f"/v1/internal/logs/{job_id}/1/{on_agent}?offset=-1"
+                                 "&tail=1000&max_bytes=40", token=cluster, raw=True)
+        self.assertEqual(status, 200)
+        header, data = body.split(b"\n", 1)
+        offset, size = int(header.split()[0]), int(header.split()[1])
+        self.assertGreater(size, 200)
+        self.assertEqual(len(data), size - offset)
+        self.assertGreaterEqual(len(data), 41)
+        self.assertLess(len(data), 41 + 100)  # the lines are short
+        status, whole = agent.get(f"/v1/internal/logs/{job_id}/1/{on_agent}?offset=0",
+                                  token=cluster, raw=True)
+        self.assertEqual(whole.split(b"\n", 1)[1][offset - 1:offset], b"\n")  # a line start
         for bad in ("..%2f..%2ftoken/1/0", "..%2F..%2Ftoken/1/0", "%2e%2e/1/0",
                     f"{job_id}/..%2f..%2f..%2ftoken/0", f"{job_id}/1/-1", f"{job_id}/1/0%00",
-                    f"{job_id}/1/0?offset=-5", f"{job_id}/1/0?max=abc", f"{job_id}/1/0?tail=-1"):
+                    f"{job_id}/1/0?offset=-5", f"{job_id}/1/0?max=abc", f"{job_id}/1/0?tail=-1",
+                    f"{job_id}/1/0?offset=-1&tail=3&max_bytes=-2"):
             status, body = agent.get("/v1/internal/logs/" + bad, token=cluster, raw=True)
             self.assertIn(status, (400, 404), (bad, body))
             self.assertNotIn(agent.token.encode(), body, bad)

@@ -424,6 +424,20 @@ def train_fn(config):
         self.assertIn("traintl-e2e-no-such-program", job["message"])
         self.assertIn("command not found", self.cli_in(self.tmp, "status", job_id).stdout)
 
+    def test_a_failed_command_records_its_own_exit_code(self):
+        spec = {"name": "exit42",
+                "entrypoint": {"command": ["sh", "-c", "echo giving up; exit 42"],
+                               "working_dir": "."},
+                "scaling_config": {"num_workers": 1, "resources_per_worker": {"CPU": 1}},
+                "run_config": {"failure_config": {"max_failures": 0}}}
+        d = self.write_dir("exit42", {"README": "a command that fails\n"}, spec)
+        job_id, _ = self.submit(d, wait=True, expect_rc=1)
+        job = self.assert_state(job_id, "FAILED")
+        attempt = job["attempts"][-1]
+        # The command's code, not its traintl-worker's 1.
+        self.assertEqual((attempt["exit_code"], attempt["signal"]), (42, None), attempt)
+        self.assertIn("the command exited with code 42", job["message"])
+
 
 DDP_PROGRESS_MODULE = """import os
 import time

@@ -119,6 +119,30 @@ TEST_CASE("tracker: the first failure wins, ranks stopped afterwards are not fai
   CHECK(end.retryable);
 }
 
+TEST_CASE("tracker: a command's own exit code or signal is the attempt's, not the worker's 1") {
+  for (bool signaled : {false, true}) {
+    T t = OneNode(2);
+    t.OnLaunched(true);
+    WorkerExit e = Exit(1, 1);
+    e.done_seen = true;
+    e.done_error = signaled ? "the command was killed by signal 9 (Killed)"
+                            : "the command exited with code 42";
+    if (signaled) {
+      e.command_signal = 9;
+    } else {
+      e.command_exit_code = 42;
+    }
+    t.OnExit(e, "");
+    t.OnExit(Killed(0, SIGTERM, /*stopped=*/true), "");
+    auto end = EndOf(t.Settle(0));
+    CHECK(end.state == kJobFailed);
+    CHECK(end.reason == "rank 1 failed: " + e.done_error);
+    CHECK(end.exit_code == (signaled ? std::optional<int>() : std::optional<int>(42)));
+    CHECK(end.signal == (signaled ? std::optional<int>(9) : std::optional<int>()));
+    CHECK(end.retryable);
+  }
+}
+
 TEST_CASE("tracker: a rank killed while the attempt ends, but not by us, is still recorded") {
   T t = OneNode(2);
   t.OnLaunched(true);

@@ -146,3 +146,36 @@ TEST_CASE("held reports are not acked by the node, progress keeps one per rank")
   box.Push(Progress(0, 3));
   CHECK(box.size() == 1);
 }
+
+TEST_CASE("a batch the head took in part leaves what it took and sends the rest again") {
+  EventOutboxOptions o;
+  o.max_batch_events = 4;
+  EventOutbox box(o);
+  box.Push(Hello(0));
+  box.Push(Report(0, 1));
+  box.Push(Report(0, 2, /*held=*/true));
+  box.Push(Report(1, 1));
+  box.Push(Progress(1, 7));
+  auto b = box.Next();
+  REQUIRE(b);
+  REQUIRE(b->count == 4);
+  // The head applied the hello, the report and the held report, then could not go on.
+  auto acks = box.DeliveredFirst(*b, 3);
+  REQUIRE(acks.size() == 1);  // a held report is acked later, by its commit
+  CHECK(acks[0].rank == 0);
+  CHECK(acks[0].seq == 1);
+  CHECK(box.size() == 2);
+  // Progress queued after the partial delivery replaces the one the head did not take.
+  box.Push(Progress(1, 8));
+  CHECK(box.size() == 2);
+  b = box.Next();
+  REQUIRE(b);
+  REQUIRE(b->count == 2);
+  CHECK(Events(*b)[0]["type"] == "report");
+  CHECK(Events(*b)[0]["rank"] == 1);
+  CHECK(Events(*b)[1]["progress"]["step"] == 8);
+  CHECK(box.DeliveredFirst(*box.Next(), 0).empty());
+  CHECK(box.size() == 2);
+  box.Delivered(*box.Next());
+  CHECK(box.empty());
+}

@@ -88,6 +88,20 @@ TEST_CASE("a chunk is read from an offset, or from the history start of a tail o
   CHECK(since.data == "dddd\n");
   CHECK(LogHistoryStart(path, since.marks, 14, 0, 2500) == 9);
 
+  // A tail bounded to 6 bytes starts at the line that holds the 7th byte before the end
+  // ("ccc\n", which with the line after it is over the bound, so the tail drops it); a
+  // looser bound changes nothing, and without a tail the bound does not apply.
+  LogChunk bounded = ReadLogChunk(path, -1, 1 << 20, /*tail=*/3, 0, false, /*tail_max_bytes=*/6);
+  CHECK(bounded.offset == 5);
+  CHECK(bounded.data == "ccc\ndddd\n");
+  CHECK(ReadLogChunk(path, -1, 1 << 20, 3, 0, false, 4).offset == 9);  // "dddd\n" only
+  CHECK(ReadLogChunk(path, -1, 1 << 20, 3, 0, false, 3).offset == 9);
+  CHECK(ReadLogChunk(path, -1, 1 << 20, 3, 0, false, 100).offset == 2);
+  CHECK(ReadLogChunk(path, -1, 1 << 20, 3, 0, false, 13).offset == 2);
+  CHECK(ReadLogChunk(path, -1, 1 << 20, 3, 0, false, 14).offset == 2);
+  CHECK(LogHistoryStart(path, {}, 14, 0, 0, 6) == 0);
+  CHECK(LogHistoryStart(path, since.marks, 14, 3, 2500, 6) == 9);
+
   LogChunk past = ReadLogChunk(path, 14, 1 << 20, 0, 0, false);
   CHECK(past.data.empty());
   CHECK(past.size == 14);

@@ -59,6 +59,10 @@ TEST_CASE("worker events round-trip as the lines the worker has always sent") {
        R"({"error":"boom","ok":false,"retryable":false,"type":"done"})"},
       {events::Done{true, "odd", true},
        R"({"error":"odd","ok":true,"retryable":true,"type":"done"})"},
+      {events::Done{false, "the command exited with code 7", true, 7},
+       R"({"command_exit_code":7,"error":"the command exited with code 7","ok":false,"retryable":true,"type":"done"})"},
+      {events::Done{false, "killed", true, std::nullopt, 9},
+       R"({"command_signal":9,"error":"killed","ok":false,"retryable":true,"type":"done"})"},
   };
   for (const auto& [event, wire] : cases) {
     const std::string line = events::Encode(event);
@@ -144,6 +148,15 @@ TEST_CASE("ill-typed optional fields of a worker event count as absent") {
   auto done =
       DecodeEventAs<events::Done>(R"({"type":"done","ok":"yes","error":7,"retryable":"no"})");
   CHECK(done == events::Done{false, "", true});
+  // A command's end outside what an exit code or a signal can be counts as absent.
+  for (const char* bad :
+       {R"("command_exit_code":0)", R"("command_exit_code":256)", R"("command_exit_code":"7")",
+        R"("command_signal":-9)", R"("command_signal":1e3)"}) {
+    INFO(bad);
+    auto d = DecodeEventAs<events::Done>(std::string(R"({"type":"done","ok":false,)") + bad + "}");
+    CHECK_FALSE(d.command_exit_code);
+    CHECK_FALSE(d.command_signal);
+  }
   auto report =
       DecodeEventAs<events::Report>(R"({"type":"report","seq":1,"metrics":[1],"checkpoint":5})");
   CHECK(report.metrics == json::object());

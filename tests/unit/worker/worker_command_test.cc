@@ -64,7 +64,12 @@ TEST_CASE("a failing command fails the attempt as retryable, saying how it ended
   SECTION("exit code") {
     WorkerRun& run = f.Start(CommandContext(f, {"sh", "-c", "exit 7"}));
     ExpectHello(run, 0);
-    CHECK(ExpectFailedDone(run, true) == "the command exited with code 7");
+    json done = ExpectMessage(run, "done");
+    CHECK(done["ok"] == false);
+    CHECK(done["retryable"] == true);
+    CHECK(done["error"] == "the command exited with code 7");
+    CHECK(done["command_exit_code"] == 7);  // what the attempt records
+    CHECK_FALSE(done.contains("command_signal"));
     CHECK(run.WaitExitCode() == 1);
   }
   SECTION("killed by a signal, in the middle of a line") {
@@ -74,7 +79,11 @@ TEST_CASE("a failing command fails the attempt as retryable, saying how it ended
     // The half line is ended (the agent drops it as malformed), so that "done" arrives
     // whole after it.
     CHECK_THROWS(run.Next());
-    CHECK_THAT(ExpectFailedDone(run, true), Catch::Contains("killed by signal 9"));
+    json done = ExpectMessage(run, "done");
+    CHECK(done["retryable"] == true);
+    CHECK_THAT(done["error"].get<std::string>(), Catch::Contains("killed by signal 9"));
+    CHECK(done["command_signal"] == 9);
+    CHECK_FALSE(done.contains("command_exit_code"));
     CHECK(run.WaitExitCode() == 1);
   }
 }
