@@ -11,14 +11,6 @@ namespace traintl {
 namespace cli {
 namespace {
 
-size_t DisplayWidth(const std::string& s) {
-  size_t n = 0;
-  for (unsigned char c : s) {
-    if ((c & 0xC0) != 0x80) ++n;  // count lead bytes only
-  }
-  return n;
-}
-
 std::string FormatLocalOrUtc(int64_t ms, bool utc, const char* format) {
   time_t secs = static_cast<time_t>(ms / 1000);
   struct tm tm_value;
@@ -48,7 +40,7 @@ void Table::AlignRight(size_t index) {
 
 std::string Table::Render() const {
   std::vector<size_t> width(headers_.size());
-  for (size_t i = 0; i < headers_.size(); ++i) width[i] = DisplayWidth(headers_[i]);
+  for (size_t i = 0; i < headers_.size(); ++i) width[i] = TerminalWidth(headers_[i]);
   // Cells hold what jobs wrote (names, reasons, configs): shown, never acted on.
   std::vector<std::vector<std::string>> rows = rows_;
   for (auto& row : rows) {
@@ -58,14 +50,14 @@ std::string Table::Render() const {
     }
   }
   for (const auto& row : rows) {
-    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], DisplayWidth(row[i]));
+    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], TerminalWidth(row[i]));
   }
   std::string out;
   auto render_row = [&](const std::vector<std::string>& row) {
     std::string line;
     for (size_t i = 0; i < row.size(); ++i) {
       if (i > 0) line += "  ";
-      std::string pad(width[i] - DisplayWidth(row[i]), ' ');
+      std::string pad(width[i] - TerminalWidth(row[i]), ' ');
       line += right_[i] ? pad + row[i] : row[i] + pad;
     }
     while (!line.empty() && line.back() == ' ') line.pop_back();
@@ -219,19 +211,9 @@ std::string Truncate(const std::string& text, size_t width) {
     if (c == '\n' || c == '\r' || c == '\t') c = ' ';
   }
   flat = Printable(flat);  // before the cut: no raw control survives it
-  if (DisplayWidth(flat) <= width) return flat;
+  if (TerminalWidth(flat) <= width) return flat;
   if (width <= 3) return std::string(width, '.');
-  std::string out;
-  size_t points = 0;
-  for (size_t i = 0; i < flat.size(); ++i) {
-    unsigned char c = static_cast<unsigned char>(flat[i]);
-    if ((c & 0xC0) != 0x80) {
-      if (points == width - 3) break;
-      ++points;
-    }
-    out.push_back(flat[i]);
-  }
-  return out + "...";
+  return flat.substr(0, PrefixForColumns(flat, width - 3)) + "...";
 }
 
 std::string Indent(const std::string& text, const std::string& prefix) {

@@ -61,8 +61,8 @@ std::string PrintableLines(const std::string& text);
 std::string FormatScalar(const nlohmann::json& value);
 // "SIGSEGV" for 11 etc.; "signal N" for numbers without a name.
 std::string SignalName(int signal);
-// At most `width` code points, ending in "..." when cut; newlines become spaces, other
-// controls are escaped (Printable).
+// At most `width` terminal columns (TerminalWidth: a CJK character or an emoji takes two),
+// ending in "..." when cut; newlines become spaces, other controls are escaped (Printable).
 std::string Truncate(const std::string& text, size_t width);
 // Indents every line of `text` by `prefix`; ensures a final newline for non-empty text.
 std::string Indent(const std::string& text, const std::string& prefix);

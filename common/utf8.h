@@ -29,4 +29,15 @@ std::string ClipMiddle(std::string_view text, size_t max_bytes);
 // escape sequence, title change or overwritten line survives it. Idempotent.
 std::string EscapeControls(std::string_view text, bool keep_newlines);
 
+// The columns `text` takes on a terminal, as wcwidth(3) counts them for what tables show:
+// 0 for combining marks, zero-width spaces and joiners, variation selectors and Hangul
+// medial and final jamo; 2 for East Asian wide and fullwidth characters (CJK ideographs,
+// kana, Hangul syllables, fullwidth forms) and emoji shown as pictures; 1 for the rest.
+// Made for text after EscapeControls (no controls left); an ill-formed byte counts 1.
+size_t TerminalWidth(std::string_view text);
+
+// How many bytes of `text` fit in `columns` (TerminalWidth), cut at a character boundary,
+// with the zero-width characters that follow the last one that fits (its combining marks).
+size_t PrefixForColumns(std::string_view text, size_t columns);
+
 }  // namespace traintl

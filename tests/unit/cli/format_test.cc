@@ -38,8 +38,18 @@ TEST_CASE("Table aligns columns without trailing blanks") {
         "bbbb             123\n"
         "c\n");
   Table u({"X", "Y"});
-  u.AddRow({"é", "1"});  // widths count code points, not bytes
+  u.AddRow({"é", "1"});  // widths count terminal columns, not bytes
   CHECK(u.Render() == "X  Y\né  1\n");
+  // A CJK name or an emoji takes two columns, a combining accent none.
+  Table v({"NAME", "STATE"});
+  v.AddRow({"訓練", "RUNNING"});
+  v.AddRow({"e\u0301t\u00e9", "FAILED"});
+  v.AddRow({"go🚀", "STOPPED"});
+  CHECK(v.Render() ==
+        "NAME  STATE\n"
+        "訓練  RUNNING\n"
+        "e\u0301té   FAILED\n"
+        "go🚀  STOPPED\n");
 }
 
 TEST_CASE("metrics, scalars, bytes, signals, truncation") {
@@ -59,6 +69,9 @@ TEST_CASE("metrics, scalars, bytes, signals, truncation") {
   CHECK(Truncate("short", 10) == "short");
   CHECK(Truncate("a long message here", 10) == "a long ...");
   CHECK(Truncate("two\nlines", 20) == "two lines");
+  CHECK(Truncate("日本語のジョブ名", 9) == "日本語...");        // 6 columns and the dots
+  CHECK(Truncate("日本語のジョブ名", 8) == "日本...");          // a wide character does not split
+  CHECK(Truncate("cafe\u0301 au lait", 7) == "cafe\u0301...");  // the accent stays
   CHECK(Indent("a\nb", "  ") == "  a\n  b\n");
   CHECK(Indent("a\n", "> ") == "> a\n");
 }

@@ -8,6 +8,8 @@
 
 using traintl::ClipMiddle;
 using traintl::EscapeControls;
+using traintl::PrefixForColumns;
+using traintl::TerminalWidth;
 using traintl::ToValidUtf8;
 
 namespace {
@@ -90,4 +92,31 @@ TEST_CASE("EscapeControls leaves no control a terminal acts on, and is idempoten
     CHECK(EscapeControls(once, false) == once);
     for (unsigned char c : once) CHECK((c >= 0x20 && c != 0x7F));
   }
+}
+
+TEST_CASE("TerminalWidth counts the columns a terminal draws") {
+  CHECK(TerminalWidth("") == 0);
+  CHECK(TerminalWidth("plain ascii") == 11);
+  CHECK(TerminalWidth("\u00e9t\u00e9") == 3);       // precomposed
+  CHECK(TerminalWidth("e\u0301te\u0301") == 3);     // combining acute accents
+  CHECK(TerminalWidth("\u8a13\u7df4") == 4);        // CJK ideographs
+  CHECK(TerminalWidth("\ud55c\uad6d\uc5b4") == 6);  // Hangul syllables
+  CHECK(TerminalWidth("\u1100\u1161\u11a8") == 2);  // a syllable as conjoining jamo
+  CHECK(TerminalWidth("\uff21\uff22") == 4);        // fullwidth A B
+  CHECK(TerminalWidth("\xf0\x9f\x9a\x80") == 2);    // U+1F680 rocket
+  CHECK(TerminalWidth("\u2764\ufe0f") == 1);        // a text-default symbol, selector 0
+  CHECK(TerminalWidth("a\u200bb") == 2);            // zero-width space
+  CHECK(TerminalWidth("\xf0\xa0\x80\x80") == 2);    // U+20000, CJK extension B
+  CHECK(TerminalWidth("\xff\xfe") == 2);            // ill-formed bytes: one column each
+  CHECK(TerminalWidth("\u0394\u03b4") == 2);        // Greek
+}
+
+TEST_CASE("PrefixForColumns cuts at characters, keeping a last character's marks") {
+  const std::string cjk = "\u8a13\u7df4\u30b8\u30e7\u30d6";  // 10 columns
+  CHECK(PrefixForColumns(cjk, 10) == cjk.size());
+  CHECK(PrefixForColumns(cjk, 4) == 6);  // two characters of 3 bytes
+  CHECK(PrefixForColumns(cjk, 5) == 6);  // the third would need columns 5 and 6
+  CHECK(PrefixForColumns(cjk, 0) == 0);
+  CHECK(PrefixForColumns("e\u0301x", 1) == 3);  // e and its accent
+  CHECK(PrefixForColumns("abc", 99) == 3);
 }
