@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <boost/asio/post.hpp>
 #include <memory>
-#include <new>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -139,22 +138,25 @@ void RegisterHeadRoutes(ClusterRouter router, const InternalRoutesContext& ctx) 
           res->SendError(400, "malformed events");
           return;
         }
-        // Events are applied in order; one the head cannot take now (its state could not
-        // be read, or it is out of memory: not the event's fault) ends the batch with 503
-        // and the count applied before it, which the node drops from its queue before it
-        // sends the rest again (an event applied twice could start a second replacement
-        // for a failed rank).
+        // Events are applied in order. One the head cannot take now (its state could not
+        // be read: not the event's fault) ends the batch with 503 and the count applied
+        // before it, which the node drops from its queue before it sends the rest again:
+        // an event applied twice could start a second replacement for a failed rank. A node
+        // of an older release, which would send the whole batch again, does not say
+        // "partial": its event is dropped as before.
+        const auto partial_field = body.find("partial");
+        const bool partial = partial_field != body.end() && partial_field->is_boolean() &&
+                             partial_field->get<bool>();
         size_t applied = 0;
         for (const auto& ev : body["events"]) {
           try {
             ApplyWorkerEvent(ctx.jobs, ev);
           } catch (const StateWriteError& e) {
             LOG_WARN << "worker events not taken: " << e.what();
-            res->SendError(503, "the head cannot read its state now", {{"applied", applied}});
-            return;
-          } catch (const std::bad_alloc&) {
-            res->SendError(503, "the head is out of memory", {{"applied", applied}});
-            return;
+            if (partial) {
+              res->SendError(503, "the head cannot read its state now", {{"applied", applied}});
+              return;
+            }
           } catch (const std::exception& e) {
             const auto node = body.find("node_id");
             LOG_WARN << "malformed worker event from "

@@ -24,6 +24,13 @@ std::string LastLine(const std::string& text) {
   return text.substr(start, end + 1 - start);
 }
 
+// A command entry point's worker that exited 1 after its command ended: how the command
+// ended (its code, or the signal that killed it) is what the attempt shows. Not when the
+// worker itself was killed or could not start the command (3, 4).
+bool EndedByCommand(const WorkerExit& e) {
+  return e.exit_code == 1 && !e.signal && (e.command_exit_code || e.command_signal);
+}
+
 cmd::AttemptOutcome Failed(std::string reason, std::optional<int> rank = std::nullopt) {
   cmd::AttemptOutcome o;
   o.state = kJobFailed;
@@ -135,8 +142,10 @@ void AttemptTracker::CommitComplete(Commands* out) {
 
 AttemptTracker::Commands AttemptTracker::OnExit(const WorkerExit& e, const std::string& log_tail) {
   exits_[e.rank] = e;
+  const std::optional<int> sig = EndedByCommand(e) ? e.command_signal : e.signal;
+  const std::optional<int> code = EndedByCommand(e) ? e.command_exit_code : e.exit_code;
   const std::string detail =
-      e.signal ? SignalName(*e.signal) : "exit code " + std::to_string(e.exit_code.value_or(-1));
+      sig ? SignalName(*sig) : "exit code " + std::to_string(code.value_or(-1));
   Commands out{RecordWorkerEvent{e.rank, "exited", detail}};
   if (IsCleanExit(e)) {
     // A rank started again late (peer recovery, an elastic group growing) may still wait
@@ -175,13 +184,15 @@ AttemptTracker::Commands AttemptTracker::OnExit(const WorkerExit& e, const std::
         " (after a rank of the attempt had been replaced; peer recovery needs the training "
         "loop in run_steps)";
   }
-  const bool own_failure_first = failure_ && failure_->failed_rank && failure_->exit_code;
-  if (!expected && e.signal && !e.stopped_by_agent && own_failure_first && !stop_requested_) {
+  if (!expected && e.signal && !e.stopped_by_agent && failure_is_own_exit_ && !stop_requested_) {
     // A rank killed from outside is the cause; a peer that failed by itself a moment
     // earlier (its collective saw the dead rank first) is its consequence, whichever exit
     // the agent reaped first.
     failure_ = std::move(outcome);
+    failure_is_own_exit_ = false;
   } else if (!expected) {
+    // Its worker's exit code, whatever the attempt shows for a command (its signal).
+    if (!failure_) failure_is_own_exit_ = e.exit_code.has_value();
     FailWith(std::move(outcome));
   }
   for (auto& c : BeginEnding()) out.push_back(std::move(c));
@@ -374,7 +385,7 @@ cmd::AttemptOutcome DescribeExit(const WorkerExit& e, const std::string& log_tai
   cmd::AttemptOutcome o = Failed("", e.rank);
   o.exit_code = e.exit_code;
   o.signal = e.signal;
-  if (e.command_exit_code || e.command_signal) {  // the command's own end, not the worker's 1
+  if (EndedByCommand(e)) {
     o.exit_code = e.command_exit_code;
     o.signal = e.command_signal;
   }

@@ -205,6 +205,7 @@ class AttemptTracker {
   bool end_proposed_ = false;
   int commits_in_flight_ = 0;  // CommitReports with checkpoints not yet merged or failed
   std::optional<cmd::AttemptOutcome> failure_;  // the first failure seen
+  bool failure_is_own_exit_ = false;  // failure_ is a rank's exit by itself (not a signal)
   std::set<int> hellos_;
   std::map<int, std::map<int, std::pair<nlohmann::json, std::string>>> reports_;  // seq -> rank
   std::map<int, WorkerExit> exits_;

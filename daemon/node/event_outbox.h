@@ -6,6 +6,8 @@
 // - when the head refuses a batch as malformed or too large (400, 413), the next one is
 //   half as long, down to a single event, which is then dropped: every other event of
 //   the node still goes through (a delivered batch doubles the next one's length again);
+// - when the head took only the first events of a batch (503 with "applied": it could not
+//   read its state for the next one), those leave the queue and the rest goes out again;
 // - a rank's progress (a snapshot, sent often) replaces its queued predecessor, so a
 //   flood of progress lines keeps one per rank instead of growing the queue (never across
 //   another event of that rank: a replacement worker's progress stays after the old

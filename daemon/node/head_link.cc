@@ -205,8 +205,9 @@ void HeadLink::SenderMain() {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
       continue;
     }
+    // partial: this node takes a 503 with "applied" (the head took that many, not the rest).
     const std::string body = "{\"node_id\":" + json(options_.self.node_id).dump() +
-                             ",\"events\":" + batch->events_json + "}";
+                             ",\"partial\":true,\"events\":" + batch->events_json + "}";
     auto r = peers_->Call(head, "POST", "/v1/internal/events", body, std::chrono::seconds(5));
     if (r.ok() && (r->status == 400 || r->status == 413)) {
       // Malformed or too large: find the event the head refuses and drop it, so that it

@@ -120,16 +120,19 @@ off_t LogHistoryStart(const std::string& path, const std::vector<LogMark>& marks
       --pos;
     }
     start = std::max(start, size - window + static_cast<off_t>(pos));
-    if (tail_max_bytes > 0 && tail_max_bytes < static_cast<size_t>(size)) {
-      // The line that holds the byte tail_max_bytes + 1 before the end starts before
+    // The bound counts from the end of the last whole line: the tail shows whole lines, a
+    // line still being written comes after it (LogStream's follow).
+    const char* last_nl =
+        buf.empty() ? nullptr : static_cast<const char*>(memrchr(buf.data(), '\n', buf.size()));
+    const off_t end = last_nl == nullptr ? 0 : last_nl - buf.data() + 1;  // in buf
+    if (tail_max_bytes > 0 && tail_max_bytes < static_cast<size_t>(end)) {
+      // The line that holds the byte tail_max_bytes + 1 before that end starts before
       // anything the tail can show: from its start (not from that byte, which would cut
       // a line over 1 MiB into other pieces than a whole read does).
-      const off_t q = size - static_cast<off_t>(tail_max_bytes) - 1 - (size - window);
-      if (q > 0) {
-        const void* nl = memrchr(buf.data(), '\n', static_cast<size_t>(q));
-        if (nl != nullptr)
-          start = std::max(start, size - window + (static_cast<const char*>(nl) - buf.data()) + 1);
-      }
+      const off_t q = end - static_cast<off_t>(tail_max_bytes) - 1;
+      const void* nl = memrchr(buf.data(), '\n', static_cast<size_t>(q));
+      if (nl != nullptr)
+        start = std::max(start, size - window + (static_cast<const char*>(nl) - buf.data()) + 1);
     }
   }
   return std::max(start, std::min(size, LogDataStart(path)));

@@ -48,7 +48,8 @@ off_t LogDataStart(const std::string& path);
 // first of the last `tail` lines (0: no limit) and of the lines written at or after
 // `since_ms` (0: no limit), never before LogDataStart. With `tail` and `tail_max_bytes`
 // (0: no limit), also not before the line that holds the byte tail_max_bytes + 1 before
-// the end: a tail bounded to that many bytes shows none of what lies before it.
+// the end of the last whole line: a tail bounded to that many bytes shows none of what
+// lies before it (nor a last line without its newline yet, which follows the tail).
 off_t LogHistoryStart(const std::string& path, const std::vector<LogMark>& marks, off_t size,
                       int tail, int64_t since_ms, size_t tail_max_bytes = 0);
 

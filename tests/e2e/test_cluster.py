@@ -4,8 +4,11 @@ that loses the head, and (where the machine allows) a network-namespace partitio
 import http.client
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 import unittest
@@ -301,6 +304,42 @@ class RemoteLogsTest(ClusterTestCase):
         # The agent's events still reach the head.
         job_id = head.submit_spec(train_spec(name="after", workers=2, epochs=2, sleep_ms=10))
         self.assertEqual(head.wait_terminal(job_id)["state"], "SUCCEEDED")
+
+    def test_a_remote_command_rank_records_its_own_exit_code(self):
+        """A command entry point's exit code reaches the head from the node that ran it (the
+        exit event's command_exit_code), as the attempt's exit_code."""
+        c = self.cluster
+        head = c.voters[0]
+        work = tempfile.mkdtemp(prefix="traintl-e2e-cmd-")
+        try:
+            flags = os.path.join(work, "flags")
+            os.makedirs(flags)
+            # Each rank waits for its flag; the test raises the one on the agent's node.
+            script = (f"while [ ! -e {flags}/$RANK ]; do sleep 0.05; done; "
+                      "echo rank $RANK gives up; exit 42")
+            spec = {"name": "remote-exit",
+                    "entrypoint": {"command": ["sh", "-c", script], "working_dir": "."},
+                    "scaling_config": {"num_workers": 2, "resources_per_worker": {"CPU": 1}},
+                    "run_config": {"failure_config": {"max_failures": 0}}}
+            with open(os.path.join(work, "job.json"), "w") as f:
+                json.dump(spec, f)
+            p = subprocess.run([bin_path("traintl"), "--data-dir", head.data_dir, "submit",
+                                "job.json"], cwd=work, capture_output=True, text=True,
+                               timeout=120)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            job_id = re.search(r"\b([0-9a-f]{12})\b", p.stdout).group(1)
+            head.wait_job(job_id, lambda j: j["state"] == "RUNNING", what="RUNNING")
+            placed = c.ranks_by_daemon(job_id)
+            on_agent = placed[c.daemons.index(c.agents[0])][0]
+            open(os.path.join(flags, str(on_agent)), "w").close()
+            job = head.wait_terminal(job_id)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        self.assertEqual(job["state"], "FAILED", job)
+        attempt = job["attempts"][-1]
+        self.assertEqual((attempt["failed_rank"], attempt["exit_code"], attempt["signal"]),
+                         (on_agent, 42, None), attempt)
+        self.assertIn("the command exited with code 42", job["message"])
 
 
 class AgentLossTest(ClusterTestCase):

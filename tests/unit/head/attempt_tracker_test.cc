@@ -141,6 +141,16 @@ TEST_CASE("tracker: a command's own exit code or signal is the attempt's, not th
     CHECK(end.signal == (signaled ? std::optional<int>(9) : std::optional<int>()));
     CHECK(end.retryable);
   }
+  // A worker that was itself killed, or could not start the command, shows its own end.
+  WorkerExit killed;
+  killed.rank = 0;
+  killed.signal = SIGKILL;
+  killed.command_exit_code = 42;
+  CHECK(DescribeExit(killed, "").signal == SIGKILL);
+  CHECK_FALSE(DescribeExit(killed, "").exit_code);
+  WorkerExit no_start = Exit(0, 4);
+  no_start.command_exit_code = 42;
+  CHECK(DescribeExit(no_start, "").exit_code == 4);
 }
 
 TEST_CASE("tracker: a rank killed while the attempt ends, but not by us, is still recorded") {
@@ -582,6 +592,19 @@ TEST_CASE("tracker: a rank killed from outside is the cause, whichever exit came
   u.OnExit(own, "");
   u.OnExit(Killed(1, SIGTERM, /*stopped=*/true), "");
   CHECK(u.failure()->failed_rank == 0);
+  // A command whose program died of a signal (SIGABRT when its peer vanished) exited by
+  // itself all the same (its worker's 1): the rank killed from outside still takes over.
+  T v = OneNode(2);
+  v.OnLaunched(true);
+  WorkerExit command = Exit(0, 1);
+  command.done_seen = true;
+  command.done_error = "the command was killed by signal 6 (Aborted)";
+  command.command_signal = SIGABRT;
+  v.OnExit(command, "");
+  CHECK(v.failure()->signal == SIGABRT);  // what the attempt would show for it
+  v.OnExit(Killed(1, SIGKILL), "");
+  CHECK(v.failure()->failed_rank == 1);
+  CHECK(v.failure()->signal == SIGKILL);
 }
 
 TEST_CASE("tracker: a rank that fails by itself after a replacement is told what recovery needs") {

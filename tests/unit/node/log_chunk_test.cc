@@ -102,6 +102,15 @@ TEST_CASE("a chunk is read from an offset, or from the history start of a tail o
   CHECK(LogHistoryStart(path, {}, 14, 0, 0, 6) == 0);
   CHECK(LogHistoryStart(path, since.marks, 14, 3, 2500, 6) == 9);
 
+  // A last line without its newline yet (a progress bar) is not in the tail's history, so
+  // the bound counts from the end of the whole lines before it.
+  const std::string open_line = TempLog("aaaa\nbbbb\n" + std::string(200, 'x'), "");
+  CHECK(ReadLogChunk(open_line, -1, 1 << 20, 3, 0, false, 12).offset == 0);
+  CHECK(ReadLogChunk(open_line, -1, 1 << 20, 3, 0, false, 6).offset == 0);
+  CHECK(ReadLogChunk(open_line, -1, 1 << 20, 3, 0, false, 4).offset == 5);
+  const std::string no_newline = TempLog(std::string(300, 'y'), "");
+  CHECK(ReadLogChunk(no_newline, -1, 1 << 20, 3, 0, false, 10).offset == 0);
+
   LogChunk past = ReadLogChunk(path, 14, 1 << 20, 0, 0, false);
   CHECK(past.data.empty());
   CHECK(past.size == 14);
