@@ -26,6 +26,7 @@ add_library(traintl_head STATIC
   api/tune_routes.cc
   api/metrics_route.cc
   api/dashboard_routes.cc
+  metrics/job_metric_series.cc
   metrics/prometheus_text.cc
   daemon_config.cc
   daemon.cc)

@@ -2,10 +2,8 @@
 // name prefixed traintl_. It needs the API token like every other route (Prometheus sends
 // it with `authorization: {credentials_file: ...}`); it is never forwarded: each daemon is
 // scraped for what it knows (its Raft log, its node; the head also every node and job).
-#include <cmath>
-
-#include "common/json_depth.h"
 #include "daemon/api/api_routes.h"
+#include "daemon/metrics/job_metric_series.h"
 #include "daemon/metrics/prometheus_text.h"
 #include "daemon/state/commands.h"
 
@@ -97,33 +95,11 @@ std::string Render(const ApiContext& ctx) {
     out.Sample("traintl_job_failures", {{"job_id", j.id}, {"job_name", j.name}}, j.failures);
   out.Family("traintl_job_metric", "gauge",
              "the latest value of each numeric metric an active job reported (rank 0)");
-  // Bounded per job: a report of 500,000 keys (or a key of megabytes) would otherwise
-  // become as many series and break every scrape. result.json and the API keep them all.
-  // And in all: jobs of zero CPUs are not bounded by the node's resources.
-  constexpr size_t kMaxMetricSeriesPerJob = 100;
-  constexpr size_t kMaxMetricSeriesTotal = 10000;
-  constexpr size_t kMaxMetricNameBytes = 128;
-  size_t total = 0, left_out = 0;
-  for (const auto& j : active) {
-    json m = ParseJsonBounded(j.metrics);
-    if (!m.is_object()) continue;
-    size_t series = 0;
-    for (auto it = m.begin(); it != m.end() && series < kMaxMetricSeriesPerJob; ++it) {
-      if (!it->is_number() || it->is_boolean() || it.key().size() > kMaxMetricNameBytes) continue;
-      const double v = it->get<double>();
-      if (std::isnan(v)) continue;
-      ++series;
-      if (total == kMaxMetricSeriesTotal) {
-        ++left_out;
-        continue;
-      }
-      ++total;
-      out.Sample("traintl_job_metric",
-                 {{"job_id", j.id}, {"job_name", j.name}, {"metric", it.key()}}, v);
-    }
-  }
+  const JobMetricBounds bounds;  // why and how much: job_metric_series.h
+  const size_t left_out = WriteJobMetricSeries(out, "traintl_job_metric", active, bounds);
   out.Family("traintl_job_metric_series_left_out", "gauge",
-             "traintl_job_metric series not exported because the scrape had 10000 already");
+             "traintl_job_metric series not exported because the scrape had " +
+                 std::to_string(bounds.total) + " already");
   out.Sample("traintl_job_metric_series_left_out", {}, static_cast<double>(left_out));
 
   if (head) {
