@@ -42,11 +42,16 @@ class ClusterRouter {
 
 // One worker event of POST /v1/internal/events, handed to the job manager. Throws
 // json::exception on a malformed event.
-void ApplyWorkerEvent(JobManager* jobs, const json& ev) {
+void ApplyWorkerEvent(JobManager* jobs, const json& ev, const std::string& node) {
   const std::string type = ev.at("type").get<std::string>();
   const std::string job = ev.at("job_id").get<std::string>();
   const int attempt = ev.at("attempt").get<int>();
   const int rank = ev.at("rank").get<int>();
+  if (!jobs->IsRankOn(job, attempt, rank, node)) {
+    LOG_WARN << "ignoring a " << type << " of job " << job << " attempt " << attempt << " rank "
+             << rank << " from node " << node << ": the rank was moved to another node";
+    return;
+  }
   if (type == "hello") {
     jobs->OnWorkerHello(job, attempt, rank);
   } else if (type == "report") {
@@ -74,6 +79,7 @@ void ApplyWorkerEvent(JobManager* jobs, const json& ev) {
       e.command_exit_code = c->get<int>();
     if (auto s = ev.find("command_signal"); s != ev.end() && !s->is_null())
       e.command_signal = s->get<int>();
+    if (auto pid = ev.find("pid"); pid != ev.end() && !pid->is_null()) e.pid = pid->get<int>();
     jobs->OnRemoteWorkerExit(e, ev.at("log_tail").get<std::string>());
   }
 }
@@ -144,13 +150,17 @@ void RegisterHeadRoutes(ClusterRouter router, const InternalRoutesContext& ctx) 
         // an event applied twice could start a second replacement for a failed rank. A node
         // of an older release, which would send the whole batch again, does not say
         // "partial": its event is dropped as before.
+        const auto node_field = body.find("node_id");
+        const std::string node = node_field != body.end() && node_field->is_string()
+                                     ? node_field->get<std::string>()
+                                     : "";
         const auto partial_field = body.find("partial");
         const bool partial = partial_field != body.end() && partial_field->is_boolean() &&
                              partial_field->get<bool>();
         size_t applied = 0;
         for (const auto& ev : body["events"]) {
           try {
-            ApplyWorkerEvent(ctx.jobs, ev);
+            ApplyWorkerEvent(ctx.jobs, ev, node);
           } catch (const StateWriteError& e) {
             LOG_WARN << "worker events not taken: " << e.what();
             if (partial) {
@@ -158,10 +168,8 @@ void RegisterHeadRoutes(ClusterRouter router, const InternalRoutesContext& ctx) 
               return;
             }
           } catch (const std::exception& e) {
-            const auto node = body.find("node_id");
-            LOG_WARN << "malformed worker event from "
-                     << (node != body.end() && node->is_string() ? node->get<std::string>() : "?")
-                     << ": " << e.what();
+            LOG_WARN << "malformed worker event from " << (node.empty() ? "?" : node) << ": "
+                     << e.what();
           }
           ++applied;
         }

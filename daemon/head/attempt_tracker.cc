@@ -85,7 +85,11 @@ AttemptTracker::Commands AttemptTracker::OnHello(int rank) {
   Commands out{RecordWorkerEvent{rank, "started", ""}};
   const bool completes =
       hellos_.insert(rank).second && static_cast<int>(hellos_.size()) == world_size();
-  if (completes && !ending_) out.push_back(MarkRunning{});
+  // Once: a replaced rank's new worker says hello again.
+  if (completes && !ending_ && !marked_running_) {
+    marked_running_ = true;
+    out.push_back(MarkRunning{});
+  }
   return out;
 }
 
@@ -141,6 +145,11 @@ void AttemptTracker::CommitComplete(Commands* out) {
 }
 
 AttemptTracker::Commands AttemptTracker::OnExit(const WorkerExit& e, const std::string& log_tail) {
+  if (e.pid != 0) {
+    // One exit per worker process: a batch of events a node sends again (its answer was
+    // lost) must not end or replace the rank a second time.
+    if (!exited_pids_.insert({e.rank, e.pid}).second) return {};
+  }
   exits_[e.rank] = e;
   const std::optional<int> sig = EndedByCommand(e) ? e.command_signal : e.signal;
   const std::optional<int> code = EndedByCommand(e) ? e.command_exit_code : e.exit_code;
@@ -170,8 +179,10 @@ AttemptTracker::Commands AttemptTracker::OnExit(const WorkerExit& e, const std::
     ++replacements_;
     ++generation_;
     replaced_.insert(e.rank);
-    // The new worker is a new incarnation: until it exits, the rank lives again.
+    // The new worker is a new incarnation: until it exits, the rank lives again, and until
+    // it says hello it holds no state (a survivor's death then cannot be recovered from).
     exits_.erase(e.rank);
+    hellos_.erase(e.rank);
     ForgetReports({e.rank});
     out.push_back(ReplaceRank{e.rank, generation_});
     return out;
@@ -258,6 +269,7 @@ void AttemptTracker::MoveRank(int rank, const std::string& node) {
   if (rank < 0 || rank >= world_size()) return;
   placement_.rank_nodes[static_cast<size_t>(rank)] = node;
   moved_.insert(rank);
+  hellos_.erase(rank);  // its new worker holds no state until it says hello
 }
 
 std::vector<int> AttemptTracker::Missing() const {
@@ -280,7 +292,8 @@ AttemptTracker::Commands AttemptTracker::OnCapacity(int rank, const std::string&
   } else {
     placement_.rank_nodes[static_cast<size_t>(rank)] = node;
   }
-  exits_.erase(rank);  // a new incarnation lives
+  exits_.erase(rank);  // a new incarnation lives, with no state until its hello
+  hellos_.erase(rank);
   active_.insert(rank);
   moved_.insert(rank);
   ++generation_;

@@ -216,6 +216,7 @@ void JobManager::Tick() {
   RefreshSelf();
   for (const auto& id : registry_.ExpireLost(now)) OnNodeLost(id);
   StopStaleLocal();
+  agent_->SweepTrackers();
   const bool settling = now - head_since_ < options_.settle;
   if (settle_pending_) {
     // Jobs that ran before wait out the settle period: look again once it is over.

@@ -173,6 +173,12 @@ class JobManager : public WorkerPoolListener {
   nlohmann::json OnHeartbeat(NodeStatus status);
   // Worker events of another node (head only); `log_tail` accompanies an exit.
   void OnRemoteWorkerExit(const WorkerExit& exit, const std::string& log_tail);
+  // Whether `node` is where the rank of the job's attempt runs now (head only): a worker
+  // event from anywhere else is a late one of a worker the rank had before it was moved
+  // (its node lost, then back), and must not count for the rank's new worker. True for an
+  // attempt this head does not follow (the handlers ignore those anyway) and for "" (an
+  // event of an older release's node, which does not say where it comes from).
+  bool IsRankOn(const std::string& job_id, int attempt, int rank, const std::string& node);
   const NodeRegistry& registry() const { return registry_; }
   // Every rank's latest reports (rank_metrics.h), for GET /v1/jobs/{job}/metrics?ranks=.
   const RankMetrics& rank_metrics() const { return rank_metrics_; }

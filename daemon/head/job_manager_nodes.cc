@@ -172,6 +172,15 @@ void JobManager::OnNodeLost(const std::string& node_id) {
   ScheduleTick();
 }
 
+bool JobManager::IsRankOn(const std::string& job_id, int attempt, int rank,
+                          const std::string& node) {
+  ActiveAttempt* a = Find(job_id, attempt);
+  if (a == nullptr || node.empty()) return true;
+  const std::vector<std::string>& nodes = a->tracker.placement().rank_nodes;
+  return rank < 0 || static_cast<size_t>(rank) >= nodes.size() ||
+         nodes[static_cast<size_t>(rank)] == node;
+}
+
 void JobManager::OnRemoteWorkerExit(const WorkerExit& e, const std::string& log_tail) {
   ActiveAttempt* a = Find(e.job_id, e.attempt);
   if (a == nullptr || !a->tracker.IsRemote(e.rank)) return;

@@ -218,19 +218,55 @@ Result<std::unique_ptr<RabitTracker>> Agent::StartTracker(const NodeAttemptPlan&
 
 void Agent::KeepTracker(const std::string& job_id, int attempt,
                         std::unique_ptr<RabitTracker> tracker) {
-  for (auto it = trackers_.begin(); it != trackers_.end();) {
-    it = it->second.second->finished() ? trackers_.erase(it) : std::next(it);
-  }
-  trackers_[job_id] = {attempt, std::move(tracker)};
+  Tracker& t = trackers_[job_id];
+  t.attempt = attempt;
+  t.tracker = std::move(tracker);
+  t.idle_since = std::chrono::steady_clock::time_point::max();
+  SweepTrackers();
 }
 
-void Agent::Stop(const std::string& job_id, int attempt, bool urgent) {
+void Agent::SweepTrackers(std::chrono::milliseconds linger) {
+  const auto now = std::chrono::steady_clock::now();
+  for (auto it = trackers_.begin(); it != trackers_.end();) {
+    Tracker& t = it->second;
+    if (pool_->LiveWorkers(it->first, t.attempt) > 0) {
+      t.idle_since = std::chrono::steady_clock::time_point::max();
+    } else if (t.idle_since == std::chrono::steady_clock::time_point::max()) {
+      t.idle_since = now;
+    }
+    const bool idle = t.idle_since != std::chrono::steady_clock::time_point::max() &&
+                      now - t.idle_since >= linger;
+    it = t.tracker->finished() || idle ? trackers_.erase(it) : std::next(it);
+  }
+}
+
+void Agent::Stop(const std::string& job_id, int attempt, bool urgent, bool final) {
+  if (final) {
+    // Enough that no launch can still be on its way for a forgotten one.
+    constexpr size_t kMaxStoppedJobs = 4096;
+    auto [it, inserted] = stopped_.emplace(job_id, attempt);
+    if (!inserted) {
+      it->second = std::max(it->second, attempt);
+    } else {
+      stopped_order_.push_back(job_id);
+      if (stopped_order_.size() > kMaxStoppedJobs) {
+        stopped_.erase(stopped_order_.front());
+        stopped_order_.pop_front();
+      }
+    }
+  }
   pool_->StopAttempt(job_id, attempt, urgent);
   auto it = trackers_.find(job_id);
-  if (it != trackers_.end() && it->second.first <= attempt) trackers_.erase(it);
+  if (it != trackers_.end() && it->second.attempt <= attempt) trackers_.erase(it);
 }
 
 Result<int> Agent::Launch(const NodeAttemptPlan& planned) {
+  if (auto stopped = stopped_.find(planned.job_id);
+      stopped != stopped_.end() && stopped->second >= planned.attempt) {
+    return Status::FailedPrecondition("attempt " + std::to_string(planned.attempt) + " of job " +
+                                      planned.job_id +
+                                      " was stopped on this node before its launch arrived");
+  }
   NodeAttemptPlan plan = planned;
   std::unique_ptr<RabitTracker> tracker;
   if (plan.master_port == 0) {

@@ -5,6 +5,8 @@
 // Thread-safety: not thread-safe; everything runs on the daemon's io_context thread.
 #pragma once
 
+#include <chrono>
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -57,9 +59,18 @@ class Agent {
   // A free TCP port on `address` (loopback when it is not an IPv4 literal), below the
   // kernel's ephemeral range when it can; 0 when none.
   static int PickFreePort(const std::string& address);
+  // Stops the trackers no longer needed (each Stop joins its thread, which takes
+  // milliseconds): those whose ranks all shut down, and those whose attempt has had no
+  // worker on this node for `linger` (a job of one rank never connects, ranks that never
+  // finalize never shut it down, and a successful attempt gets no stop). Called
+  // periodically by whoever runs the node (the head's tick, an agent's heartbeat).
+  void SweepTrackers(std::chrono::milliseconds linger = std::chrono::seconds(60));
   // Stops the attempt's workers here (`urgent`: SIGTERM at once, WorkerPool::StopAttempt),
-  // and its rabit tracker when this node runs it.
-  void Stop(const std::string& job_id, int attempt, bool urgent = false);
+  // and its rabit tracker when this node runs it. `final` (default): the head ended the
+  // attempt, so a launch of it (or of an earlier one) that arrives after this stop, having
+  // raced it (a library fetch, another thread of the head's pool), is refused. Not final:
+  // the stop of a fenced node, whose head may still run the attempt.
+  void Stop(const std::string& job_id, int attempt, bool urgent = false, bool final = true);
   void Ack(const std::string& job_id, int attempt, int rank, int seq) {
     pool_->Ack(job_id, attempt, rank, seq);
   }
@@ -114,16 +125,26 @@ class Agent {
   // Starts the rabit tracker of an xgboost attempt whose rank 0 runs here, on master_addr
   // and a port of its own, which becomes the attempt's master_port (DMLC_TRACKER_PORT).
   Result<std::unique_ptr<RabitTracker>> StartTracker(const NodeAttemptPlan& plan);
-  // Keeps `tracker` as the job's (a previous attempt's is stopped) and drops trackers whose
-  // ranks all said shutdown.
+  // Keeps `tracker` as the job's (a previous attempt's is stopped), then SweepTrackers.
   void KeepTracker(const std::string& job_id, int attempt, std::unique_ptr<RabitTracker> tracker);
 
   const AgentOptions options_;
   WorkerPool* const pool_;
 
-  // Job id -> the attempt and its tracker. A tracker lives from its attempt's launch until
-  // every rank shut it down, the attempt is stopped, or the job's next attempt starts here.
-  std::map<std::string, std::pair<int, std::unique_ptr<RabitTracker>>> trackers_;
+  struct Tracker {
+    int attempt = 0;
+    std::unique_ptr<RabitTracker> tracker;
+    // Since when no worker of the attempt runs here; max() while one does.
+    std::chrono::steady_clock::time_point idle_since = std::chrono::steady_clock::time_point::max();
+  };
+  // Job id -> its attempt's tracker. A tracker lives from its attempt's launch until every
+  // rank shut it down, the attempt is stopped, the job's next attempt starts here, or its
+  // attempt has had no worker here for a while (SweepTrackers).
+  std::map<std::string, Tracker> trackers_;
+  // Job id -> the latest attempt stopped for good here (Stop's `final`), the oldest
+  // forgotten past kMaxStoppedJobs (in stopped_order_).
+  std::map<std::string, int> stopped_;
+  std::deque<std::string> stopped_order_;
 };
 
 }  // namespace traintl

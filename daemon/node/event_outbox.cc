@@ -35,6 +35,7 @@ void EventOutbox::Push(const json& event) {
   }
   q.what = type + " of job " + job + " attempt " + std::to_string(attempt) + " rank " +
            std::to_string(rank);
+  q.exit = type == "exit";
   q.id = next_id_++;
   if (!q.progress_key.empty()) latest_progress_[q.progress_key] = q.id;
   events_.push_back(std::move(q));
@@ -107,7 +108,9 @@ bool EventOutbox::Refused(const Batch& batch, std::string* dropped) {
 }
 
 void EventOutbox::Clear() {
-  events_.clear();
+  events_.erase(
+      std::remove_if(events_.begin(), events_.end(), [](const Queued& e) { return !e.exit; }),
+      events_.end());
   latest_progress_.clear();
   out_through_ = 0;
   batch_limit_ = options_.max_batch_events;

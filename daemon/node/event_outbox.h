@@ -70,7 +70,9 @@ class EventOutbox {
   // of one event, that event is dropped (returns true; *dropped, when given, says which:
   // "report of job J attempt A rank R").
   bool Refused(const Batch& batch, std::string* dropped = nullptr);
-  // Drops everything (the node was fenced: the head moved on).
+  // Drops every event but the workers' exits (the node was fenced: the head moved on, and
+  // ignores events of attempts it ended). An exit is kept: without it a head that answers
+  // again before it counts the node lost would wait for that rank for ever.
   void Clear();
 
   bool empty() const { return events_.empty(); }
@@ -82,6 +84,7 @@ class EventOutbox {
     std::string text;
     std::string progress_key;  // "job/attempt/rank" for progress, else ""
     std::string what;          // "<type> of job J attempt A rank R", for a drop's warning
+    bool exit = false;         // a worker's exit: Clear keeps it
     std::optional<Ack> ack;
   };
   void PopThrough(uint64_t last_id);

@@ -182,6 +182,7 @@ void HeadLink::EnqueueExit(const WorkerExit& e, const std::string& log_tail) {
              {"log_tail", log_tail}};
   if (e.exit_code) ev["exit_code"] = *e.exit_code;
   if (e.signal) ev["signal"] = *e.signal;
+  if (e.pid != 0) ev["pid"] = e.pid;
   if (e.command_exit_code) ev["command_exit_code"] = *e.command_exit_code;
   if (e.command_signal) ev["command_signal"] = *e.command_signal;
   Enqueue(std::move(ev));
@@ -195,7 +196,7 @@ void HeadLink::SenderMain() {
       cv_.wait_for(lock, std::chrono::milliseconds(200),
                    [this] { return stopping_ || !events_.empty(); });
       if (stopping_) return;
-      // Their attempts are being stopped; the head moved on.
+      // Their attempts are being stopped; the head moved on (their exits stay queued).
       if (lease_.fenced()) events_.Clear();
       batch = events_.Next();
     }
@@ -262,7 +263,10 @@ void HeadLink::PostAcks(const std::vector<EventOutbox::Ack>& acks) {
 std::vector<std::pair<std::string, int>> HeadLink::LiveAttemptsFromIo() {
   auto promise = std::make_shared<std::promise<std::vector<std::pair<std::string, int>>>>();
   auto future = promise->get_future();
-  asio::post(io_, [this, promise] { promise->set_value(agent_->LiveAttempts()); });
+  asio::post(io_, [this, promise] {
+    agent_->SweepTrackers();  // periodic work of the node, on its io thread
+    promise->set_value(agent_->LiveAttempts());
+  });
   // Not an empty list on a timeout: the head would take it for "no workers run here".
   if (future.wait_for(kLiveAttemptsWait) == std::future_status::ready) last_running_ = future.get();
   return last_running_;
@@ -354,7 +358,8 @@ void HeadLink::HeartbeatAsAgent(bool* joined) {
                << " ms; stopping every worker here";
     }
     asio::post(io_, [this] {
-      for (const auto& [job, attempt] : agent_->LiveAttempts()) agent_->Stop(job, attempt);
+      for (const auto& [job, attempt] : agent_->LiveAttempts())
+        agent_->Stop(job, attempt, /*urgent=*/false, /*final=*/false);
     });
   }
   if (options_.server && !head.empty() && *joined) {

@@ -36,6 +36,19 @@ constexpr size_t kMaxBuffered = 4 << 20;
 // A connection holding more than this counts the tracker's buffers (FitsBufferBudget).
 constexpr size_t kCountBufferedAbove = 64 << 10;
 constexpr int kMaxWorldSize = 1 << 16;
+// What the tracker has sent a connection and the peer has not read yet. A negotiation
+// round is a few dozen bytes per peer to connect to; a client that reads nothing while it
+// keeps negotiating would otherwise grow the daemon's memory without bound.
+constexpr size_t kMaxUnsent = 64 << 10;
+// Rounds of the good-set negotiation one worker may take (each after a failed connect to a
+// peer), and how long its whole negotiation may take, in io_timeouts: the negotiations run
+// one at a time, so one that never ends would hold up every other worker.
+constexpr int kMaxNegotiationRounds = 64;
+constexpr int kNegotiationTimeouts = 4;
+// A print is a line of training progress: longer ones are cut, and a tracker passes on at
+// most this many (the daemon's log is not the job's).
+constexpr size_t kMaxPrintBytes = 4096;
+constexpr int kMaxPrints = 1000;
 constexpr size_t kMaxConnections = 4096;
 constexpr int kListenBacklog = 256;
 // After accept(2) fails for want of descriptors the listener stays readable; polling it
@@ -187,7 +200,8 @@ class RabitTracker::Loop {
     Stage stage = Stage::kHeader;
     bool dead = false;  // dropped; erased by Sweep()
     bool eof = false;   // the peer closed its side or reading failed
-    std::string in;     // received, not parsed yet
+    std::string in;     // received; parsed up to in_pos
+    size_t in_pos = 0;  // parsing takes from here, ReadFrom drops what is before it
     std::string out;    // not sent yet
     // When waiting for the peer's next bytes ends (io_timeout); max() while it is the
     // peer that waits for the tracker.
@@ -207,6 +221,8 @@ class RabitTracker::Loop {
     std::set<int> links;       // tree neighbours, ring prev and next
     std::vector<int> connect;  // peers this one was told to connect to
     int to_accept = 0;         // peers that will connect to this one
+    int rounds = 0;            // good-set rounds so far
+    SteadyClock::time_point negotiation_deadline = SteadyClock::time_point::max();
   };
 
   // A worker listening for peers that have still to connect to it (wait_conn).
@@ -231,6 +247,8 @@ class RabitTracker::Loop {
   void Flush(Conn* c);
   void Send(Conn* c, int32_t v);
   void Send(Conn* c, const std::string& s);
+  // Unparsed bytes of `c`.
+  static size_t Available(const Conn& c) { return c.in.size() - c.in_pos; }
   bool TakeInt(Conn* c, int32_t* v);
   // False when the string has not fully arrived, or is malformed (then `c` is dropped).
   bool TakeString(Conn* c, std::string* s);
@@ -259,12 +277,14 @@ class RabitTracker::Loop {
   SteadyClock::time_point accept_paused_until_{};
 
   // The reference's accept_workers state.
-  int num_workers_;
-  bool started_ = false;  // the first start fixed the world size and link map
+  const int num_workers_;  // the job's world size (options_.num_workers)
+  bool started_ = false;   // the first start fixed the world size and link map
   RabitLinkMap map_;
   std::deque<int> todo_;                // ranks not assigned yet, ascending
   std::map<std::string, int> job_map_;  // task id -> rank
   std::set<int> shutdown_;              // ranks that sent shutdown
+  std::set<int> negotiated_;            // ranks whose negotiation completed
+  int prints_ = 0;
   std::map<int, Listening> wait_conn_;  // by rank
   std::vector<uint64_t> pending_;       // waiting for the batch assignment
   std::deque<uint64_t> negotiate_;      // ranked, waiting for their negotiation
@@ -380,6 +400,11 @@ void RabitTracker::Loop::AcceptAll() {
 }
 
 void RabitTracker::Loop::ReadFrom(Conn* c) {
+  // Parsing only moves in_pos: what it took goes here, once per read, not per field.
+  if (c->in_pos > 0) {
+    c->in.erase(0, c->in_pos);
+    c->in_pos = 0;
+  }
   char buf[64 * 1024];
   while (!c->eof) {
     const ssize_t n = ::recv(c->fd, buf, sizeof(buf), 0);
@@ -410,8 +435,13 @@ void RabitTracker::Loop::Flush(Conn* c) {
       continue;
     }
     if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) break;
     Drop(c, LogLevel::kWarning, Errno("send"));
+  }
+  if (!c->dead && c->out.size() > kMaxUnsent) {
+    Drop(c, LogLevel::kWarning,
+         "does not read what the tracker sends (" + std::to_string(c->out.size()) +
+             " bytes unsent)");
   }
 }
 
@@ -425,23 +455,23 @@ void RabitTracker::Loop::Send(Conn* c, const std::string& s) {
 }
 
 bool RabitTracker::Loop::TakeInt(Conn* c, int32_t* v) {
-  if (c->in.size() < sizeof(*v)) return false;
-  std::memcpy(v, c->in.data(), sizeof(*v));
-  c->in.erase(0, sizeof(*v));
+  if (Available(*c) < sizeof(*v)) return false;
+  std::memcpy(v, c->in.data() + c->in_pos, sizeof(*v));
+  c->in_pos += sizeof(*v);
   return true;
 }
 
 bool RabitTracker::Loop::TakeString(Conn* c, std::string* s) {
   int32_t len = 0;
-  if (c->in.size() < sizeof(len)) return false;
-  std::memcpy(&len, c->in.data(), sizeof(len));
+  if (Available(*c) < sizeof(len)) return false;
+  std::memcpy(&len, c->in.data() + c->in_pos, sizeof(len));
   if (len < 0 || len > kMaxString) {
     Drop(c, LogLevel::kWarning, "a string of length " + std::to_string(len));
     return false;
   }
-  if (c->in.size() < sizeof(len) + static_cast<size_t>(len)) return false;
-  s->assign(c->in, sizeof(len), static_cast<size_t>(len));
-  c->in.erase(0, sizeof(len) + static_cast<size_t>(len));
+  if (Available(*c) < sizeof(len) + static_cast<size_t>(len)) return false;
+  s->assign(c->in, c->in_pos + sizeof(len), static_cast<size_t>(len));
+  c->in_pos += sizeof(len) + static_cast<size_t>(len);
   return true;
 }
 
@@ -475,6 +505,7 @@ void RabitTracker::Loop::Progress(Conn* c) {
       return;
     case Stage::kClosing:
       c->in.clear();
+      c->in_pos = 0;
       return;
   }
 }
@@ -546,7 +577,18 @@ void RabitTracker::Loop::Advance() {
 
 void RabitTracker::Loop::HandleCommand(Conn* c) {
   if (c->cmd == "print") {
-    const std::string message = Strip(c->message);
+    if (++prints_ > kMaxPrints) {
+      if (prints_ == kMaxPrints + 1) {
+        LOG_WARN << "rabit tracker: " << kMaxPrints << " prints passed on; no more from this one";
+      }
+      CloseWhenSent(c);
+      return;
+    }
+    std::string message = Strip(c->message);
+    if (message.size() > kMaxPrintBytes) {
+      message.resize(kMaxPrintBytes);
+      message += "... (cut at " + std::to_string(kMaxPrintBytes) + " bytes)";
+    }
     if (options_.on_print) {
       try {
         options_.on_print(message);
@@ -568,28 +610,23 @@ void RabitTracker::Loop::HandleCommand(Conn* c) {
     Drop(c, LogLevel::kWarning, "closed before it was given a rank");
     return;
   }
+  // The job's world size is the plan's: a start that says another (the reference lets the
+  // first start set it) would leave the real workers without ranks, or the tracker never
+  // done.
+  if (c->world_size != -1 && c->world_size != num_workers_) {
+    Drop(c, LogLevel::kError,
+         "world size " + std::to_string(c->world_size) + " differs from the job's " +
+             std::to_string(num_workers_));
+    return;
+  }
   if (!started_) {
     if (c->cmd != "start") {
       Drop(c, LogLevel::kError, "recover before any worker started");
       return;
     }
-    if (c->world_size > kMaxWorldSize) {
-      Drop(c, LogLevel::kError, "world size " + std::to_string(c->world_size) + " is too large");
-      return;
-    }
-    if (c->world_size > 0 && c->world_size != num_workers_) {
-      LOG_WARN << "rabit tracker: " << Describe(*c) << " sets the world size to " << c->world_size
-               << " (the tracker was started for " << num_workers_ << ")";
-      num_workers_ = c->world_size;
-    }
     map_ = ComputeRabitLinkMap(num_workers_);
     for (int r = 0; r < num_workers_; ++r) todo_.push_back(r);
     started_ = true;
-  } else if (c->world_size != -1 && c->world_size != num_workers_) {
-    Drop(c, LogLevel::kError,
-         "world size " + std::to_string(c->world_size) + " differs from the job's " +
-             std::to_string(num_workers_));
-    return;
   }
   if (c->cmd == "recover" && c->rank < 0) {
     Drop(c, LogLevel::kError, "recover without a rank");
@@ -629,6 +666,12 @@ void RabitTracker::Loop::HandleShutdown(Conn* c) {
     Drop(c, LogLevel::kError, "rank " + std::to_string(c->rank) + " sent shutdown twice");
     return;
   }
+  if (negotiated_.count(c->rank) == 0) {
+    // Else anyone reaching the port could end the tracker before the workers start.
+    Drop(c, LogLevel::kError,
+         "shutdown of rank " + std::to_string(c->rank) + ", which never got its links");
+    return;
+  }
   auto waiting = wait_conn_.find(c->rank);
   if (waiting != wait_conn_.end()) {
     Drop(c, LogLevel::kError,
@@ -648,6 +691,13 @@ int RabitTracker::Loop::DecideRank(Conn* c) {
       Drop(c, LogLevel::kError,
            "rank " + std::to_string(c->rank) + " is not in [0, " + std::to_string(num_workers_) +
                ")");
+      return -2;
+    }
+    if (c->cmd == "start" && negotiated_.count(c->rank) != 0) {
+      // A worker that lost its links says recover; a start for a rank that has them
+      // would take the rank (and its listening port) from the worker that holds it.
+      Drop(c, LogLevel::kError,
+           "start for rank " + std::to_string(c->rank) + ", which a worker holds already");
       return -2;
     }
     // Unlike the reference, the batch assignment cannot hand this rank out again.
@@ -719,6 +769,7 @@ void RabitTracker::Loop::BeginNegotiation(Conn* c) {
     }
   }
   c->deadline = SteadyClock::now() + options_.io_timeout;
+  c->negotiation_deadline = SteadyClock::now() + kNegotiationTimeouts * options_.io_timeout;
   LOG_DEBUG << "rabit tracker: " << Describe(*c) << " gets rank " << rank;
   Flush(c);
   Negotiate(c);
@@ -728,13 +779,13 @@ void RabitTracker::Loop::Negotiate(Conn* c) {
   while (!c->dead && c->stage == Stage::kNegotiating) {
     if (c->step == Step::kGoodSet) {
       int32_t ngood = 0;
-      if (c->in.size() < sizeof(ngood)) break;
-      std::memcpy(&ngood, c->in.data(), sizeof(ngood));
+      if (Available(*c) < sizeof(ngood)) break;
+      std::memcpy(&ngood, c->in.data() + c->in_pos, sizeof(ngood));
       if (ngood < 0 || ngood > num_workers_) {
         Drop(c, LogLevel::kError, "reports " + std::to_string(ngood) + " good links");
         return;
       }
-      if (c->in.size() < sizeof(ngood) * (1 + static_cast<size_t>(ngood))) break;
+      if (Available(*c) < sizeof(ngood) * (1 + static_cast<size_t>(ngood))) break;
       TakeInt(c, &ngood);
       std::set<int> good;
       for (int i = 0; i < ngood; ++i) {
@@ -770,6 +821,11 @@ void RabitTracker::Loop::Negotiate(Conn* c) {
       int32_t errors = 0;
       if (!TakeInt(c, &errors)) break;
       if (errors != 0) {
+        if (++c->rounds >= kMaxNegotiationRounds) {
+          Drop(c, LogLevel::kError,
+               "failed to connect to its peers " + std::to_string(c->rounds) + " times");
+          return;
+        }
         LOG_DEBUG << "rabit tracker: " << Describe(*c) << " failed " << errors
                   << " connects; negotiating again";
       }
@@ -789,13 +845,14 @@ void RabitTracker::Loop::Negotiate(Conn* c) {
       // is to connect to it; a stale port is of no use to anyone.
       wait_conn_.erase(c->assigned);
       if (c->to_accept > 0) wait_conn_[c->assigned] = Listening{c->host, port, c->to_accept};
+      negotiated_.insert(c->assigned);
       LOG_DEBUG << "rabit tracker: " << Describe(*c) << " listens on port " << port
                 << ", connected to " << c->connect.size() << " peers, awaits " << c->to_accept;
       active_ = 0;
       CloseWhenSent(c);
       return;
     }
-    c->deadline = SteadyClock::now() + options_.io_timeout;
+    c->deadline = std::min(SteadyClock::now() + options_.io_timeout, c->negotiation_deadline);
     Flush(c);
   }
   if (!c->dead && c->stage == Stage::kNegotiating && c->eof) {

@@ -24,9 +24,15 @@
 // Unlike the reference, a misbehaving client never stops the tracker: a wrong magic,
 // garbage, a connection closed mid-handshake, one silent past io_timeout, an out-of-range
 // rank, a duplicate shutdown, and every state on which the reference asserts, are logged
-// and that one connection is dropped. Headers are read from all connections at once; the
-// commands are then handled one at a time, in the order their headers completed, as the
-// reference's accept loop does (so a negotiation never overlaps another). Smaller
+// and that one connection is dropped. So is one that reads nothing while the tracker has
+// 64 KiB for it, one whose negotiation takes over 64 rounds or 4 io_timeouts (they run one
+// at a time), a start that names another world size than num_workers, a start for a rank
+// a worker already holds (not a recover), and a shutdown of a rank that never got its
+// links. Prints are cut at 4 KiB, at most 1000 per tracker. The protocol has no credential:
+// these rules keep a stray or hostile client on the node from stalling the tracker or
+// growing the daemon, not from disturbing the job it connects to. Headers are read from all
+// connections at once; the commands are then handled one at a time, in the order their headers
+// completed, as the reference's accept loop does (so a negotiation never overlaps another). Smaller
 // differences, none visible to a well-behaved worker: sets (tree neighbours, peers to
 // connect to) are sent in ascending order rather than Python's set order; a pending worker
 // that disconnects leaves the batch; a start that carries a rank takes it out of the
@@ -76,8 +82,8 @@ struct RabitTrackerOptions {
   std::string host = "127.0.0.1";
   // The port to listen on; 0: any free port (see port()). Default: 0.
   int port = 0;
-  // The number of workers; the first "start" that names a world size overrides it, as in
-  // the reference. Must be >= 1. Default: 1.
+  // The number of workers (the job's world size). A "start" that names another world size
+  // is dropped (the reference lets the first one set it). Must be >= 1. Default: 1.
   int num_workers = 1;
   // A client that leaves the tracker waiting this long for its next message (mid-header or
   // mid-negotiation) is dropped. Must be > 0. Default: 30 s.

@@ -147,6 +147,9 @@ struct WorkerExit {
   // exits with 1 then): what the attempt records as its exit code or signal.
   std::optional<int> command_exit_code;
   std::optional<int> command_signal;
+  // The worker's process id; 0 when unknown (a synthetic exit, an older release's event).
+  // The head takes one exit per process (a batch sent again must not replace a rank twice).
+  int pid = 0;
 };
 
 class WorkerPoolListener {

@@ -305,6 +305,34 @@ class RemoteLogsTest(ClusterTestCase):
         job_id = head.submit_spec(train_spec(name="after", workers=2, epochs=2, sleep_ms=10))
         self.assertEqual(head.wait_terminal(job_id)["state"], "SUCCEEDED")
 
+    def test_worker_events_count_only_from_the_node_that_holds_the_rank(self):
+        """A worker event that claims to come from another node than the one the rank runs
+        on now (a lost node's old worker reporting late) is ignored; an exit is taken once
+        per worker process."""
+        c = self.cluster
+        head, agent = c.voters[0], c.agents[0]
+        job_id = head.submit_spec(train_spec(name="late-exit", workers=2, epochs=40,
+                                             sleep_ms=200))
+        head.wait_job(job_id, lambda j: j["state"] == "RUNNING", what="RUNNING")
+        placed = c.ranks_by_daemon(job_id)
+        on_head = placed[c.daemons.index(head)][0]
+        nodes = head.get("/v1/nodes")[1]["nodes"]
+        agent_node = next(n["node_id"] for n in nodes if n["address"] == agent.address)
+        exit_event = {"type": "exit", "job_id": job_id, "attempt": 1, "rank": on_head,
+                      "exit_code": None, "signal": 9, "done_seen": False, "done_ok": False,
+                      "done_error": "", "retryable": True, "stopped_by_agent": False,
+                      "log_tail": "", "pid": 999999}
+        status, body = head.post("/v1/internal/events",
+                                 {"node_id": agent_node, "partial": True,
+                                  "events": [exit_event]}, token=head.cluster_token())
+        self.assertEqual(status, 200, body)
+        time.sleep(1.5)
+        job = head.job(job_id)
+        self.assertEqual(job["state"], "RUNNING", job)
+        self.assertIn("the rank was moved to another node", head.log())
+        head.post(f"/v1/jobs/{job_id}/stop")
+        self.assertEqual(head.wait_terminal(job_id)["state"], "STOPPED")
+
     def test_a_remote_command_rank_records_its_own_exit_code(self):
         """A command entry point's exit code reaches the head from the node that ran it (the
         exit event's command_exit_code), as the attempt's exit_code."""

@@ -403,6 +403,40 @@ TEST_CASE("tracker: with peer recovery a killed rank is replaced, not failed") {
   CHECK(t.replacements() == 1);
 }
 
+TEST_CASE("tracker: one exit per worker process, and a replacement holds no state before hello") {
+  SECTION("the same exit again (a node sent its batch again) replaces nothing more") {
+    T t = Recovering(3, -1);
+    WorkerExit killed = Killed(1, SIGKILL);
+    killed.pid = 4242;
+    CHECK(Count<T::ReplaceRank>(t.OnExit(killed, "")) == 1);
+    CHECK(t.OnExit(killed, "").empty());
+    CHECK(t.replacements() == 1);
+    CHECK(!t.failure());
+    // The replacement's own death (another process) counts: it said hello, so it is
+    // replaced again.
+    t.OnHello(1);
+    WorkerExit again = Killed(1, SIGKILL);
+    again.pid = 4343;
+    CHECK(Count<T::ReplaceRank>(t.OnExit(again, "")) == 1);
+    CHECK(t.replacements() == 2);
+  }
+  SECTION("a replacement that dies before its hello is not replaced again") {
+    T t = Recovering(3, -1);
+    CHECK(Count<T::ReplaceRank>(t.OnExit(Killed(1, SIGKILL), "")) == 1);
+    T::Commands out = t.OnExit(Killed(1, SIGKILL), "");
+    CHECK(Count<T::ReplaceRank>(out) == 0);
+    CHECK(t.failure());
+  }
+  SECTION("a survivor's death while the replacement has not said hello") {
+    T t = Recovering(2, -1);
+    CHECK(Count<T::ReplaceRank>(t.OnExit(Killed(0, SIGKILL), "")) == 1);
+    // Rank 0's new worker holds no state yet: rank 1 was the last that did.
+    T::Commands out = t.OnExit(Killed(1, SIGKILL), "");
+    CHECK(Count<T::ReplaceRank>(out) == 0);
+    CHECK(t.failure());
+  }
+}
+
 TEST_CASE("tracker: peer recovery falls back to failing the attempt") {
   SECTION("no survivor: the last rank dies") {
     T t = Recovering(1, -1);

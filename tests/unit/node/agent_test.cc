@@ -360,3 +360,56 @@ TEST_CASE("a master port is picked below the kernel's ephemeral range, and is fr
     ::close(fd);
   }
 }
+
+TEST_CASE("a launch that arrives after the head stopped its attempt is refused") {
+  Node node;
+  // The head's stop overtook the launch (a library fetch, another thread of its pool).
+  node.agent->Stop("j1", 2);
+  for (int attempt : {1, 2}) {
+    Result<int> late = node.agent->Launch(node.Plan(attempt));
+    REQUIRE_FALSE(late.ok());
+    CHECK(Mentions(late.status(), "was stopped on this node before its launch arrived"));
+  }
+  CHECK_FALSE(PathExists(node.agent->AttemptDir("j1", 2)));
+  CHECK(node.agent->LiveAttempts().empty());
+  // The next attempt starts; a fenced node's stop (the head may still run the attempt)
+  // does not refuse a later launch of it.
+  REQUIRE(node.agent->Launch(node.Plan(3)).ok());
+  node.RunUntilExit();
+  node.agent->Stop("j1", 4, /*urgent=*/false, /*final=*/false);
+  node.rec.exits.clear();
+  REQUIRE(node.agent->Launch(node.Plan(4)).ok());
+  node.RunUntilExit();
+}
+
+// True when something listens on 127.0.0.1:`port`.
+static bool Listening(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  ::close(fd);
+  return ok;
+}
+
+TEST_CASE("an xgboost attempt's tracker goes once no worker of it has run here for a while") {
+  Node node;
+  NodeAttemptPlan p = node.Plan();
+  p.framework = "xgboost";
+  p.master_addr = "127.0.0.1";
+  auto port = node.agent->Launch(p);
+  REQUIRE(port.ok());
+  CHECK(Listening(*port));
+  node.agent->SweepTrackers(std::chrono::milliseconds(0));  // its worker runs: kept
+  CHECK(Listening(*port));
+  // The worker exits with no rank ever shutting the tracker down (a job of one rank does
+  // not connect to it): it stays for the linger, then goes.
+  node.RunUntilExit();
+  node.agent->SweepTrackers(std::chrono::seconds(60));
+  CHECK(Listening(*port));
+  node.agent->SweepTrackers(std::chrono::milliseconds(0));
+  CHECK_FALSE(Listening(*port));
+}

@@ -800,6 +800,76 @@ TEST_CASE("rabit tracker: connections that hoard bytes are dropped past the budg
   CHECK(tracker->WaitFinished(10s));
 }
 
+TEST_CASE("rabit tracker: a client cannot hold the negotiation, take a rank or end the tracker",
+          "[rabit_tracker]") {
+  Prints prints;
+  auto tracker = StartTracker(2, &prints);
+  const int port = tracker->port();
+  // Another world size than the job's: dropped (the reference let the first start set it).
+  {
+    RawClient wrong(port);
+    wrong.Header(-1, 65536, "NULL", "start");
+    CHECK(wrong.ClosedWithin(5s));
+  }
+  // A shutdown of a rank that never got its links does not count.
+  OneShot(port, 0, "shutdown");
+  OneShot(port, 1, "shutdown");
+  CHECK_FALSE(tracker->WaitFinished(200ms));
+  // Rank 1 negotiates (it is to accept rank 0); a client then renegotiates rank 0 for
+  // ever, "failing" every connect: dropped after 64 rounds, reading nothing all along.
+  RawClient w1(port);
+  w1.Header(-1, -1, "1", "start");
+  CHECK(ReadAssignment(w1).rank == 1);
+  SendGoodSet(w1, {});
+  w1.SendInt(0);
+  w1.SendInt(7001);
+  CHECK(w1.ClosedWithin(5s));
+  {
+    RawClient spin(port);
+    spin.Header(-1, -1, "0", "start");
+    CHECK(ReadAssignment(spin).rank == 0);
+    std::string rounds;
+    for (int i = 0; i < 200; ++i) {
+      const int32_t round[] = {0, 1};  // no good link; one failed connect
+      rounds.append(reinterpret_cast<const char*>(round), sizeof(round));
+    }
+    spin.SendWhatever(rounds);
+    CHECK(spin.ClosedWithin(5s));
+  }
+  // A start for rank 1, which a worker holds: dropped; a recover of it is served.
+  {
+    RawClient steal(port);
+    steal.Header(1, -1, "thief", "start");
+    CHECK(steal.ClosedWithin(5s));
+  }
+  {
+    RawClient recover(port);
+    recover.Header(1, -1, "1", "recover");
+    CHECK(ReadAssignment(recover).rank == 1);
+    CHECK(SendGoodSet(recover, {}).accept == 1);
+    recover.SendInt(0);
+    recover.SendInt(7011);
+    CHECK(recover.ClosedWithin(5s));
+  }
+  // A long print is cut.
+  OneShot(port, 0, "print", std::string(10000, 'p'));
+  // The real rank 0 still gets through, and the tracker ends.
+  RawClient w0(port);
+  w0.Header(-1, -1, "0", "start");
+  CHECK(ReadAssignment(w0).rank == 0);
+  Instructions i0 = SendGoodSet(w0, {});
+  CHECK(i0.connect == std::vector<Peer>{{"127.0.0.1", 7011, 1}});
+  w0.SendInt(0);
+  w0.SendInt(7000);
+  CHECK(w0.ClosedWithin(5s));
+  OneShot(port, 0, "shutdown");
+  OneShot(port, 1, "shutdown");
+  CHECK(tracker->WaitFinished(5s));
+  REQUIRE(prints.Get().size() == 1);
+  CHECK(prints.Get()[0].size() < 4200);
+  CHECK(prints.Get()[0].find("cut at 4096 bytes") != std::string::npos);
+}
+
 TEST_CASE("rabit tracker: Stop returns promptly mid-handshake, and is idempotent",
           "[rabit_tracker]") {
   auto tracker = StartTracker(2);
