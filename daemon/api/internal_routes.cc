@@ -80,6 +80,7 @@ void ApplyWorkerEvent(JobManager* jobs, const json& ev, const std::string& node)
     if (auto s = ev.find("command_signal"); s != ev.end() && !s->is_null())
       e.command_signal = s->get<int>();
     if (auto pid = ev.find("pid"); pid != ev.end() && !pid->is_null()) e.pid = pid->get<int>();
+    if (auto n = ev.find("launch"); n != ev.end() && !n->is_null()) e.launch = n->get<uint64_t>();
     jobs->OnRemoteWorkerExit(e, ev.at("log_tail").get<std::string>());
   }
 }

@@ -103,6 +103,9 @@ AttemptTracker::Commands AttemptTracker::OnReport(int rank, int seq, const nlohm
     ckpt.clear();
   }
   if (!active_.count(rank)) return {};  // left the group of an elastic job
+  // After its end was proposed nothing more of the attempt is recorded (a lost node's late
+  // report would otherwise be committed while the next attempt starts from an older one).
+  if (end_proposed_) return {};
   reports_[seq][rank] = {metrics, ckpt};
   if (generation_ > 0) {
     // After a regroup a rank continues the report sequence of the replica whose state it
@@ -145,10 +148,13 @@ void AttemptTracker::CommitComplete(Commands* out) {
 }
 
 AttemptTracker::Commands AttemptTracker::OnExit(const WorkerExit& e, const std::string& log_tail) {
-  if (e.pid != 0) {
-    // One exit per worker process: a batch of events a node sends again (its answer was
-    // lost) must not end or replace the rank a second time.
-    if (!exited_pids_.insert({e.rank, e.pid}).second) return {};
+  if (e.pid != 0 && e.rank >= 0 && e.rank < world_size()) {
+    // One exit per worker: a batch of events a node sends again (its answer was lost) must
+    // not end or replace the rank a second time. A worker is its node (the one the rank is
+    // placed on: JobManager takes events from no other), its pid and the node's launch
+    // count (pids are reused).
+    const std::string& node = placement_.rank_nodes[static_cast<size_t>(e.rank)];
+    if (!exited_workers_.insert({e.rank, node, e.pid, e.launch}).second) return {};
   }
   exits_[e.rank] = e;
   const std::optional<int> sig = EndedByCommand(e) ? e.command_signal : e.signal;
@@ -251,12 +257,18 @@ AttemptTracker::Commands AttemptTracker::OnReplacementFailed(int rank, const std
 bool AttemptTracker::TryShrink(const std::set<int>& gone, Commands* out) {
   if (placement_.min_ranks <= 0 || !Running()) return false;
   std::vector<int> left;
+  bool holder = false;  // a rank left that holds the state (said hello)
   for (int r : active_) {
     if (gone.count(r) || Exited(r)) continue;
-    if (!hellos_.count(r)) return false;  // a rank still starting holds no state to go on with
+    if (hellos_.count(r)) {
+      holder = true;
+    } else if (!moved_.count(r) && !replaced_.count(r)) {
+      return false;  // a rank of the first start still starting: the group is not up yet
+    }
+    // A rank started again and still starting joins the smaller group as it would the old.
     left.push_back(r);
   }
-  if (static_cast<int>(left.size()) < placement_.min_ranks || left.empty()) return false;
+  if (static_cast<int>(left.size()) < placement_.min_ranks || !holder) return false;
   active_ = std::set<int>(left.begin(), left.end());
   ++generation_;
   ForgetReports(gone);

@@ -19,6 +19,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -210,8 +211,9 @@ class AttemptTracker {
   std::set<int> hellos_;
   std::map<int, std::map<int, std::pair<nlohmann::json, std::string>>> reports_;  // seq -> rank
   std::map<int, WorkerExit> exits_;
-  std::set<std::pair<int, int>> exited_pids_;  // (rank, pid) of every exit taken
-  bool marked_running_ = false;                // MarkRunning was returned
+  // (rank, node, pid, launch) of every exit taken (WorkerExit).
+  std::set<std::tuple<int, std::string, int, uint64_t>> exited_workers_;
+  bool marked_running_ = false;  // MarkRunning was returned
   int replacements_ = 0;
   int generation_ = 0;
   std::set<int> active_;

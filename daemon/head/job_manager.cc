@@ -651,6 +651,10 @@ NodeAttemptPlan JobManager::RankPlan(const ActiveAttempt& a, int rank, const std
   plan.master_port = group.store_port;
   plan.regroup_generation = regroup.generation;
   plan.group_ranks = ranks;
+  // The job's latest recorded checkpoint rather than the one the attempt started from,
+  // which retention may have deleted since (num_to_keep): a loop that reads its
+  // get_checkpoint() before run_steps takes a survivor's state would fail on it.
+  if (auto latest = store_->LatestCheckpoint(a.job_id())) plan.restored_from = latest->path;
   return plan;
 }
 
@@ -881,22 +885,35 @@ void JobManager::CommitReport(ActiveAttempt& a, const AttemptTracker::CommitRepo
             Run(*at, at->tracker.OnCheckpointFailed(seq, merged.status().message()));
           return;
         }
+        // The attempt's end waits for the answer: a checkpoint whose record was refused
+        // (the log's disk reserve, a lost leadership) must fail the attempt, which restarts
+        // from the last recorded one, not vanish while the job goes on and succeeds.
         log_->Propose(
             commands::CommitCheckpoint(job_id, attempt, seq, *merged, metrics),
-            Answered<cmd::CommitCheckpointAnswer>(
-                [this, trial_dir, began](Result<cmd::CommitCheckpointAnswer> r) {
-                  if (r.ok()) {
-                    checkpoint_latency_.Record(
-                        std::chrono::duration<double>(std::chrono::steady_clock::now() - began)
-                            .count());
-                  }
-                  if (!r.ok() || r->deleted.empty()) return;
-                  // Records go first, files after: a crash in between leaves
-                  // only garbage.
-                  committer_->Remove(trial_dir, std::move(r->deleted));
-                }));
-        if (ActiveAttempt* at = Find(job_id, attempt))
-          Run(*at, at->tracker.OnCheckpointCommitted(seq));
+            Answered<cmd::CommitCheckpointAnswer>([this, job_id, attempt, seq, trial_dir,
+                                                   began](Result<cmd::CommitCheckpointAnswer> r) {
+              if (!r.ok()) {
+                const std::string why = "job " + job_id + ": checkpoint " + std::to_string(seq) +
+                                        " of attempt " + std::to_string(attempt) +
+                                        " was not recorded: " + r.status().message();
+                if (IsDiskFull(r.status())) {
+                  LOG_DEBUG << why;  // the Raft node warned once; the attempt's end says it
+                } else {
+                  LOG_WARN << why;
+                }
+                if (ActiveAttempt* at = Find(job_id, attempt)) {
+                  Run(*at, at->tracker.OnCheckpointFailed(
+                               seq, "it was not recorded: " + r.status().message()));
+                }
+                return;
+              }
+              checkpoint_latency_.Record(
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
+              // Records go first, files after: a crash in between leaves only garbage.
+              if (!r->deleted.empty()) committer_->Remove(trial_dir, std::move(r->deleted));
+              if (ActiveAttempt* at = Find(job_id, attempt))
+                Run(*at, at->tracker.OnCheckpointCommitted(seq));
+            }));
       });
 }
 

@@ -141,7 +141,10 @@ json JobManager::OnHeartbeat(NodeStatus status) {
     bool placed_here = false;
     if (a != nullptr)
       for (const auto& n : a->rank_nodes()) placed_here = placed_here || n == status.node_id;
-    if (!placed_here) stop.push_back({{"job_id", job}, {"attempt", attempt}});
+    // final: the head does not run the attempt at all (a launch of it that raced this stop
+    // is refused); not when it runs elsewhere only, and a rank may still move back here.
+    if (!placed_here)
+      stop.push_back({{"job_id", job}, {"attempt", attempt}, {"final", a == nullptr}});
   }
   const std::string id = status.node_id;
   RecordVoterAddress(status.raft_id, status.api_address);

@@ -203,10 +203,28 @@ Result<std::unique_ptr<RabitTracker>> Agent::StartTracker(const NodeAttemptPlan&
   RabitTrackerOptions o;
   o.host = plan.master_addr;
   o.num_workers = plan.world_size;
-  const std::string job = plan.job_id;
-  const int attempt = plan.attempt;
-  o.on_print = [job, attempt](const std::string& message) {
-    LOG_INFO << "job " << job << " attempt " << attempt << " (xgboost): " << message;
+  // XGBoost's evaluation lines reach the tracker only: they go to rank 0's log (this node
+  // runs rank 0), where `traintl logs` shows them and its bound applies, not to the
+  // daemon's.
+  const std::string log = LogPath(plan.job_id, plan.attempt, 0);
+  o.on_print = [log](const std::string& message) {
+    // Whatever the path holds, it is written only if it is a plain file (no FIFO to block
+    // the tracker on, no link to follow).
+    int fd = ::open(log.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    struct stat st;
+    if (fd >= 0 && (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
+      ::close(fd);
+      fd = -1;
+      errno = EINVAL;
+    }
+    if (fd < 0) {
+      LOG_DEBUG << "rabit print for " << log << " (" << std::strerror(errno) << "): " << message;
+      return;
+    }
+    const std::string line = message + "\n";
+    const ssize_t ignored = ::write(fd, line.data(), line.size());
+    (void)ignored;
+    ::close(fd);
   };
   auto tracker = RabitTracker::Start(std::move(o));
   if (!tracker.ok()) {

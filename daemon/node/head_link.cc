@@ -182,7 +182,10 @@ void HeadLink::EnqueueExit(const WorkerExit& e, const std::string& log_tail) {
              {"log_tail", log_tail}};
   if (e.exit_code) ev["exit_code"] = *e.exit_code;
   if (e.signal) ev["signal"] = *e.signal;
-  if (e.pid != 0) ev["pid"] = e.pid;
+  if (e.pid != 0) {
+    ev["pid"] = e.pid;
+    ev["launch"] = e.launch;
+  }
   if (e.command_exit_code) ev["command_exit_code"] = *e.command_exit_code;
   if (e.command_signal) ev["command_signal"] = *e.command_signal;
   Enqueue(std::move(ev));
@@ -263,10 +266,7 @@ void HeadLink::PostAcks(const std::vector<EventOutbox::Ack>& acks) {
 std::vector<std::pair<std::string, int>> HeadLink::LiveAttemptsFromIo() {
   auto promise = std::make_shared<std::promise<std::vector<std::pair<std::string, int>>>>();
   auto future = promise->get_future();
-  asio::post(io_, [this, promise] {
-    agent_->SweepTrackers();  // periodic work of the node, on its io thread
-    promise->set_value(agent_->LiveAttempts());
-  });
+  asio::post(io_, [this, promise] { promise->set_value(agent_->LiveAttempts()); });
   // Not an empty list on a timeout: the head would take it for "no workers run here".
   if (future.wait_for(kLiveAttemptsWait) == std::future_status::ready) last_running_ = future.get();
   return last_running_;
@@ -307,9 +307,14 @@ bool HeadLink::HeartbeatOnce(const std::string& head) {
     if (!st.is_object()) continue;
     const std::string job = st.value("job_id", "");
     const int attempt = st.value("attempt", 0);
+    // Final only when the head says so (an older head does not: not final).
+    const auto final_field = st.find("final");
+    const bool final =
+        final_field != st.end() && final_field->is_boolean() && final_field->get<bool>();
     LOG_WARN << "the head does not run job " << job << " attempt " << attempt
-             << "; stopping its workers here";
-    asio::post(io_, [this, job, attempt] { agent_->Stop(job, attempt); });
+             << (final ? "" : " here") << "; stopping its workers here";
+    asio::post(
+        io_, [this, job, attempt, final] { agent_->Stop(job, attempt, /*urgent=*/false, final); });
   }
   return true;
 }
@@ -389,6 +394,9 @@ void HeadLink::HeartbeatMain() {
       RememberVotersAsHead();
     } else {
       HeartbeatAsAgent(&joined);
+      // Periodic work of the node, on its io thread, head or none (the head's tick does it
+      // on the head's node).
+      asio::post(io_, [this] { agent_->SweepTrackers(); });
     }
     // The wait itself is on real time; only its length comes from the clock.
     std::unique_lock<std::mutex> lock(mu_);

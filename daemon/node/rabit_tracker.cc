@@ -45,10 +45,8 @@ constexpr size_t kMaxUnsent = 64 << 10;
 // one at a time, so one that never ends would hold up every other worker.
 constexpr int kMaxNegotiationRounds = 64;
 constexpr int kNegotiationTimeouts = 4;
-// A print is a line of training progress: longer ones are cut, and a tracker passes on at
-// most this many (the daemon's log is not the job's).
+// A print is a line of training progress (XGBoost's evaluation lines): longer ones are cut.
 constexpr size_t kMaxPrintBytes = 4096;
-constexpr int kMaxPrints = 1000;
 constexpr size_t kMaxConnections = 4096;
 constexpr int kListenBacklog = 256;
 // After accept(2) fails for want of descriptors the listener stays readable; polling it
@@ -263,6 +261,8 @@ class RabitTracker::Loop {
   // The rank `c` gets at once; -1: it waits for the batch; -2: `c` was dropped.
   int DecideRank(Conn* c);
   void MaybeAssignBatch();
+  // Puts `c` (its rank assigned) in line for its negotiation.
+  void Queue(Conn* c);
   void BeginNegotiation(Conn* c);
   void Negotiate(Conn* c);
   bool Finished() const { return static_cast<int>(shutdown_.size()) == num_workers_; }
@@ -284,7 +284,6 @@ class RabitTracker::Loop {
   std::map<std::string, int> job_map_;  // task id -> rank
   std::set<int> shutdown_;              // ranks that sent shutdown
   std::set<int> negotiated_;            // ranks whose negotiation completed
-  int prints_ = 0;
   std::map<int, Listening> wait_conn_;  // by rank
   std::vector<uint64_t> pending_;       // waiting for the batch assignment
   std::deque<uint64_t> negotiate_;      // ranked, waiting for their negotiation
@@ -560,15 +559,18 @@ void RabitTracker::Loop::HeaderDone(Conn* c) {
 }
 
 void RabitTracker::Loop::Advance() {
+  // Every complete header is handled before the next negotiation begins, so that a later
+  // connection for a rank replaces one still waiting (Queue) instead of each taking its
+  // turn (a silent one holds the line for io_timeout).
   while (active_ == 0) {
-    if (!negotiate_.empty()) {
-      Conn* c = Find(negotiate_.front());
-      negotiate_.pop_front();
-      if (c != nullptr) BeginNegotiation(c);
-    } else if (!ready_.empty()) {
+    if (!ready_.empty()) {
       Conn* c = Find(ready_.front());
       ready_.pop_front();
       if (c != nullptr) HandleCommand(c);
+    } else if (!negotiate_.empty()) {
+      Conn* c = Find(negotiate_.front());
+      negotiate_.pop_front();
+      if (c != nullptr) BeginNegotiation(c);
     } else {
       return;
     }
@@ -577,13 +579,6 @@ void RabitTracker::Loop::Advance() {
 
 void RabitTracker::Loop::HandleCommand(Conn* c) {
   if (c->cmd == "print") {
-    if (++prints_ > kMaxPrints) {
-      if (prints_ == kMaxPrints + 1) {
-        LOG_WARN << "rabit tracker: " << kMaxPrints << " prints passed on; no more from this one";
-      }
-      CloseWhenSent(c);
-      return;
-    }
     std::string message = Strip(c->message);
     if (message.size() > kMaxPrintBytes) {
       message.resize(kMaxPrintBytes);
@@ -645,8 +640,7 @@ void RabitTracker::Loop::HandleCommand(Conn* c) {
     pending_.push_back(c->id);
   } else {
     c->assigned = rank;
-    c->stage = Stage::kQueued;
-    negotiate_.push_back(c->id);
+    Queue(c);
   }
   MaybeAssignBatch();
   if (todo_.empty() && !all_started_logged_) {
@@ -744,9 +738,23 @@ void RabitTracker::Loop::MaybeAssignBatch() {
     c->assigned = todo_.front();
     todo_.pop_front();
     if (c->task_id != "NULL") job_map_[c->task_id] = c->assigned;
-    c->stage = Stage::kQueued;
-    negotiate_.push_back(c->id);
+    Queue(c);
   }
+}
+
+void RabitTracker::Loop::Queue(Conn* c) {
+  // One waits per rank: the latest start or recover for it (a worker that retries has
+  // given up on its earlier connection), so that no number of connections for a rank can
+  // make the others wait for their turn for long.
+  for (uint64_t id : negotiate_) {
+    Conn* q = Find(id);
+    if (q != nullptr && q->assigned == c->assigned) {
+      Drop(q, LogLevel::kWarning,
+           "superseded by a later connection for rank " + std::to_string(c->assigned));
+    }
+  }
+  c->stage = Stage::kQueued;
+  negotiate_.push_back(c->id);
 }
 
 void RabitTracker::Loop::BeginNegotiation(Conn* c) {

@@ -25,17 +25,21 @@
 // garbage, a connection closed mid-handshake, one silent past io_timeout, an out-of-range
 // rank, a duplicate shutdown, and every state on which the reference asserts, are logged
 // and that one connection is dropped. So is one that reads nothing while the tracker has
-// 64 KiB for it, one whose negotiation takes over 64 rounds or 4 io_timeouts (they run one
-// at a time), a start that names another world size than num_workers, a start for a rank
-// a worker already holds (not a recover), and a shutdown of a rank that never got its
-// links. Prints are cut at 4 KiB, at most 1000 per tracker. The protocol has no credential:
-// these rules keep a stray or hostile client on the node from stalling the tracker or
-// growing the daemon, not from disturbing the job it connects to. Headers are read from all
-// connections at once; the commands are then handled one at a time, in the order their headers
-// completed, as the reference's accept loop does (so a negotiation never overlaps another). Smaller
-// differences, none visible to a well-behaved worker: sets (tree neighbours, peers to
-// connect to) are sent in ascending order rather than Python's set order; a pending worker
-// that disconnects leaves the batch; a start that carries a rank takes it out of the
+// 64 KiB for it, one whose negotiation takes over 64 rounds or 4 io_timeouts, a start that
+// names another world size than num_workers, a start whose rank field names a rank a worker
+// already holds (XGBoost's workers start with rank -1 and their task id, which keeps naming
+// the rank; a recover may), and a shutdown of a rank that never got its links. Prints are
+// cut at 4 KiB. The protocol has no credential: these rules keep a stray or hostile client
+// on the node from stalling the tracker or growing the daemon, not from disturbing the job
+// it connects to.
+//
+// Headers are read from all connections at once; the commands are handled in the order
+// their headers completed, every complete one before the next negotiation begins, and the
+// negotiations one at a time, as the reference's accept loop does. At most one connection
+// per rank waits for its negotiation: a later start or recover for the rank replaces it.
+// Smaller differences, none visible to a well-behaved worker: sets (tree neighbours, peers
+// to connect to) are sent in ascending order rather than Python's set order; a pending
+// worker that disconnects leaves the batch; a start that carries a rank takes it out of the
 // batch's ranks; a rank's new listening port replaces its old one.
 //
 // A worker past its negotiation waits on its peers, not on the tracker: Stop() makes the
@@ -96,8 +100,8 @@ struct RabitTrackerOptions {
   // hold 4 MiB in each of its 4096 connections. A well-behaved worker holds a few bytes.
   // Must be > 0. Default: 256 MiB.
   size_t max_buffered_total = 256u << 20;
-  // Receives each worker "print" message, surrounding whitespace stripped, on the
-  // tracker's thread, which it must not block. Default: empty: LOG_INFO.
+  // Receives each worker "print" message, surrounding whitespace stripped and cut at 4 KiB,
+  // on the tracker's thread, which it must not block for long. Default: empty: LOG_INFO.
   std::function<void(const std::string&)> on_print;
 };
 

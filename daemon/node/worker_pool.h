@@ -148,8 +148,11 @@ struct WorkerExit {
   std::optional<int> command_exit_code;
   std::optional<int> command_signal;
   // The worker's process id; 0 when unknown (a synthetic exit, an older release's event).
-  // The head takes one exit per process (a batch sent again must not replace a rank twice).
+  // With `launch`, the pool's count of the workers it started before this one (since the
+  // daemon started), the worker's identity on its node: the head takes one exit per worker
+  // (a batch sent again must not replace a rank twice; a pid may be reused).
   int pid = 0;
+  uint64_t launch = 0;
 };
 
 class WorkerPoolListener {
@@ -255,6 +258,7 @@ class WorkerPool {
   boost::asio::signal_set sigchld_;
   boost::asio::steady_timer log_sample_timer_;
   std::map<pid_t, std::shared_ptr<Worker>> workers_;
+  uint64_t launches_ = 0;   // workers adopted so far (WorkerExit::launch)
   std::vector<Warm> warm_;  // oldest first
   int warm_failures_ = 0;   // warm workers in a row that failed to start or died unused
   bool warm_draining_ = false;

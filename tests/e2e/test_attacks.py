@@ -312,7 +312,8 @@ class FullDiskTest(unittest.TestCase):
         self.assertIn("for the upload", body.get("error", ""))
         blobs = os.path.join(data_dir, "blobs")
         self.assertEqual(os.listdir(blobs) if os.path.isdir(blobs) else [], [])
-        warnings = [l for l in d.log().splitlines() if "disk full:" in l]
+        # (Jobs whose checkpoints it could not record fail, saying so at info level.)
+        warnings = [l for l in d.log().splitlines() if "disk full:" in l and " W [" in l]
         self.assertEqual(len(warnings), 1, "warned once: " + "\n".join(warnings))
         # Reads still work, and no acknowledged submission is lost.
         for job_id in accepted[:3] + accepted[-3:]:
@@ -373,6 +374,30 @@ class FullDiskTest(unittest.TestCase):
                                                               epochs=1)})
         self.assertEqual(status, 201, body)
 
+
+    def test_a_checkpoint_the_head_cannot_record_fails_its_attempt(self):
+        # Checkpoint files fill the disk past the log's reserve: the head cannot record the
+        # third checkpoint. It used to drop it without a word (the tracker counted it as
+        # committed when proposed) and the job succeeded, a restart resuming from an older
+        # one; now the attempt fails, naming it.
+        data_dir = os.path.join(self.mnt, "data")
+        os.makedirs(data_dir)
+        d = self.daemon = Daemon(data_dir=data_dir, extra_args=["--min-free-disk-mb", "48"])
+        d.start()
+        self.fill(leave_mb=92)
+        status, body = d.post("/v1/jobs", {"spec": train_spec(name="ckpts", workers=1,
+                                                              epochs=4, sleep_ms=50,
+                                                              ckpt_mb=20)})
+        self.assertEqual(status, 201, body)
+        job_id = body["job_id"]
+        wait_for(lambda: "could not be committed: it was not recorded" in d.log(), 60,
+                 what="a refused checkpoint record")
+        os.unlink(os.path.join(self.mnt, "filler"))  # the end of the attempt needs room too
+        job = d.wait_terminal(job_id, timeout=60)
+        self.assertEqual(job["state"], "FAILED", job)
+        self.assertIn("could not be committed: it was not recorded: disk full", job["message"])
+        recorded = d.get(f"/v1/jobs/{job_id}/checkpoints")[1]["checkpoints"]
+        self.assertEqual(len(recorded), 2, recorded)
 
 if __name__ == "__main__":
     main()

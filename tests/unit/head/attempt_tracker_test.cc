@@ -413,12 +413,20 @@ TEST_CASE("tracker: one exit per worker process, and a replacement holds no stat
     CHECK(t.replacements() == 1);
     CHECK(!t.failure());
     // The replacement's own death (another process) counts: it said hello, so it is
-    // replaced again.
+    // replaced again. So does one with the same pid that is another worker: another launch
+    // of the node's pool (a pid reused), or on another node.
     t.OnHello(1);
     WorkerExit again = Killed(1, SIGKILL);
-    again.pid = 4343;
+    again.pid = 4242;
+    again.launch = 7;
     CHECK(Count<T::ReplaceRank>(t.OnExit(again, "")) == 1);
     CHECK(t.replacements() == 2);
+    t.OnHello(1);
+    t.MoveRank(1, "elsewhere");
+    t.OnHello(1);
+    CHECK(Count<T::ReplaceRank>(t.OnExit(again, "")) == 1);
+    CHECK(t.replacements() == 3);
+    CHECK(t.OnExit(again, "").empty());
   }
   SECTION("a replacement that dies before its hello is not replaced again") {
     T t = Recovering(3, -1);
@@ -529,6 +537,27 @@ TEST_CASE("tracker: an elastic attempt goes on with the ranks left when a node i
   CHECK(Count<T::Shrink>(out) == 0);
   CHECK(t.failure());
   CHECK(Count<T::StopWorkers>(out) == 1);
+}
+
+TEST_CASE("tracker: an elastic attempt shrinks again while a rank it took back starts") {
+  T t = Launched({"h", "n2", "n3"}, /*min_ranks=*/1, /*max_ranks=*/0, /*replacements=*/0);
+  REQUIRE(Count<T::Shrink>(t.OnNodeLost("n3")) == 1);
+  REQUIRE(Count<T::Grow>(t.OnCapacity(2, "n4")) == 1);
+  // Rank 1's node goes before the regrown rank 2 says hello: rank 0 holds the state, and
+  // rank 2 joins the smaller group as it would have the larger.
+  T::Commands out = t.OnNodeLost("n2");
+  const T::Shrink* shrink = First<T::Shrink>(out);
+  REQUIRE(shrink != nullptr);
+  CHECK(shrink->ranks == std::vector<int>{0, 2});
+  CHECK(!t.failure());
+  // With no rank left that said hello, nothing holds the state: the attempt fails.
+  T u = Launched({"n1", "n2", "n3"}, 1, 0, 0);
+  REQUIRE(Count<T::Shrink>(u.OnNodeLost("n3")) == 1);
+  REQUIRE(Count<T::Grow>(u.OnCapacity(2, "n4")) == 1);
+  REQUIRE(Count<T::Shrink>(u.OnNodeLost("n1")) == 1);  // rank 1 holds it
+  out = u.OnNodeLost("n2");
+  CHECK(Count<T::Shrink>(out) == 0);
+  CHECK(u.failure());
 }
 
 TEST_CASE("tracker: an elastic attempt that shrank takes its rank back when capacity returns") {

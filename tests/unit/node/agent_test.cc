@@ -410,6 +410,36 @@ TEST_CASE("an xgboost attempt's tracker goes once no worker of it has run here f
   node.RunUntilExit();
   node.agent->SweepTrackers(std::chrono::seconds(60));
   CHECK(Listening(*port));
+  // A print (XGBoost's evaluation lines) goes to rank 0's log.
+  {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    REQUIRE(fd >= 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(*port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+    std::string msg;
+    auto put_int = [&](int32_t v) { msg.append(reinterpret_cast<const char*>(&v), sizeof(v)); };
+    auto put_str = [&](const std::string& v) {
+      put_int(static_cast<int32_t>(v.size()));
+      msg += v;
+    };
+    put_int(0xff99);
+    put_int(-1);
+    put_int(-1);
+    put_str("0");
+    put_str("print");
+    put_str("[0]\ttrain-logloss:0.5\n");
+    REQUIRE(::send(fd, msg.data(), msg.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(msg.size()));
+    char buf[64];
+    while (::recv(fd, buf, sizeof(buf), 0) > 0) {
+    }  // the tracker closes it once handled
+    ::close(fd);
+  }
+  auto log = ReadFile(node.agent->LogPath("j1", 1, 0));
+  REQUIRE(log.ok());
+  CHECK(log->find("[0]\ttrain-logloss:0.5\n") != std::string::npos);
   node.agent->SweepTrackers(std::chrono::milliseconds(0));
   CHECK_FALSE(Listening(*port));
 }

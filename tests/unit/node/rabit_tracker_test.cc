@@ -870,6 +870,29 @@ TEST_CASE("rabit tracker: a client cannot hold the negotiation, take a rank or e
   CHECK(prints.Get()[0].find("cut at 4096 bytes") != std::string::npos);
 }
 
+TEST_CASE("rabit tracker: one connection per rank waits for its negotiation, the latest",
+          "[rabit_tracker]") {
+  auto tracker = StartTracker(2);
+  const int port = tracker->port();
+  RawClient w1(port);
+  w1.Header(-1, -1, "1", "start");
+  CHECK(ReadAssignment(w1).rank == 1);
+  SendGoodSet(w1, {});
+  w1.SendInt(0);
+  w1.SendInt(7001);
+  CHECK(w1.ClosedWithin(5s));
+  RawClient busy(port);  // negotiating, silent: the others queue behind it
+  busy.Header(-1, -1, "0", "start");
+  CHECK(ReadAssignment(busy).rank == 0);
+  RawClient first(port);
+  first.Header(1, -1, "1", "recover");
+  RawClient second(port);
+  second.Header(1, -1, "1", "recover");
+  busy.Close();
+  CHECK(first.ClosedWithin(5s));  // superseded
+  CHECK(ReadAssignment(second).rank == 1);
+}
+
 TEST_CASE("rabit tracker: Stop returns promptly mid-handshake, and is idempotent",
           "[rabit_tracker]") {
   auto tracker = StartTracker(2);
