@@ -257,18 +257,15 @@ AttemptTracker::Commands AttemptTracker::OnReplacementFailed(int rank, const std
 bool AttemptTracker::TryShrink(const std::set<int>& gone, Commands* out) {
   if (placement_.min_ranks <= 0 || !Running()) return false;
   std::vector<int> left;
-  bool holder = false;  // a rank left that holds the state (said hello)
   for (int r : active_) {
     if (gone.count(r) || Exited(r)) continue;
-    if (hellos_.count(r)) {
-      holder = true;
-    } else if (!moved_.count(r) && !replaced_.count(r)) {
-      return false;  // a rank of the first start still starting: the group is not up yet
-    }
-    // A rank started again and still starting joins the smaller group as it would the old.
+    // A rank still starting holds no state, and one started again (moved, replaced, grown
+    // back) would join the group it was launched for, which no longer meets: the attempt
+    // fails and restarts rather than the survivors waiting out the collective timeout.
+    if (!hellos_.count(r)) return false;
     left.push_back(r);
   }
-  if (static_cast<int>(left.size()) < placement_.min_ranks || !holder) return false;
+  if (static_cast<int>(left.size()) < placement_.min_ranks || left.empty()) return false;
   active_ = std::set<int>(left.begin(), left.end());
   ++generation_;
   ForgetReports(gone);

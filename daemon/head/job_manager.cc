@@ -651,10 +651,6 @@ NodeAttemptPlan JobManager::RankPlan(const ActiveAttempt& a, int rank, const std
   plan.master_port = group.store_port;
   plan.regroup_generation = regroup.generation;
   plan.group_ranks = ranks;
-  // The job's latest recorded checkpoint rather than the one the attempt started from,
-  // which retention may have deleted since (num_to_keep): a loop that reads its
-  // get_checkpoint() before run_steps takes a survivor's state would fail on it.
-  if (auto latest = store_->LatestCheckpoint(a.job_id())) plan.restored_from = latest->path;
   return plan;
 }
 
@@ -678,6 +674,10 @@ void JobManager::LaunchRank(ActiveAttempt& a, int rank, const std::string& node,
     fail(client == nullptr ? "node " + node + " is gone" : "the attempt's rendezvous is unknown");
     return;
   }
+  // The job's latest recorded checkpoint rather than the one the attempt started from,
+  // which retention may have deleted since (num_to_keep): a loop that reads its
+  // get_checkpoint() before run_steps takes a survivor's state would fail on it.
+  if (auto latest = store_->LatestCheckpoint(job_id)) plan->restored_from = latest->path;
   client->Launch(std::move(*plan), [fail](Result<int> started) {
     if (!started.ok()) fail(started.status().message());
   });

@@ -206,25 +206,27 @@ Result<std::unique_ptr<RabitTracker>> Agent::StartTracker(const NodeAttemptPlan&
   // XGBoost's evaluation lines reach the tracker only: they go to rank 0's log (this node
   // runs rank 0), where `traintl logs` shows them and its bound applies, not to the
   // daemon's.
+  // The log's own bound applies only while rank 0's worker lives, and anyone on the node
+  // can send prints: the tracker writes at most kMaxPrintedBytes.
+  constexpr uint64_t kMaxPrintedBytes = 64ull << 20;
   const std::string log = LogPath(plan.job_id, plan.attempt, 0);
-  o.on_print = [log](const std::string& message) {
-    // Whatever the path holds, it is written only if it is a plain file (no FIFO to block
-    // the tracker on, no link to follow).
-    int fd = ::open(log.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-    struct stat st;
-    if (fd >= 0 && (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
-      ::close(fd);
-      fd = -1;
-      errno = EINVAL;
+  auto printed = std::make_shared<uint64_t>(0);  // the tracker's thread only
+  o.on_print = [log, printed](const std::string& message) {
+    const std::string line = message + "\n";
+    if (*printed >= kMaxPrintedBytes) return;
+    *printed += line.size();
+    if (*printed >= kMaxPrintedBytes) {
+      LOG_WARN << "rabit tracker: " << (kMaxPrintedBytes >> 20) << " MiB of prints written to "
+               << log << "; no more";
     }
-    if (fd < 0) {
-      LOG_DEBUG << "rabit print for " << log << " (" << std::strerror(errno) << "): " << message;
+    // A plain file of root's or the daemon's only: no link followed, no FIFO to block on.
+    Result<UniqueFd> fd = OpenAppendNoFollow(log, 0640);
+    if (!fd.ok()) {
+      LOG_DEBUG << "rabit print for " << log << " (" << fd.status().message() << "): " << message;
       return;
     }
-    const std::string line = message + "\n";
-    const ssize_t ignored = ::write(fd, line.data(), line.size());
+    const ssize_t ignored = ::write(fd->get(), line.data(), line.size());
     (void)ignored;
-    ::close(fd);
   };
   auto tracker = RabitTracker::Start(std::move(o));
   if (!tracker.ok()) {

@@ -3,6 +3,7 @@ a step is replaced while the other rank keeps its process and state; the job fin
 its first attempt, redoes at most the step in progress, loses no committed report or
 checkpoint, and ends with the same weights, to the bit, as a run without the death. With
 no survivor it falls back to a restart from the checkpoint."""
+import json
 import os
 import shutil
 import tempfile
@@ -78,6 +79,14 @@ class PeerRecoveryTest(DaemonTestCase):
         for r in (0, 1):
             self.assertEqual(read(os.path.join(out, f"final_rank{r}.bin")),
                              read(os.path.join(straight_dir, f"final_rank{r}.bin")), f"rank {r}")
+        # The replacement was handed the checkpoint recorded last before it started (the
+        # attempt's own start had none), not one retention may have deleted since.
+        ctx_path = os.path.join(self.daemon.data_dir, "jobs", job_id, "attempt_1",
+                                f"rank_{victim}.context.json")
+        with open(ctx_path) as f:
+            restored = json.load(f)["checkpoint_dir"]
+        self.assertIsNotNone(restored)
+        self.assertIn("checkpoint_a001_s00000", restored)
         # Every report committed, the last one's checkpoint included, with the same metrics.
         self.assertEqual(job["metrics"], straight["metrics"])
         self.assertEqual(job["latest_checkpoint"]["seq"], STEPS // 10 - 1, job)
