@@ -1,7 +1,11 @@
 #include "daemon/head/checkpoint_committer.h"
 
+#include <dirent.h>
+
 #include <boost/asio/post.hpp>
+#include <cstdio>
 #include <utility>
+#include <vector>
 
 #include "common/logging.h"
 
@@ -90,10 +94,31 @@ void CheckpointCommitter::RemoveDirs(std::vector<std::string> dirs) {
       /*as_worker=*/false);
 }
 
-void CheckpointCommitter::CleanUpAttempt(std::string staging_dir, std::string trial_dir) {
-  Post([this, staging_dir = std::move(staging_dir), trial_dir = std::move(trial_dir)] {
+void CheckpointCommitter::CleanUpAttempt(std::string staging_dir, std::string trial_dir,
+                                         int attempt, std::set<std::string> recorded) {
+  Post([this, staging_dir = std::move(staging_dir), trial_dir = std::move(trial_dir), attempt,
+        recorded = std::move(recorded)] {
     if (Status st = files_->CleanUpAttempt(staging_dir, trial_dir); !st.ok())
       LOG_WARN << "could not clean up " << staging_dir << ": " << st.message();
+    char prefix[32];
+    std::snprintf(prefix, sizeof prefix, "checkpoint_a%03d_s", attempt);
+    std::vector<std::string> unrecorded;
+    if (DIR* d = ::opendir(trial_dir.c_str())) {
+      while (const dirent* e = ::readdir(d)) {
+        const std::string name = e->d_name;
+        const std::string path = trial_dir + "/" + name;
+        if (name.rfind(prefix, 0) != 0 || name.find('.') != std::string::npos ||
+            recorded.count(path) != 0)
+          continue;
+        unrecorded.push_back(path);
+      }
+      ::closedir(d);
+    }
+    for (const std::string& path : unrecorded) {
+      LOG_INFO << "removing " << path << ": merged, never recorded";
+      if (Status st = files_->Remove(trial_dir, path); !st.ok())
+        LOG_WARN << "could not remove " << path << ": " << st.message();
+    }
   });
 }
 

@@ -22,6 +22,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -53,8 +54,12 @@ class CheckpointCommitter {
   // Deletes checkpoint directories retention dropped (already unrecorded): only paths
   // below <trial_dir>/checkpoint_ are touched.
   void Remove(std::string trial_dir, std::vector<std::string> checkpoint_dirs);
-  // After an attempt ended: its staging area and uncommitted ".tmp" merges go.
-  void CleanUpAttempt(std::string staging_dir, std::string trial_dir);
+  // After attempt `attempt` ended (its end applied, so no commit of it can follow): its
+  // staging area and uncommitted ".tmp" merges go, and so do its merged checkpoints that
+  // no record names, `recorded` being the paths of the job's records (a commit refused,
+  // or a head that died between a merge and its commit, left them).
+  void CleanUpAttempt(std::string staging_dir, std::string trial_dir, int attempt,
+                      std::set<std::string> recorded);
   // A deleted job's directories (CheckpointFiles::RemoveDir), behind the work queued, with
   // the daemon's own file access.
   void RemoveDirs(std::vector<std::string> dirs);

@@ -975,7 +975,11 @@ void JobManager::EndAttemptNow(ActiveAttempt& a, commands::AttemptOutcome outcom
                 LOG_WARN << why;
               }
             } else {
-              committer_->CleanUpAttempt(Agent::StagingDir(trial_dir, attempt), trial_dir);
+              std::set<std::string> recorded;
+              for (const CheckpointRecord& ck : store_->ListCheckpoints(job_id))
+                recorded.insert(ck.path);
+              committer_->CleanUpAttempt(Agent::StagingDir(trial_dir, attempt), trial_dir, attempt,
+                                         std::move(recorded));
             }
             if (it != active_.end() && it->second.attempt() == attempt) {
               const AttemptTracker& t = it->second.tracker;

@@ -398,6 +398,12 @@ class FullDiskTest(unittest.TestCase):
         self.assertIn("could not be committed: it was not recorded: disk full", job["message"])
         recorded = d.get(f"/v1/jobs/{job_id}/checkpoints")[1]["checkpoints"]
         self.assertEqual(len(recorded), 2, recorded)
+        # The merged directory no record names goes with the attempt's cleanup.
+        paths = {c["path"] for c in recorded}
+        def leftovers():
+            return [n for n in os.listdir(job["trial_dir"]) if n.startswith("checkpoint_")
+                    and os.path.join(job["trial_dir"], n) not in paths]
+        wait_for(lambda: not leftovers(), 10, what="the unrecorded checkpoint removed")
 
 if __name__ == "__main__":
     main()

@@ -52,8 +52,13 @@ TEST_CASE("merges run off the io thread and answer on it, in order, cleanup come
   Status failed;
   committer.Merge(trial, 1, 9, {{0, trial + "/.staging/attempt_1/seq_9/rank_0"}}, {},
                   [&](Result<std::string> dir) { failed = dir.status(); });
-  // Queued behind the merges: the staging area goes only once they moved their files.
-  committer.CleanUpAttempt(trial + "/.staging/attempt_1", trial);
+  // Queued behind the merges: the staging area goes only once they moved their files, and
+  // so does a merged checkpoint of the attempt that no record names (seq 1 here: its commit
+  // was refused), not one of another attempt.
+  REQUIRE(MakeDirs(trial + "/checkpoint_a002_s000000").ok());
+  committer.CleanUpAttempt(
+      trial + "/.staging/attempt_1", trial, 1,
+      {trial + "/checkpoint_a001_s000000", trial + "/checkpoint_a001_s000002"});
   // Nothing answered before the io_context ran: the answers are posted to it.
   CHECK(merged.empty());
   while (merged.size() < 3 || failed.ok()) io.run_one();
@@ -65,13 +70,16 @@ TEST_CASE("merges run off the io thread and answer on it, in order, cleanup come
   while (committer.pending() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   CHECK(!PathExists(trial + "/.staging/attempt_1"));
   CHECK(PathExists(merged[0]));
+  CHECK(!PathExists(merged[1]));
+  CHECK(PathExists(merged[2]));
+  CHECK(PathExists(trial + "/checkpoint_a002_s000000"));
 
   // Retention's deletes: only checkpoint directories of this trial dir.
   const std::string outside = TempDir();
   committer.Remove(trial, {merged[0], outside});
   while (committer.pending() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   CHECK(!PathExists(merged[0]));
-  CHECK(PathExists(merged[1]));
+  CHECK(PathExists(merged[2]));
   CHECK(PathExists(outside));
   RemoveAll(outside).IgnoreError();
   RemoveAll(trial).IgnoreError();
@@ -128,7 +136,7 @@ TEST_CASE("a merge the files refuse answers its error, file work keeps its order
   committer.Merge("/t", 1, 0, {{0, "/s/r0"}, {1, "/s/r1"}}, nlohmann::json::object(),
                   [&](Result<std::string> r) { answers.push_back(std::move(r)); });
   committer.Remove("/t", {"/t/checkpoint_000000"});  // its failure is only logged
-  committer.CleanUpAttempt("/t/.staging/attempt_1", "/t");
+  committer.CleanUpAttempt("/t/.staging/attempt_1", "/t", 1, {});
   committer.Merge("/t", 2, 1, {{0, "/s/r0"}}, nlohmann::json::object(),
                   [&](Result<std::string> r) { answers.push_back(std::move(r)); });
   while (answers.size() < 2) io.run_one();
