@@ -81,6 +81,8 @@ void ApplyWorkerEvent(JobManager* jobs, const json& ev, const std::string& node)
       e.command_signal = s->get<int>();
     if (auto pid = ev.find("pid"); pid != ev.end() && !pid->is_null()) e.pid = pid->get<int>();
     if (auto n = ev.find("launch"); n != ev.end() && !n->is_null()) e.launch = n->get<uint64_t>();
+    if (auto g = ev.find("generation"); g != ev.end() && !g->is_null())
+      e.generation = g->get<int>();
     jobs->OnRemoteWorkerExit(e, ev.at("log_tail").get<std::string>());
   }
 }

@@ -148,6 +148,10 @@ void AttemptTracker::CommitComplete(Commands* out) {
 }
 
 AttemptTracker::Commands AttemptTracker::OnExit(const WorkerExit& e, const std::string& log_tail) {
+  if (e.generation >= 0) {
+    auto current = launched_generation_.find(e.rank);
+    if (current != launched_generation_.end() && e.generation < current->second) return {};
+  }
   if (e.pid != 0 && e.rank >= 0 && e.rank < world_size()) {
     // One exit per worker: a batch of events a node sends again (its answer was lost) must
     // not end or replace the rank a second time. A worker is its node (the one the rank is
@@ -189,6 +193,7 @@ AttemptTracker::Commands AttemptTracker::OnExit(const WorkerExit& e, const std::
     // it says hello it holds no state (a survivor's death then cannot be recovered from).
     exits_.erase(e.rank);
     hellos_.erase(e.rank);
+    launched_generation_[e.rank] = generation_;
     ForgetReports({e.rank});
     out.push_back(ReplaceRank{e.rank, generation_});
     return out;
@@ -274,11 +279,12 @@ bool AttemptTracker::TryShrink(const std::set<int>& gone, Commands* out) {
   return true;
 }
 
-void AttemptTracker::MoveRank(int rank, const std::string& node) {
+void AttemptTracker::MoveRank(int rank, const std::string& node, int generation) {
   if (rank < 0 || rank >= world_size()) return;
   placement_.rank_nodes[static_cast<size_t>(rank)] = node;
   moved_.insert(rank);
   hellos_.erase(rank);  // its new worker holds no state until it says hello
+  launched_generation_[rank] = generation >= 0 ? generation : generation_;
 }
 
 std::vector<int> AttemptTracker::Missing() const {
@@ -306,6 +312,7 @@ AttemptTracker::Commands AttemptTracker::OnCapacity(int rank, const std::string&
   active_.insert(rank);
   moved_.insert(rank);
   ++generation_;
+  launched_generation_[rank] = generation_;
   return {Grow{generation_, rank, node, std::vector<int>(active_.begin(), active_.end())}};
 }
 

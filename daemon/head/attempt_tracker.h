@@ -128,8 +128,9 @@ class AttemptTracker {
   // max_ranks), can run on `node` (capacity came back or appeared). Nothing when the
   // attempt is ending or the rank is in the group.
   Commands OnCapacity(int rank, const std::string& node);
-  // Relocate: `rank` runs on `node` from now on.
-  void MoveRank(int rank, const std::string& node);
+  // Relocate: `rank` runs on `node` from now on, its new worker launched for the group of
+  // `generation` (the Relocate's; -1: the current one).
+  void MoveRank(int rank, const std::string& node, int generation = -1);
   // Ranks of an elastic attempt that left the group, then the next new rank while below
   // max_ranks (candidates for OnCapacity, in that order).
   std::vector<int> Missing() const;
@@ -213,6 +214,11 @@ class AttemptTracker {
   std::map<int, WorkerExit> exits_;
   // (rank, node, pid, launch) of every exit taken (WorkerExit).
   std::set<std::tuple<int, std::string, int, uint64_t>> exited_workers_;
+  // The group generation each rank's current worker was launched for, for ranks started
+  // again (absent: 0, the attempt's start). An exit of a worker launched for an earlier
+  // one is its predecessor's, reported late (a node lost, then back, where the rank was
+  // started again), and is not the current worker's.
+  std::map<int, int> launched_generation_;
   bool marked_running_ = false;  // MarkRunning was returned
   int replacements_ = 0;
   int generation_ = 0;

@@ -304,7 +304,7 @@ void JobManager::Relocate(ActiveAttempt& a, const AttemptTracker::Relocate& r) {
       for (int lost : r.ranks) FailReplacement(a, lost, "no node has room for it");
       return;
     }
-    a.tracker.MoveRank(rank, node);
+    a.tracker.MoveRank(rank, node, r.generation);
     placed.emplace_back(rank, node);
   }
   const std::vector<int> ranks(a.tracker.active().begin(), a.tracker.active().end());

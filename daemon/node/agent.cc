@@ -427,6 +427,7 @@ Result<int> Agent::Launch(const NodeAttemptPlan& planned) {
     // A command's program is a new process anyway: what a warm worker preloaded would only
     // sit unused, and taking one starts a replacement loading beside the program.
     l.warm_ok = plan.entry_kind != "command";
+    l.generation = plan.regroup_generation;
     // The environment is exactly what the runtime and the spec set.
     l.env["PATH"] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
     l.env["LANG"] = "C.UTF-8";

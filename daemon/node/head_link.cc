@@ -186,6 +186,7 @@ void HeadLink::EnqueueExit(const WorkerExit& e, const std::string& log_tail) {
     ev["pid"] = e.pid;
     ev["launch"] = e.launch;
   }
+  if (e.generation >= 0) ev["generation"] = e.generation;
   if (e.command_exit_code) ev["command_exit_code"] = *e.command_exit_code;
   if (e.command_signal) ev["command_signal"] = *e.command_signal;
   Enqueue(std::move(ev));

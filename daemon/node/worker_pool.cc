@@ -246,6 +246,7 @@ void WorkerPool::Adopt(const WorkerLaunch& l, pid_t pid, int channel_fd, bool wa
   w->exit.rank = l.rank;
   w->exit.pid = static_cast<int>(pid);
   w->exit.launch = launches_++;
+  w->exit.generation = l.generation;
   boost::system::error_code ec;
   w->channel.assign(asio::local::stream_protocol(), channel_fd, ec);
   if (ec) {

@@ -126,6 +126,9 @@ struct WorkerLaunch {
   // Whether a warm worker may run this rank (WorkerPoolOptions::warm_workers). Default:
   // true.
   bool warm_ok = true;
+  // The group generation it is launched for (the plan's regroup_generation; 0 at the
+  // attempt's start), reported with its exit (WorkerExit::generation).
+  int generation = 0;
 };
 
 // The most of a worker's failure message (its "done" error) the agent keeps.
@@ -153,6 +156,9 @@ struct WorkerExit {
   // (a batch sent again must not replace a rank twice; a pid may be reused).
   int pid = 0;
   uint64_t launch = 0;
+  // The group generation the worker was launched for (WorkerLaunch::generation); -1 when
+  // unknown (a synthetic exit, an older release's event).
+  int generation = -1;
 };
 
 class WorkerPoolListener {

@@ -559,6 +559,30 @@ TEST_CASE("tracker: an elastic attempt does not shrink while a rank it took back
   CHECK(!u.failure());
 }
 
+TEST_CASE("tracker: a late exit of a rank's worker from before it was started again is ignored") {
+  // Rank 2's node is lost (its worker fenced and killed, the exit kept queued), the group
+  // shrinks, and the node is back: rank 2 grows back there, launched for generation 2.
+  T t = Launched({"h", "n2", "n3"}, /*min_ranks=*/1, /*max_ranks=*/0, /*replacements=*/0);
+  REQUIRE(Count<T::Shrink>(t.OnNodeLost("n3")) == 1);
+  const T::Grow* grow = nullptr;
+  T::Commands grown = t.OnCapacity(2, "n3");
+  grow = First<T::Grow>(grown);
+  REQUIRE(grow != nullptr);
+  t.OnHello(2);
+  WorkerExit late = Killed(2, SIGKILL);
+  late.pid = 100;
+  late.generation = 0;  // the old worker's
+  CHECK(t.OnExit(late, "").empty());
+  CHECK(!t.Exited(2));
+  CHECK(!t.failure());
+  // The current worker's exit counts (as does one of an older release, which says none).
+  WorkerExit current = Exit(2, 0);
+  current.pid = 200;
+  current.generation = grow->generation;
+  t.OnExit(current, "");
+  CHECK(t.Exited(2));
+}
+
 TEST_CASE("tracker: an elastic attempt that shrank takes its rank back when capacity returns") {
   T t = Launched({"n1", "n2", "h"}, /*min_ranks=*/2, /*max_ranks=*/0, /*replacements=*/0);
   CHECK(t.Missing().empty());
