@@ -211,6 +211,15 @@ Result<std::unique_ptr<RabitTracker>> Agent::StartTracker(const NodeAttemptPlan&
   constexpr uint64_t kMaxPrintedBytes = 64ull << 20;
   const std::string log = LogPath(plan.job_id, plan.attempt, 0);
   auto printed = std::make_shared<uint64_t>(0);  // the tracker's thread only
+  o.on_error = [log, printed](const std::string& why) {
+    if (*printed >= kMaxPrintedBytes) return;
+    const std::string line = "traintl: " + why + "\n";
+    *printed += line.size();
+    if (Result<UniqueFd> fd = OpenAppendNoFollow(log, 0640); fd.ok()) {
+      const ssize_t ignored = ::write(fd->get(), line.data(), line.size());
+      (void)ignored;
+    }
+  };
   o.on_print = [log, printed](const std::string& message) {
     const std::string line = message + "\n";
     if (*printed >= kMaxPrintedBytes) return;

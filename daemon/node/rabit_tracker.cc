@@ -332,6 +332,15 @@ void RabitTracker::Loop::Drop(Conn* c, LogLevel level, const std::string& why) {
   if (level >= GetLogLevel()) {
     LogMessage(level).stream() << "rabit tracker: dropped " << Describe(*c) << ": " << why;
   }
+  // A protocol error of a worker (a rank asked for twice, another world size): the job's
+  // own log says why its collective failed. Not what a stray client's garbage causes.
+  if (level >= LogLevel::kError && c->header_field > 4 && options_.on_error) {
+    try {
+      options_.on_error("the XGBoost tracker dropped " + Describe(*c) + ": " + why);
+    } catch (const std::exception& e) {
+      LOG_ERROR << "rabit tracker: on_error threw: " << e.what();
+    }
+  }
   c->dead = true;
   ::close(c->fd);
   c->fd = -1;

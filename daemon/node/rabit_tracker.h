@@ -103,6 +103,10 @@ struct RabitTrackerOptions {
   // Receives each worker "print" message, surrounding whitespace stripped and cut at 4 KiB,
   // on the tracker's thread, which it must not block for long. Default: empty: LOG_INFO.
   std::function<void(const std::string&)> on_print;
+  // Receives, on the tracker's thread, why a worker whose header was whole was dropped
+  // for a protocol error (a rank asked for twice, another world size, no rank left, a
+  // shutdown out of turn), so that the job's log can say it. Default: empty.
+  std::function<void(const std::string&)> on_error;
 };
 
 class RabitTracker {

@@ -870,6 +870,30 @@ TEST_CASE("rabit tracker: a client cannot hold the negotiation, take a rank or e
   CHECK(prints.Get()[0].find("cut at 4096 bytes") != std::string::npos);
 }
 
+TEST_CASE("rabit tracker: a worker's protocol error is passed on, garbage is not",
+          "[rabit_tracker]") {
+  Prints errors;
+  RabitTrackerOptions o;
+  o.num_workers = 2;
+  o.on_error = [&errors](const std::string& m) { errors.Add(m); };
+  auto started = RabitTracker::Start(o);
+  REQUIRE(started.ok());
+  auto tracker = std::move(started).value();
+  {
+    RawClient garbage(tracker->port());
+    garbage.SendRaw(std::string(64, '\xab'));
+    CHECK(garbage.ClosedWithin(5s));
+  }
+  {
+    RawClient wrong(tracker->port());
+    wrong.Header(-1, 3, "1", "start");
+    CHECK(wrong.ClosedWithin(5s));
+  }
+  REQUIRE(errors.Get().size() == 1);
+  CHECK(errors.Get()[0].find("world size 3 differs from the job's 2") != std::string::npos);
+  CHECK(errors.Get()[0].find("task 1") != std::string::npos);
+}
+
 TEST_CASE("rabit tracker: one connection per rank waits for its negotiation, the latest",
           "[rabit_tracker]") {
   auto tracker = StartTracker(2);
