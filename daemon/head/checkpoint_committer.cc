@@ -4,6 +4,7 @@
 
 #include <boost/asio/post.hpp>
 #include <cstdio>
+#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -107,8 +108,12 @@ void CheckpointCommitter::CleanUpAttempt(std::string staging_dir, std::string tr
       while (const dirent* e = ::readdir(d)) {
         const std::string name = e->d_name;
         const std::string path = trial_dir + "/" + name;
-        if (name.rfind(prefix, 0) != 0 || name.find('.') != std::string::npos ||
-            recorded.count(path) != 0)
+        // Exactly what MergeCheckpoint names: the prefix and six digits (another job's
+        // trial dir may be nested here under a name that starts the same).
+        const std::string seq =
+            name.size() > std::strlen(prefix) ? name.substr(std::strlen(prefix)) : "";
+        if (name.rfind(prefix, 0) != 0 || seq.size() != 6 ||
+            seq.find_first_not_of("0123456789") != std::string::npos || recorded.count(path) != 0)
           continue;
         unrecorded.push_back(path);
       }

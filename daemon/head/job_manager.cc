@@ -975,11 +975,15 @@ void JobManager::EndAttemptNow(ActiveAttempt& a, commands::AttemptOutcome outcom
                 LOG_WARN << why;
               }
             } else {
-              std::set<std::string> recorded;
-              for (const CheckpointRecord& ck : store_->ListCheckpoints(job_id))
-                recorded.insert(ck.path);
-              committer_->CleanUpAttempt(Agent::StagingDir(trial_dir, attempt), trial_dir, attempt,
-                                         std::move(recorded));
+              // The records as they are now (a job deleted meanwhile, its files perhaps kept
+              // on purpose, has none: its files are left alone).
+              if (store_->GetJob(job_id, /*with_spec=*/false)) {
+                std::set<std::string> recorded;
+                for (const CheckpointRecord& ck : store_->ListCheckpoints(job_id))
+                  recorded.insert(ck.path);
+                committer_->CleanUpAttempt(Agent::StagingDir(trial_dir, attempt), trial_dir,
+                                           attempt, std::move(recorded));
+              }
             }
             if (it != active_.end() && it->second.attempt() == attempt) {
               const AttemptTracker& t = it->second.tracker;

@@ -213,7 +213,8 @@ Result<std::unique_ptr<RabitTracker>> Agent::StartTracker(const NodeAttemptPlan&
   auto printed = std::make_shared<uint64_t>(0);  // the tracker's thread only
   o.on_error = [log, printed](const std::string& why) {
     if (*printed >= kMaxPrintedBytes) return;
-    const std::string line = "traintl: " + why + "\n";
+    // Cut as prints are (a task id in it may be 1 MiB).
+    const std::string line = "traintl: " + why.substr(0, 4096) + "\n";
     *printed += line.size();
     if (Result<UniqueFd> fd = OpenAppendNoFollow(log, 0640); fd.ok()) {
       const ssize_t ignored = ::write(fd->get(), line.data(), line.size());

@@ -56,6 +56,8 @@ TEST_CASE("merges run off the io thread and answer on it, in order, cleanup come
   // so does a merged checkpoint of the attempt that no record names (seq 1 here: its commit
   // was refused), not one of another attempt.
   REQUIRE(MakeDirs(trial + "/checkpoint_a002_s000000").ok());
+  // Another job's trial dir nested here, its name starting the same (storage_path + name).
+  REQUIRE(MakeDirs(trial + "/checkpoint_a001_s-4f2a9c1b7d3e").ok());
   committer.CleanUpAttempt(
       trial + "/.staging/attempt_1", trial, 1,
       {trial + "/checkpoint_a001_s000000", trial + "/checkpoint_a001_s000002"});
@@ -73,6 +75,7 @@ TEST_CASE("merges run off the io thread and answer on it, in order, cleanup come
   CHECK(!PathExists(merged[1]));
   CHECK(PathExists(merged[2]));
   CHECK(PathExists(trial + "/checkpoint_a002_s000000"));
+  CHECK(PathExists(trial + "/checkpoint_a001_s-4f2a9c1b7d3e"));
 
   // Retention's deletes: only checkpoint directories of this trial dir.
   const std::string outside = TempDir();
