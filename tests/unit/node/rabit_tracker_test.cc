@@ -301,6 +301,18 @@ Instructions SendGoodSet(RawClient& c, const std::vector<int>& good) {
   return in;
 }
 
+// Task `rank` starts, gets that rank, names no good link (nobody listens yet, or it
+// accepts them all) and listens on `listen_port`; the tracker then closes it.
+void NegotiateAlone(int port, int rank, int listen_port) {
+  RawClient w(port);
+  w.Header(-1, -1, std::to_string(rank), "start");
+  CHECK(ReadAssignment(w).rank == rank);
+  SendGoodSet(w, {});
+  w.SendInt(0);
+  w.SendInt(listen_port);
+  CHECK(w.ClosedWithin(5s));
+}
+
 // A connection whose whole message is its header (print, shutdown); waits until the
 // tracker has handled it (closed it), so that the next one is handled after it.
 void OneShot(int port, int rank, const std::string& cmd, const std::string& message = "") {
@@ -817,13 +829,7 @@ TEST_CASE("rabit tracker: a client cannot hold the negotiation, take a rank or e
   CHECK_FALSE(tracker->WaitFinished(200ms));
   // Rank 1 negotiates (it is to accept rank 0); a client then renegotiates rank 0 for
   // ever, "failing" every connect: dropped after 64 rounds, reading nothing all along.
-  RawClient w1(port);
-  w1.Header(-1, -1, "1", "start");
-  CHECK(ReadAssignment(w1).rank == 1);
-  SendGoodSet(w1, {});
-  w1.SendInt(0);
-  w1.SendInt(7001);
-  CHECK(w1.ClosedWithin(5s));
+  NegotiateAlone(port, 1, 7001);
   {
     RawClient spin(port);
     spin.Header(-1, -1, "0", "start");
@@ -898,13 +904,7 @@ TEST_CASE("rabit tracker: one connection per rank waits for its negotiation, the
           "[rabit_tracker]") {
   auto tracker = StartTracker(2);
   const int port = tracker->port();
-  RawClient w1(port);
-  w1.Header(-1, -1, "1", "start");
-  CHECK(ReadAssignment(w1).rank == 1);
-  SendGoodSet(w1, {});
-  w1.SendInt(0);
-  w1.SendInt(7001);
-  CHECK(w1.ClosedWithin(5s));
+  NegotiateAlone(port, 1, 7001);
   RawClient busy(port);  // negotiating, silent: the others queue behind it
   busy.Header(-1, -1, "0", "start");
   CHECK(ReadAssignment(busy).rank == 0);
