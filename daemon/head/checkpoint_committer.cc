@@ -1,12 +1,7 @@
 #include "daemon/head/checkpoint_committer.h"
 
-#include <dirent.h>
-
 #include <boost/asio/post.hpp>
-#include <cstdio>
-#include <cstring>
 #include <utility>
-#include <vector>
 
 #include "common/logging.h"
 
@@ -99,31 +94,8 @@ void CheckpointCommitter::CleanUpAttempt(std::string staging_dir, std::string tr
                                          int attempt, std::set<std::string> recorded) {
   Post([this, staging_dir = std::move(staging_dir), trial_dir = std::move(trial_dir), attempt,
         recorded = std::move(recorded)] {
-    if (Status st = files_->CleanUpAttempt(staging_dir, trial_dir); !st.ok())
+    if (Status st = files_->CleanUpAttempt(staging_dir, trial_dir, attempt, recorded); !st.ok())
       LOG_WARN << "could not clean up " << staging_dir << ": " << st.message();
-    char prefix[32];
-    std::snprintf(prefix, sizeof prefix, "checkpoint_a%03d_s", attempt);
-    std::vector<std::string> unrecorded;
-    if (DIR* d = ::opendir(trial_dir.c_str())) {
-      while (const dirent* e = ::readdir(d)) {
-        const std::string name = e->d_name;
-        const std::string path = trial_dir + "/" + name;
-        // Exactly what MergeCheckpoint names: the prefix and six digits (another job's
-        // trial dir may be nested here under a name that starts the same).
-        const std::string seq =
-            name.size() > std::strlen(prefix) ? name.substr(std::strlen(prefix)) : "";
-        if (name.rfind(prefix, 0) != 0 || seq.size() != 6 ||
-            seq.find_first_not_of("0123456789") != std::string::npos || recorded.count(path) != 0)
-          continue;
-        unrecorded.push_back(path);
-      }
-      ::closedir(d);
-    }
-    for (const std::string& path : unrecorded) {
-      LOG_INFO << "removing " << path << ": merged, never recorded";
-      if (Status st = files_->Remove(trial_dir, path); !st.ok())
-        LOG_WARN << "could not remove " << path << ": " << st.message();
-    }
   });
 }
 

@@ -18,9 +18,11 @@ Status DiskCheckpointFiles::Remove(const std::string& trial_dir,
 }
 
 Status DiskCheckpointFiles::CleanUpAttempt(const std::string& staging_dir,
-                                           const std::string& trial_dir) {
+                                           const std::string& trial_dir, int attempt,
+                                           const std::set<std::string>& recorded) {
   Status st = RemoveAll(staging_dir);
   CleanupUncommitted(trial_dir);  // best effort: leftovers are tried again next time
+  RemoveUnrecorded(trial_dir, attempt, recorded);
   return st;
 }
 

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -26,8 +27,10 @@ class CheckpointFiles {
                                     const nlohmann::json& metrics) = 0;
   // Deletes a checkpoint directory below <trial_dir>/checkpoint_ that is no longer recorded.
   virtual Status Remove(const std::string& trial_dir, const std::string& checkpoint_dir) = 0;
-  // Removes an ended attempt's staging area and the trial dir's uncommitted merges.
-  virtual Status CleanUpAttempt(const std::string& staging_dir, const std::string& trial_dir) = 0;
+  // Removes an ended attempt's staging area, the trial dir's uncommitted merges, and the
+  // attempt's merged checkpoints whose paths are not in `recorded` (RemoveUnrecorded).
+  virtual Status CleanUpAttempt(const std::string& staging_dir, const std::string& trial_dir,
+                                int attempt, const std::set<std::string>& recorded) = 0;
   // rm -rf of a deleted job's directory (its trial dir, its logs here), never through a
   // symlink. OK when it does not exist.
   virtual Status RemoveDir(const std::string& dir) = 0;
@@ -40,7 +43,8 @@ class DiskCheckpointFiles : public CheckpointFiles {
                             const std::map<int, std::string>& rank_dirs,
                             const nlohmann::json& metrics) override;
   Status Remove(const std::string& trial_dir, const std::string& checkpoint_dir) override;
-  Status CleanUpAttempt(const std::string& staging_dir, const std::string& trial_dir) override;
+  Status CleanUpAttempt(const std::string& staging_dir, const std::string& trial_dir, int attempt,
+                        const std::set<std::string>& recorded) override;
   Status RemoveDir(const std::string& dir) override;
 
   // The process-wide instance (stateless).

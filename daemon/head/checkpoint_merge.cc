@@ -21,14 +21,19 @@ Result<SafeDir> OpenTrialDir(const std::string& trial_dir) {
   return OpenJobDir(trial_dir, OwnerPolicy::ForThisThread());
 }
 
+// "checkpoint_a<attempt>_s<seq>": zero-padded, so that names sort by attempt and seq.
+std::string CheckpointName(int attempt, int seq) {
+  char name[64];
+  std::snprintf(name, sizeof name, "checkpoint_a%03d_s%06d", attempt, seq);
+  return name;
+}
+
 }  // namespace
 
 Result<std::string> MergeCheckpoint(const std::string& trial_dir, int attempt, int seq,
                                     const std::map<int, std::string>& rank_dirs,
                                     const nlohmann::json& metrics) {
-  char name[64];
-  std::snprintf(name, sizeof name, "checkpoint_a%03d_s%06d", attempt, seq);
-  const std::string final_name = name;
+  const std::string final_name = CheckpointName(attempt, seq);
   const std::string tmp_name = final_name + ".tmp";
   const std::string final_dir = trial_dir + "/" + final_name;
   const OwnerPolicy owners = OwnerPolicy::ForThisThread();
@@ -100,6 +105,25 @@ void CleanupUncommitted(const std::string& trial_dir) {
   for (const auto& n : *names) {
     if (n.size() > 4 && n.rfind("checkpoint_", 0) == 0 && n.substr(n.size() - 4) == ".tmp")
       RemoveAllAt(*trial, n).IgnoreError();  // what is left is tried again next time
+  }
+}
+
+void RemoveUnrecorded(const std::string& trial_dir, int attempt,
+                      const std::set<std::string>& recorded) {
+  auto trial = OpenTrialDir(trial_dir);
+  if (!trial.ok()) return;
+  auto names = ListDir(*trial);
+  if (!names.ok()) return;
+  // The name of seq 0 less its digits: what every merge of the attempt is named, the seq
+  // aside (another job's trial dir nested here may start the same).
+  const std::string first = CheckpointName(attempt, 0);
+  const size_t digits = 6, prefix = first.size() - digits;
+  for (const auto& n : *names) {
+    if (n.size() != first.size() || n.compare(0, prefix, first, 0, prefix) != 0 ||
+        n.find_first_not_of("0123456789", prefix) != std::string::npos ||
+        recorded.count(trial_dir + "/" + n) != 0)
+      continue;
+    RemoveAllAt(*trial, n).IgnoreError();  // best effort, as CleanupUncommitted
   }
 }
 

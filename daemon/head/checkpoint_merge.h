@@ -19,6 +19,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -38,6 +39,12 @@ Result<std::string> MergeCheckpoint(const std::string& trial_dir, int attempt, i
 // Removes <trial_dir>/checkpoint_*.tmp leftovers that no record refers to (RemoveAllAt from
 // the trial dir's descriptor: a planted link is removed, never followed).
 void CleanupUncommitted(const std::string& trial_dir);
+
+// Removes attempt `attempt`'s merged checkpoints (MergeCheckpoint's names exactly) whose
+// path is not in `recorded`, the same way; for after the attempt's end was applied, when
+// no commit of it can follow.
+void RemoveUnrecorded(const std::string& trial_dir, int attempt,
+                      const std::set<std::string>& recorded);
 
 // Removes one checkpoint directory (retention), `checkpoint_dir` being
 // <trial_dir>/checkpoint_*; the same rules as CleanupUncommitted. InvalidArgument for any

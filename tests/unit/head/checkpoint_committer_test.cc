@@ -104,7 +104,8 @@ class RecordingFiles : public CheckpointFiles {
     Record("remove " + checkpoint_dir);
     return Status::PermissionDenied("not ours");
   }
-  Status CleanUpAttempt(const std::string& staging_dir, const std::string&) override {
+  Status CleanUpAttempt(const std::string& staging_dir, const std::string&, int,
+                        const std::set<std::string>&) override {
     Record("cleanup " + staging_dir);
     return Status::Ok();
   }
