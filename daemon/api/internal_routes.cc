@@ -40,6 +40,12 @@ class ClusterRouter {
   http::Router& router_;
 };
 
+// `ev[key]` as a T into *out, when present and not null (json::exception when not a T).
+template <class T, class Out>
+void TakeIfSet(const json& ev, const char* key, Out* out) {
+  if (auto v = ev.find(key); v != ev.end() && !v->is_null()) *out = v->get<T>();
+}
+
 // One worker event of POST /v1/internal/events, handed to the job manager. Throws
 // json::exception on a malformed event.
 void ApplyWorkerEvent(JobManager* jobs, const json& ev, const std::string& node) {
@@ -75,14 +81,11 @@ void ApplyWorkerEvent(JobManager* jobs, const json& ev, const std::string& node)
     e.retryable = ev.at("retryable").get<bool>();
     e.stopped_by_agent = ev.at("stopped_by_agent").get<bool>();
     // Absent from the events of an older release's agent.
-    if (auto c = ev.find("command_exit_code"); c != ev.end() && !c->is_null())
-      e.command_exit_code = c->get<int>();
-    if (auto s = ev.find("command_signal"); s != ev.end() && !s->is_null())
-      e.command_signal = s->get<int>();
-    if (auto pid = ev.find("pid"); pid != ev.end() && !pid->is_null()) e.pid = pid->get<int>();
-    if (auto n = ev.find("launch"); n != ev.end() && !n->is_null()) e.launch = n->get<uint64_t>();
-    if (auto g = ev.find("generation"); g != ev.end() && !g->is_null())
-      e.generation = g->get<int>();
+    TakeIfSet<int>(ev, "command_exit_code", &e.command_exit_code);
+    TakeIfSet<int>(ev, "command_signal", &e.command_signal);
+    TakeIfSet<int>(ev, "pid", &e.pid);
+    TakeIfSet<uint64_t>(ev, "launch", &e.launch);
+    TakeIfSet<int>(ev, "generation", &e.generation);
     jobs->OnRemoteWorkerExit(e, ev.at("log_tail").get<std::string>());
   }
 }

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <random>
 
 #include "common/code_archive.h"
@@ -204,40 +205,32 @@ Result<std::unique_ptr<RabitTracker>> Agent::StartTracker(const NodeAttemptPlan&
   o.host = plan.master_addr;
   o.num_workers = plan.world_size;
   // XGBoost's evaluation lines reach the tracker only: they go to rank 0's log (this node
-  // runs rank 0), where `traintl logs` shows them and its bound applies, not to the
-  // daemon's.
-  // The log's own bound applies only while rank 0's worker lives, and anyone on the node
-  // can send prints: the tracker writes at most kMaxPrintedBytes.
+  // runs rank 0), where `traintl logs` shows them, not to the daemon's; so do the
+  // tracker's protocol errors. The log's own bound applies only while rank 0's worker
+  // lives, and anyone on the node can send prints: at most kMaxPrintedBytes in all.
   constexpr uint64_t kMaxPrintedBytes = 64ull << 20;
-  const std::string log = LogPath(plan.job_id, plan.attempt, 0);
-  auto printed = std::make_shared<uint64_t>(0);  // the tracker's thread only
-  o.on_error = [log, printed](const std::string& why) {
-    if (*printed >= kMaxPrintedBytes) return;
-    // Cut as prints are (a task id in it may be 1 MiB).
-    const std::string line = "traintl: " + why.substr(0, 4096) + "\n";
-    *printed += line.size();
-    if (Result<UniqueFd> fd = OpenAppendNoFollow(log, 0640); fd.ok()) {
-      const ssize_t ignored = ::write(fd->get(), line.data(), line.size());
-      (void)ignored;
-    }
-  };
-  o.on_print = [log, printed](const std::string& message) {
-    const std::string line = message + "\n";
-    if (*printed >= kMaxPrintedBytes) return;
-    *printed += line.size();
-    if (*printed >= kMaxPrintedBytes) {
-      LOG_WARN << "rabit tracker: " << (kMaxPrintedBytes >> 20) << " MiB of prints written to "
-               << log << "; no more";
-    }
-    // A plain file of root's or the daemon's only: no link followed, no FIFO to block on.
-    Result<UniqueFd> fd = OpenAppendNoFollow(log, 0640);
-    if (!fd.ok()) {
-      LOG_DEBUG << "rabit print for " << log << " (" << fd.status().message() << "): " << message;
-      return;
-    }
-    const ssize_t ignored = ::write(fd->get(), line.data(), line.size());
-    (void)ignored;
-  };
+  auto append = std::make_shared<std::function<void(const std::string&)>>(
+      [log = LogPath(plan.job_id, plan.attempt, 0),
+       printed = uint64_t{0}](const std::string& text) mutable {  // on the tracker's thread only
+        if (printed >= kMaxPrintedBytes) return;
+        const std::string line = text + "\n";
+        printed += line.size();
+        if (printed >= kMaxPrintedBytes) {
+          LOG_WARN << "rabit tracker: " << (kMaxPrintedBytes >> 20) << " MiB of prints written to "
+                   << log << "; no more";
+        }
+        // A plain file of root's or the daemon's only: no link followed, no FIFO to block on.
+        Result<UniqueFd> fd = OpenAppendNoFollow(log, 0640);
+        if (!fd.ok()) {
+          LOG_DEBUG << "rabit print for " << log << " (" << fd.status().message() << "): " << text;
+          return;
+        }
+        const ssize_t ignored = ::write(fd->get(), line.data(), line.size());
+        (void)ignored;
+      });
+  o.on_print = [append](const std::string& message) { (*append)(message); };  // cut at 4 KiB
+  // Cut as prints are (a task id in it may be 1 MiB).
+  o.on_error = [append](const std::string& why) { (*append)("traintl: " + why.substr(0, 4096)); };
   auto tracker = RabitTracker::Start(std::move(o));
   if (!tracker.ok()) {
     return Status(tracker.status().code(),

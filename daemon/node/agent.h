@@ -54,7 +54,8 @@ class Agent {
   // clash fails the attempt, which restarts. An xgboost attempt's rank-0 node instead
   // starts the attempt's rabit tracker (rabit_tracker.h), bound to master_addr, and its
   // port is the master_port (DMLC_TRACKER_PORT of every rank); the tracker goes away with
-  // the attempt (Stop, the job's next attempt, or every rank shutting it down).
+  // the attempt (Stop, the job's next attempt, every rank shutting it down, or
+  // SweepTrackers once no worker of the attempt runs here).
   Result<int> Launch(const NodeAttemptPlan& plan);
   // A free TCP port on `address` (loopback when it is not an IPv4 literal), below the
   // kernel's ephemeral range when it can; 0 when none.

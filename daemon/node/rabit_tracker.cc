@@ -943,7 +943,10 @@ bool RabitTracker::Loop::Run() {
         continue;
       }
       Drop(&c, LogLevel::kWarning,
-           "silent for " + std::to_string(options_.io_timeout.count()) + " ms mid-handshake");
+           c.negotiation_deadline <= after
+               ? "its negotiation took more than " +
+                     std::to_string(kNegotiationTimeouts * options_.io_timeout.count()) + " ms"
+               : "silent for " + std::to_string(options_.io_timeout.count()) + " ms mid-handshake");
     }
   }
 }
